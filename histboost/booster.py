@@ -1,0 +1,317 @@
+"""`Booster`: a trained model — its trees, the objective and the intercept — with prediction,
+versioned JSON serialisation, text dumps and feature importance.
+
+Model file (JSON, ``format == "histboost"``, ``version == 1``)::
+
+    {"format": "histboost", "version": 1, "histboost_version": "...",
+     "learner": {"objective": str, "num_class": int, "trees_per_round": int,
+                 "base_margin": [K floats], "n_features": int, "feature_names": [str],
+                 "best_iteration": int | null, "best_score": float | null,
+                 "params": {...}},
+     "trees": [Tree.to_dict(), ...]}
+
+Trees are stored round-major: round r owns trees ``r*K .. r*K+K-1``, tree ``r*K+k`` adding to
+output column k. Floats are written with ``repr`` precision, so a loaded model predicts
+bit-identically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from . import __version__
+from .data.dataset import Dataset, to_float_matrix
+from .objectives import get_objective
+from .objectives.base import Objective
+from .tree.predictor import PackedForest
+from .tree.tree import Tree
+
+FORMAT_NAME = "histboost"
+FORMAT_VERSION = 1
+
+
+class Booster:
+    """A gradient-boosted tree model.
+
+    Build one with `histboost.train`, or load a saved model with ``Booster(model_file=path)``.
+    """
+
+    def __init__(self, model_file: str | os.PathLike | None = None, *,
+                 objective: str = "reg:squarederror", num_class: int = 1,
+                 base_margin: np.ndarray | None = None, n_features: int = 0,
+                 feature_names: Sequence[str] | None = None,
+                 params: dict[str, Any] | None = None) -> None:
+        self.trees: list[Tree] = []
+        self.objective_name = objective
+        self.num_class = int(num_class)
+        self.params: dict[str, Any] = dict(params or {})
+        self.n_features = int(n_features)
+        self.feature_names = list(feature_names) if feature_names is not None else [
+            f"f{i}" for i in range(self.n_features)]
+        self.best_iteration: int | None = None
+        self.best_score: float | None = None
+        self._objective: Objective | None = None
+        self._forest: PackedForest | None = None
+        self._forest_size = -1
+        k = self.trees_per_round
+        self.base_margin = (np.zeros(k) if base_margin is None
+                            else np.asarray(base_margin, dtype=np.float64).reshape(k))
+        if model_file is not None:
+            self.load_model(model_file)
+
+    # -- structure ----------------------------------------------------------------------------
+    @property
+    def trees_per_round(self) -> int:
+        return self.num_class if self.objective_name.startswith("multi:") or (
+            self.objective_name == "custom" and self.num_class > 1) else 1
+
+    @property
+    def objective(self) -> Objective:
+        if self._objective is None or self._objective.name != self.objective_name:
+            if self.objective_name == "custom":
+                # predictions of a custom objective are raw margins
+                self._objective = Objective("custom", self.num_class)
+            else:
+                self._objective = get_objective(self.objective_name, self.num_class)
+        return self._objective
+
+    def num_boosted_rounds(self) -> int:
+        """Number of boosting rounds (trees / trees per round)."""
+        return len(self.trees) // self.trees_per_round
+
+    def num_features(self) -> int:
+        return self.n_features
+
+    def append_round(self, trees: Sequence[Tree]) -> None:
+        if len(trees) != self.trees_per_round:
+            raise ValueError(f"a round has {self.trees_per_round} trees, got {len(trees)}")
+        self.trees.extend(trees)
+
+    def __getitem__(self, item: slice) -> Booster:
+        """Rounds ``[start:stop]`` as a new Booster (step 1 only), as XGBoost's slicing."""
+        if not isinstance(item, slice) or item.step not in (None, 1):
+            raise TypeError("a Booster can only be sliced by rounds, e.g. booster[:10]")
+        start, stop, _ = item.indices(self.num_boosted_rounds())
+        k = self.trees_per_round
+        out = self._empty_like()
+        out.trees = list(self.trees[start * k:max(start, stop) * k])
+        if start == 0 and self.best_iteration is not None and self.best_iteration < stop:
+            out.best_iteration, out.best_score = self.best_iteration, self.best_score
+        return out
+
+    def _empty_like(self) -> Booster:
+        return Booster(objective=self.objective_name, num_class=self.num_class,
+                       base_margin=self.base_margin.copy(), n_features=self.n_features,
+                       feature_names=self.feature_names, params=self.params)
+
+    def copy(self) -> Booster:
+        out = self[:]
+        out.best_iteration, out.best_score = self.best_iteration, self.best_score
+        return out
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _packed(self) -> PackedForest:
+        if self._forest is None or self._forest_size != len(self.trees):
+            self._forest = PackedForest(self.trees)
+            self._forest_size = len(self.trees)
+        return self._forest
+
+    def _tree_range(self, iteration_range: tuple[int, int] | None) -> tuple[int, int]:
+        rounds = self.num_boosted_rounds()
+        if iteration_range is None or tuple(iteration_range) == (0, 0):
+            return 0, len(self.trees)
+        a, b = (int(v) for v in iteration_range)
+        if b == 0:
+            b = rounds
+        if not (0 <= a <= b <= rounds):
+            raise ValueError(f"iteration_range {iteration_range} is outside the model's "
+                             f"{rounds} rounds")
+        k = self.trees_per_round
+        return a * k, b * k
+
+    def _matrix(self, data: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """Raw feature matrix of `data` and its base margin (Datasets may carry one)."""
+        if isinstance(data, Dataset):
+            X, names, bm = data.data, data.feature_names, data.base_margin
+            names_given = True
+        else:
+            X, names = to_float_matrix(data)
+            bm, names_given = None, names is not None
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"data has {X.shape[1]} features but the model was trained on "
+                             f"{self.n_features}")
+        if names_given and names is not None and list(names) != self.feature_names and not (
+                isinstance(data, Dataset) and names == [f"f{i}" for i in range(X.shape[1])]):
+            diff = [(a, b) for a, b in zip(names, self.feature_names, strict=True) if a != b]
+            raise ValueError(f"feature names differ from the model's: data {diff[0][0]!r} vs "
+                             f"model {diff[0][1]!r} (and {len(diff) - 1} more)")
+        return X, bm
+
+    def _set_threads(self) -> None:
+        n = int(self.params.get("nthread", 0) or 0)
+        n = n if n > 0 else (os.cpu_count() or 1)
+        nb.set_num_threads(max(1, min(n, nb.config.NUMBA_NUM_THREADS)))
+
+    def predict_margin(self, X: np.ndarray, base_margin: np.ndarray | None = None,
+                       tree_range: tuple[int, int] | None = None) -> np.ndarray:
+        """float64 (n, K) margins of raw X (n, F) over trees [a, b) (all by default)."""
+        a, b = tree_range if tree_range is not None else (0, len(self.trees))
+        n, k = X.shape[0], self.trees_per_round
+        if base_margin is not None:
+            out = np.array(np.broadcast_to(np.asarray(base_margin, np.float64).reshape(n, -1),
+                                           (n, k)), dtype=np.float64)
+        else:
+            out = np.tile(self.base_margin, (n, 1))
+        if b > a:
+            self._set_threads()
+            self._packed().add_margin(X, out, a, b)
+        return out
+
+    def predict(self, data: Any, output_margin: bool = False, pred_leaf: bool = False,
+                iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+        """Predict for `data` (Dataset, array (n, F), DataFrame or scipy sparse matrix).
+
+        Returns float64 (n,) predictions — probabilities for binary:logistic, class indices
+        for multi:softmax — or (n, K) class probabilities for multi:softprob; raw margins with
+        ``output_margin=True``; int32 (n, n_trees) leaf indices with ``pred_leaf=True`` (node
+        ids, or the bit path for oblivious trees). `iteration_range` (begin, end) selects
+        rounds; the default uses them all.
+        """
+        X, bm = self._matrix(data)
+        a, b = self._tree_range(iteration_range)
+        if pred_leaf:
+            self._set_threads()
+            return self._packed().leaf_indices(X, a, b)
+        margin = self.predict_margin(X, bm, (a, b))
+        if output_margin:
+            return margin[:, 0] if margin.shape[1] == 1 else margin
+        return self.objective.transform(margin)
+
+    # -- introspection ------------------------------------------------------------------------
+    def get_dump(self, with_stats: bool = False, dump_format: str = "text") -> list[str]:
+        """One string per tree: XGBoost-style indented text, or JSON (``dump_format="json"``)."""
+        if dump_format == "json":
+            return [json.dumps(t.to_dict()) for t in self.trees]
+        if dump_format != "text":
+            raise ValueError(f"dump_format must be 'text' or 'json', got {dump_format!r}")
+        return [t.dump(self.feature_names, with_stats) for t in self.trees]
+
+    def feature_importance(self, importance_type: str = "gain") -> np.ndarray:
+        """float64 (n_features,): total split gain ("gain") or number of splits ("split")."""
+        if importance_type not in ("gain", "split"):
+            raise ValueError(f"importance_type must be 'gain' or 'split', got "
+                             f"{importance_type!r}")
+        out = np.zeros(self.n_features)
+        for t in self.trees:
+            feats, gains = t.split_features_and_gains()
+            np.add.at(out, feats, gains if importance_type == "gain" else 1.0)
+        return out
+
+    def get_score(self, importance_type: str = "gain") -> dict[str, float]:
+        """Importance by feature name for features used in at least one split."""
+        imp = self.feature_importance(importance_type)
+        used = self.feature_importance("split") > 0
+        return {n: float(v) for n, v, u in zip(self.feature_names, imp, used, strict=True) if u}
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "histboost_version": __version__,
+            "learner": {
+                "objective": self.objective_name,
+                "num_class": self.num_class,
+                "trees_per_round": self.trees_per_round,
+                "base_margin": self.base_margin.tolist(),
+                "n_features": self.n_features,
+                "feature_names": self.feature_names,
+                "best_iteration": self.best_iteration,
+                "best_score": self.best_score,
+                "params": self.params,
+            },
+            "trees": [t.to_dict() for t in self.trees],
+        }
+
+    def save_raw(self) -> bytes:
+        """The model as UTF-8 JSON bytes."""
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
+
+    def save_model(self, path: str | os.PathLike) -> None:
+        """Write the model as JSON, atomically (temporary file in the same folder, renamed)."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.save_raw())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def load_model(self, source: str | os.PathLike | bytes | bytearray) -> None:
+        """Load a model saved by `save_model` (a path) or `save_raw` (bytes)."""
+        where = "model bytes"
+        if isinstance(source, bytes | bytearray):
+            raw = bytes(source)
+        else:
+            where = os.fspath(source)
+            if not os.path.exists(where):
+                raise FileNotFoundError(f"model file {where!r} does not exist")
+            with open(where, "rb") as f:
+                raw = f.read()
+        try:
+            d = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{where} is not a histboost JSON model: {e}") from None
+        self._load_dict(d, where)
+
+    def _load_dict(self, d: Any, where: str) -> None:
+        if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
+            raise ValueError(f"{where} is not a histboost model (no 'format': 'histboost')")
+        version = d.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ValueError(f"{where} has model format version {version!r}; this histboost "
+                             f"({__version__}) reads versions up to {FORMAT_VERSION}")
+        try:
+            learner = d["learner"]
+            self.objective_name = str(learner["objective"])
+            self.num_class = int(learner["num_class"])
+            self.n_features = int(learner["n_features"])
+            self.feature_names = [str(x) for x in learner["feature_names"]]
+            self.base_margin = np.asarray(learner["base_margin"], dtype=np.float64)
+            self.best_iteration = learner.get("best_iteration")
+            self.best_score = learner.get("best_score")
+            self.params = dict(learner.get("params", {}))
+            trees = [Tree.from_dict(t) for t in d["trees"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where} is a corrupt histboost model: {e!r}") from None
+        if len(self.feature_names) != self.n_features:
+            raise ValueError(f"{where} is corrupt: {len(self.feature_names)} feature names "
+                             f"for {self.n_features} features")
+        if self.base_margin.shape != (self.trees_per_round,):
+            raise ValueError(f"{where} is corrupt: base_margin has the wrong length")
+        k = self.trees_per_round
+        if len(trees) % k:
+            raise ValueError(f"{where} is corrupt: {len(trees)} trees is not a multiple of "
+                             f"{k} trees per round")
+        for i, t in enumerate(trees):
+            t.validate(self.n_features)
+            if t.class_index != i % k:
+                raise ValueError(f"{where} is corrupt: tree {i} has class {t.class_index}")
+        self.trees = trees
+        self._objective = None
+        self._forest = None
+
+    def __repr__(self) -> str:
+        return (f"Booster(objective={self.objective_name!r}, rounds={self.num_boosted_rounds()}, "
+                f"n_features={self.n_features})")

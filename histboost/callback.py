@@ -1,0 +1,120 @@
+"""Training callbacks (XGBoost's `TrainingCallback` protocol).
+
+`train()` calls ``before_training(model)`` once, ``after_iteration(model, epoch, evals_log)``
+after every boosting round (returning True stops training) and ``after_training(model)`` at the
+end (its return value replaces the model). ``evals_log`` is ``{data_name: {metric: [values]}}``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .metrics import MAXIMIZE
+
+if TYPE_CHECKING:
+    from .booster import Booster
+
+EvalsLog = dict[str, dict[str, list[float]]]
+
+
+class TrainingCallback:
+    """Base class: override the hooks you need."""
+
+    def before_training(self, model: Booster) -> Booster:
+        return model
+
+    def after_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
+        return False
+
+    def after_training(self, model: Booster) -> Booster:
+        return model
+
+
+class EvaluationMonitor(TrainingCallback):
+    """Prints one line of evaluation results every `period` rounds (and the last round)."""
+
+    def __init__(self, period: int = 1, show_stdv: bool = False) -> None:
+        if period < 1:
+            raise ValueError(f"period must be >= 1, got {period}")
+        self.period = period
+        self._last_printed = -1
+        self._last_line = ""
+
+    @staticmethod
+    def format_line(epoch: int, evals_log: EvalsLog) -> str:
+        parts = [f"[{epoch}]"]
+        for data, metrics in evals_log.items():
+            for name, values in metrics.items():
+                parts.append(f"{data}-{name}:{values[-1]:.5f}")
+        return "\t".join(parts)
+
+    def after_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
+        if not evals_log:
+            return False
+        self._last_line = self.format_line(epoch, evals_log)
+        if epoch % self.period == 0:
+            print(self._last_line, flush=True)
+            self._last_printed = epoch
+        self._epoch = epoch
+        return False
+
+    def after_training(self, model: Booster) -> Booster:
+        if self._last_line and getattr(self, "_epoch", -1) != self._last_printed:
+            print(self._last_line, flush=True)
+        return model
+
+
+class EarlyStopping(TrainingCallback):
+    """Stops when the watched metric has not improved for `rounds` rounds.
+
+    Watches `metric_name` on `data_name` (default: the last metric of the last eval set, as
+    XGBoost). Sets ``model.best_iteration`` and ``model.best_score``; with ``save_best=True``
+    the returned model is truncated to the best iteration. ``min_delta`` is the smallest change
+    that counts as an improvement.
+    """
+
+    def __init__(self, rounds: int, metric_name: str | None = None,
+                 data_name: str | None = None, maximize: bool | None = None,
+                 save_best: bool = False, min_delta: float = 0.0) -> None:
+        if rounds < 1:
+            raise ValueError(f"early stopping rounds must be >= 1, got {rounds}")
+        if min_delta < 0:
+            raise ValueError(f"min_delta must be >= 0, got {min_delta}")
+        self.rounds = rounds
+        self.metric_name = metric_name
+        self.data_name = data_name
+        self.maximize = maximize
+        self.save_best = save_best
+        self.min_delta = min_delta
+        self._best: float | None = None
+        self._best_epoch = 0
+
+    def after_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
+        if not evals_log:
+            raise ValueError("early stopping needs at least one evaluation set in evals")
+        data = self.data_name or list(evals_log)[-1]
+        if data not in evals_log:
+            raise ValueError(f"early stopping data {data!r} is not among the eval sets "
+                             f"{list(evals_log)}")
+        metric = self.metric_name or list(evals_log[data])[-1]
+        if metric not in evals_log[data]:
+            raise ValueError(f"early stopping metric {metric!r} is not evaluated on {data!r}")
+        maximize = self.maximize if self.maximize is not None else metric in MAXIMIZE
+        score = evals_log[data][metric][-1]
+        if self._best is None:
+            improved = True
+        elif maximize:
+            improved = score > self._best + self.min_delta
+        else:
+            improved = score < self._best - self.min_delta
+        if improved:
+            self._best = score
+            self._best_epoch = epoch
+        model.best_iteration = self._best_epoch
+        model.best_score = float(self._best)  # type: ignore[arg-type]
+        return epoch - self._best_epoch >= self.rounds
+
+    def after_training(self, model: Booster) -> Booster:
+        if self.save_best and model.best_iteration is not None:
+            return model[: model.best_iteration + 1]
+        return model

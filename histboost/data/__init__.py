@@ -1,0 +1,6 @@
+"""Data ingestion: quantile binning (`binning`), the `Dataset`, and file readers (`io`)."""
+
+from .binning import BinMapper, compute_bin_mapper
+from .dataset import Dataset, to_float_matrix
+
+__all__ = ["BinMapper", "Dataset", "compute_bin_mapper", "to_float_matrix"]

@@ -1,0 +1,132 @@
+"""Quantile binning: per-feature cut points from (weighted) data.
+
+A feature with k value bins has k upper bounds ``cuts[0] < ... < cuts[k-1] = +inf`` and one more
+slot, index k, for missing values (NaN). A value x goes to the first bin b with x <= cuts[b], so a
+split "bin <= b goes left" is the same as the raw rule "x <= cuts[b] goes left": prediction needs
+no binning and the tree stores raw thresholds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.cpu.binning import bin_matrix
+
+# Rows sampled to find cut points (as LightGBM's bin_construct_sample_cnt); the sample is drawn
+# with a fixed seed so the same data always gives the same cuts.
+DEFAULT_SAMPLE_ROWS = 200_000
+
+
+@dataclass
+class BinMapper:
+    """Cut points of every feature.
+
+    cut_values: float64 (sum of value bins,), the concatenated upper bounds per feature.
+    cut_ptr: int64 (F+1,), feature f owns ``cut_values[cut_ptr[f]:cut_ptr[f+1]]``.
+    max_bin: the limit the cuts were computed for (slots per feature including missing).
+    """
+
+    cut_values: np.ndarray
+    cut_ptr: np.ndarray
+    max_bin: int
+
+    @property
+    def n_features(self) -> int:
+        return len(self.cut_ptr) - 1
+
+    @property
+    def n_value_bins(self) -> np.ndarray:
+        """int32 (F,): value bins per feature (missing slot excluded)."""
+        return np.diff(self.cut_ptr).astype(np.int32)
+
+    @property
+    def n_bins(self) -> np.ndarray:
+        """int32 (F,): histogram slots per feature, the missing slot included."""
+        return self.n_value_bins + 1
+
+    @property
+    def bin_offsets(self) -> np.ndarray:
+        """int64 (F+1,): start of each feature's slots in a flat histogram."""
+        return np.concatenate([[0], np.cumsum(self.n_bins)]).astype(np.int64)
+
+    @property
+    def bin_dtype(self) -> np.dtype:
+        return np.dtype(np.uint8) if int(self.n_bins.max()) <= 256 else np.dtype(np.uint16)
+
+    def feature_cuts(self, f: int) -> np.ndarray:
+        return self.cut_values[self.cut_ptr[f]:self.cut_ptr[f + 1]]
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Bin a dense float matrix (n, F) -> (n, F) uint8/uint16, C order."""
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"data has {X.shape[1]} features, the bin cuts have "
+                             f"{self.n_features}")
+        out = np.empty(X.shape, dtype=self.bin_dtype)
+        bin_matrix(X, self.cut_values, self.cut_ptr, out)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"cut_values": self.cut_values.tolist(), "cut_ptr": self.cut_ptr.tolist(),
+                "max_bin": self.max_bin}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BinMapper:
+        return cls(np.asarray(d["cut_values"], dtype=np.float64),
+                   np.asarray(d["cut_ptr"], dtype=np.int64), int(d["max_bin"]))
+
+
+def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins: int) -> np.ndarray:
+    """Upper bounds of the value bins of one feature.
+
+    values: float (m,) without NaN; weights: float (m,) or None. Returns float64 (k,) with
+    k <= max_value_bins, strictly increasing, last = +inf. With at most `max_value_bins` distinct
+    values every value gets its own bin (bounds at midpoints); otherwise the bounds sit at weighted
+    quantiles of the distinct values, and a heavy value keeps a bin of its own.
+    """
+    if values.size == 0:
+        return np.array([np.inf])
+    distinct, inverse = np.unique(values.astype(np.float64), return_inverse=True)
+    if distinct.size == 1:
+        return np.array([np.inf])
+    if distinct.size <= max_value_bins:
+        mids = distinct[:-1] + (distinct[1:] - distinct[:-1]) / 2.0
+        return np.append(np.unique(mids), np.inf)
+    w = np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.float64)
+    cum = np.cumsum(w)
+    total = cum[-1]
+    targets = total * np.arange(1, max_value_bins, dtype=np.float64) / max_value_bins
+    # index of the distinct value at which each quantile is reached; a bound after it
+    idx = np.unique(np.searchsorted(cum, targets, side="left"))
+    idx = idx[idx < distinct.size - 1]
+    mids = distinct[idx] + (distinct[idx + 1] - distinct[idx]) / 2.0
+    # np.unique: for float64 data a midpoint of two adjacent values may round onto one of them
+    cuts = np.append(np.unique(mids), np.inf)
+    return cuts[:max_value_bins]
+
+
+def compute_bin_mapper(X: np.ndarray, weight: np.ndarray | None, max_bin: int,
+                       sample_rows: int = DEFAULT_SAMPLE_ROWS, seed: int = 0) -> BinMapper:
+    """Cut points for every column of X (n, F) float, at most `max_bin` slots per feature
+    (`max_bin - 1` value bins and the missing slot)."""
+    if max_bin < 2:
+        raise ValueError(f"max_bin must be >= 2, got {max_bin}")
+    n, F = X.shape
+    if n > sample_rows:
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(n, size=sample_rows, replace=False))
+        Xs = X[rows]
+        ws = None if weight is None else weight[rows]
+    else:
+        Xs, ws = X, weight
+    all_cuts = []
+    for f in range(F):
+        col = np.asarray(Xs[:, f])
+        ok = ~np.isnan(col)
+        cuts = feature_cuts(col[ok], None if ws is None else ws[ok], max_bin - 1)
+        all_cuts.append(cuts)
+    cut_ptr = np.zeros(F + 1, dtype=np.int64)
+    cut_ptr[1:] = np.cumsum([c.size for c in all_cuts])
+    cut_values = np.concatenate(all_cuts) if all_cuts else np.zeros(0)
+    return BinMapper(cut_values.astype(np.float64), cut_ptr, int(max_bin))

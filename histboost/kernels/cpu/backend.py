@@ -1,0 +1,118 @@
+"""CPU implementation of `histboost.kernels.backend.Backend` over the Numba kernels."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from . import histogram, partition, predict, split
+
+# Nodes with at least this many rows are built / partitioned by all threads; smaller nodes
+# are processed one thread per node, several nodes at once.
+_CHUNKED_MIN_ROWS = 32_768
+
+
+class CPUBackend:
+    """Kernels on host memory. bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,)."""
+
+    name = "cpu"
+
+    def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
+                 quantized: bool) -> None:
+        self.bins = bins
+        self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
+        self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
+        self.total_bins = int(self.offsets[-1])
+        self.n_threads = max(1, int(n_threads))
+        self.hist_dtype = np.dtype(np.int64 if quantized else np.float64)
+        self._chunk_buffers = np.zeros((self.n_threads, self.total_bins, 3), self.hist_dtype)
+        self.rows = np.zeros(0, np.int32)
+        self.gh = np.zeros((0, 2), np.float32)
+
+    def _threads(self):
+        nb.set_num_threads(min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
+
+    def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
+        self.gh = gh
+        self.rows = np.array(rows, dtype=np.int32, copy=True)
+        self._scratch = np.empty_like(self.rows)
+
+    def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        self._threads()
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        out = np.empty((starts.shape[0], self.total_bins, 3), self.hist_dtype)
+        big = (ends - starts) >= _CHUNKED_MIN_ROWS
+        if self.n_threads > 1:
+            for k in np.flatnonzero(big):
+                histogram.build_histogram_chunked(self.bins, self.gh, self.rows, starts[k],
+                                                  ends[k], self.offsets, self._chunk_buffers,
+                                                  out[k])
+            small = np.flatnonzero(~big)
+        else:
+            small = np.arange(starts.shape[0])
+        if small.size:
+            sub = np.empty((small.size, self.total_bins, 3), self.hist_dtype)
+            histogram.build_histograms(self.bins, self.gh, self.rows, starts[small],
+                                       ends[small], self.offsets, sub)
+            out[small] = sub
+        return out
+
+    def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
+        out = np.empty_like(parents)
+        histogram.subtract_histograms(parents, children, out)
+        return out
+
+    def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
+        if hists.dtype == np.float64 and g_scale == 1.0 and h_scale == 1.0:
+            return hists
+        # scales are powers of two, so these products and all later sums are exact
+        return hists.astype(np.float64) * np.array([g_scale, h_scale, 1.0])
+
+    def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
+        self._threads()
+        out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
+        split.find_best_splits(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
+                               feature_masks, reg, out)
+        return out
+
+    def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
+                        reg: np.ndarray) -> np.ndarray:
+        self._threads()
+        out = np.empty((self.total_bins, 2), np.float64)
+        split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
+                                   self.offsets, feature_mask, reg, out)
+        return out
+
+    def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
+                  split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        self._threads()
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        features = np.asarray(features, dtype=np.int32)
+        split_bins = np.asarray(split_bins, dtype=np.int32)
+        default_left = np.asarray(default_left, dtype=np.uint8)
+        n_left = np.zeros(starts.shape[0], np.int64)
+        big = ((ends - starts) >= _CHUNKED_MIN_ROWS) & (self.n_threads > 1)
+        counts = np.zeros(self.n_threads, np.int64)
+        for k in np.flatnonzero(big):
+            f = features[k]
+            n_left[k] = partition.partition_node_chunked(
+                self.bins, self.rows, starts[k], ends[k], f, split_bins[k],
+                self.missing_bins[f], default_left[k], self.n_threads, self._scratch, counts)
+        small = np.flatnonzero(~big)
+        if small.size:
+            sub = np.zeros(small.size, np.int64)
+            partition.partition_nodes(self.bins, self.rows, starts[small], ends[small],
+                                      features[small], split_bins[small], self.missing_bins,
+                                      default_left[small], self._scratch, sub)
+            n_left[small] = sub
+        return n_left
+
+    def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
+                        margin: np.ndarray, column: int) -> None:
+        self._threads()
+        predict.add_leaf_values(self.rows, np.asarray(starts, np.int64),
+                                np.asarray(ends, np.int64), np.asarray(values, np.float64),
+                                margin, column)

@@ -1,0 +1,82 @@
+"""Row partition: split a node's slice of the row-index array into left and right children,
+keeping the row order (stable), so every child's rows stay sorted."""
+
+from __future__ import annotations
+
+import numba as nb
+
+
+@nb.njit(cache=True, inline="always")
+def _goes_left(b, threshold_bin, missing_bin, default_left):
+    if b == missing_bin:
+        return default_left
+    return b <= threshold_bin
+
+
+@nb.njit(cache=True, nogil=True)
+def _partition_one(bins, rows, start, end, feature, threshold_bin, missing_bin, default_left,
+                   scratch):
+    n_left = start
+    n_right = start
+    for k in range(start, end):
+        r = rows[k]
+        if _goes_left(bins[r, feature], threshold_bin, missing_bin, default_left):
+            rows[n_left] = r  # n_left <= k: never overwrites an unread entry
+            n_left += 1
+        else:
+            scratch[n_right] = r
+            n_right += 1
+    for k in range(n_right - start):
+        rows[n_left + k] = scratch[start + k]
+    return n_left - start
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def partition_nodes(bins, rows, starts, ends, features, threshold_bins, missing_bins,
+                    default_left, scratch, n_left):
+    """Partition several nodes in parallel (one thread per node).
+
+    rows: int32 (n,), node k owns rows[starts[k]:ends[k]]; features, threshold_bins: int32 (k,);
+    missing_bins: int32 (F,) missing slot of each feature; default_left: uint8 (k,);
+    scratch: int32 (n,); n_left: int64 (k,) out, rows going left per node.
+    """
+    for k in nb.prange(starts.shape[0]):
+        f = features[k]
+        n_left[k] = _partition_one(bins, rows, starts[k], ends[k], f, threshold_bins[k],
+                                   missing_bins[f], default_left[k] != 0, scratch)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def partition_node_chunked(bins, rows, start, end, feature, threshold_bin, missing_bin,
+                           default_left, n_chunks, scratch, counts):
+    """Partition one large node with all threads: count per chunk, scatter by prefix sums,
+    copy back. counts: int64 (n_chunks,) scratch. Returns the number of rows going left."""
+    n = end - start
+    left = default_left != 0
+    for c in nb.prange(n_chunks):
+        cnt = 0
+        for k in range(start + n * c // n_chunks, start + n * (c + 1) // n_chunks):
+            if _goes_left(bins[rows[k], feature], threshold_bin, missing_bin, left):
+                cnt += 1
+        counts[c] = cnt
+    total_left = 0
+    for c in range(n_chunks):
+        total_left += counts[c]
+    for c in nb.prange(n_chunks):
+        lo = start + n * c // n_chunks
+        hi = start + n * (c + 1) // n_chunks
+        lpos = start
+        for cc in range(c):
+            lpos += counts[cc]
+        rpos = start + total_left + (lo - start) - (lpos - start)
+        for k in range(lo, hi):
+            r = rows[k]
+            if _goes_left(bins[r, feature], threshold_bin, missing_bin, left):
+                scratch[lpos] = r
+                lpos += 1
+            else:
+                scratch[rpos] = r
+                rpos += 1
+    for k in nb.prange(start, end):
+        rows[k] = scratch[k]
+    return total_left

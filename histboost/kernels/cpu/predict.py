@@ -1,0 +1,153 @@
+"""Tree traversal over a packed forest (see `histboost.tree.predictor.PackedForest`).
+
+Normal trees: node arrays concatenated, tree t owning nodes ``node_ptr[t]:node_ptr[t+1]``,
+children indices local to the tree, ``left == -1`` marks a leaf. Oblivious trees: one
+(feature, threshold, default_left) per level, tree t owning levels ``level_ptr[t]:level_ptr[t+1]``
+and leaves ``leaf_ptr[t]:leaf_ptr[t+1]``; the leaf index is the bit path (level 0 = most
+significant bit, 1 = right). Raw rule: ``x <= threshold`` goes left, NaN goes to the default
+side. Binned rule: ``bin <= split_bin`` goes left, the missing slot goes to the default side.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_BLOCK = 128  # rows per task: a block's rows stay in cache while all trees pass over them
+
+
+@nb.njit(cache=True, inline="always")
+def _leaf_raw(x, t, left, right, feature, threshold, default_left, node_ptr, level_ptr,
+              obl_feature, obl_threshold, obl_default_left):
+    lo = level_ptr[t]
+    hi = level_ptr[t + 1]
+    if hi > lo:
+        idx = 0
+        for lv in range(lo, hi):
+            v = x[obl_feature[lv]]
+            if np.isnan(v):
+                go_right = obl_default_left[lv] == 0
+            else:
+                go_right = v > obl_threshold[lv]
+            idx = 2 * idx + (1 if go_right else 0)
+        return idx
+    base = node_ptr[t]
+    node = 0
+    while left[base + node] != -1:
+        v = x[feature[base + node]]
+        if np.isnan(v):
+            node = left[base + node] if default_left[base + node] else right[base + node]
+        elif v <= threshold[base + node]:
+            node = left[base + node]
+        else:
+            node = right[base + node]
+    return node
+
+
+@nb.njit(cache=True, inline="always")
+def _leaf_binned(brow, t, left, right, feature, split_bin, default_left, node_ptr, level_ptr,
+                 obl_feature, obl_bin, obl_default_left, missing_bins):
+    lo = level_ptr[t]
+    hi = level_ptr[t + 1]
+    if hi > lo:
+        idx = 0
+        for lv in range(lo, hi):
+            f = obl_feature[lv]
+            b = brow[f]
+            if b == missing_bins[f]:
+                go_right = obl_default_left[lv] == 0
+            else:
+                go_right = b > obl_bin[lv]
+            idx = 2 * idx + (1 if go_right else 0)
+        return idx
+    base = node_ptr[t]
+    node = 0
+    while left[base + node] != -1:
+        f = feature[base + node]
+        b = brow[f]
+        if b == missing_bins[f]:
+            node = left[base + node] if default_left[base + node] else right[base + node]
+        elif b <= split_bin[base + node]:
+            node = left[base + node]
+        else:
+            node = right[base + node]
+    return node
+
+
+@nb.njit(cache=True, inline="always")
+def _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr, obl_leaf_value):
+    if level_ptr[t + 1] > level_ptr[t]:
+        return obl_leaf_value[leaf_ptr[t] + leaf]
+    return value[node_ptr[t] + leaf]
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def predict_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, threshold,
+                       default_left, value, node_ptr, level_ptr, obl_feature, obl_threshold,
+                       obl_default_left, leaf_ptr, obl_leaf_value, out):
+    """out[i, tree_class[t]] += leaf value of row i in tree t, for t in [tree_begin, tree_end).
+    X: (n, F) float32/float64; out: float64 (n, K)."""
+    n = X.shape[0]
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in nb.prange(n_blocks):
+        r0 = blk * _BLOCK
+        r1 = min(n, r0 + _BLOCK)
+        for t in range(tree_begin, tree_end):
+            c = tree_class[t]
+            for i in range(r0, r1):
+                leaf = _leaf_raw(X[i], t, left, right, feature, threshold, default_left,
+                                 node_ptr, level_ptr, obl_feature, obl_threshold,
+                                 obl_default_left)
+                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                                         obl_leaf_value)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def predict_leaf_raw(X, tree_begin, tree_end, left, right, feature, threshold, default_left,
+                     node_ptr, level_ptr, obl_feature, obl_threshold, obl_default_left, out):
+    """out[i, t - tree_begin] = leaf index of row i in tree t (node id for normal trees, bit
+    path for oblivious trees). out: int32 (n, tree_end - tree_begin)."""
+    n = X.shape[0]
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in nb.prange(n_blocks):
+        r0 = blk * _BLOCK
+        r1 = min(n, r0 + _BLOCK)
+        for t in range(tree_begin, tree_end):
+            for i in range(r0, r1):
+                out[i, t - tree_begin] = _leaf_raw(X[i], t, left, right, feature, threshold,
+                                                   default_left, node_ptr, level_ptr,
+                                                   obl_feature, obl_threshold,
+                                                   obl_default_left)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def predict_margin_binned(bins, missing_bins, tree_begin, tree_end, tree_class, left, right,
+                          feature, split_bin, default_left, value, node_ptr, level_ptr,
+                          obl_feature, obl_bin, obl_default_left, leaf_ptr, obl_leaf_value,
+                          out):
+    """As `predict_margin_raw` on binned data (bins: (n, F) uint8/uint16, missing_bins: int32
+    (F,) each feature's missing slot); gives the same result as the raw rule because a bin's
+    upper bound is the split threshold."""
+    n = bins.shape[0]
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in nb.prange(n_blocks):
+        r0 = blk * _BLOCK
+        r1 = min(n, r0 + _BLOCK)
+        for t in range(tree_begin, tree_end):
+            c = tree_class[t]
+            for i in range(r0, r1):
+                leaf = _leaf_binned(bins[i], t, left, right, feature, split_bin, default_left,
+                                    node_ptr, level_ptr, obl_feature, obl_bin,
+                                    obl_default_left, missing_bins)
+                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                                         obl_leaf_value)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def add_leaf_values(rows, leaf_starts, leaf_ends, leaf_values, out, column):
+    """out[rows[k], column] += leaf_values[j] for k in [leaf_starts[j], leaf_ends[j]): the
+    training rows' margin update straight from the final partition, no traversal."""
+    for j in nb.prange(leaf_starts.shape[0]):
+        v = leaf_values[j]
+        for k in range(leaf_starts[j], leaf_ends[j]):
+            out[rows[k], column] += v

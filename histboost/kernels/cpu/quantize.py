@@ -1,0 +1,42 @@
+"""Stochastic rounding of gradients to integers with a counter-based RNG.
+
+The random draw for (key, counter) is splitmix64(key ^ splitmix64(counter)), so every row's
+rounding depends only on the seed, the round, the class and the row index: the same on any
+thread count and on the GPU.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+@nb.njit(cache=True, inline="always")
+def splitmix64(x):
+    z = x + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True, inline="always")
+def uniform01(key, counter):
+    """float64 in [0, 1) from the top 53 bits of a splitmix64 hash."""
+    z = splitmix64(key ^ splitmix64(np.uint64(counter)))
+    return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def quantize_gradients(grad, hess, g_inv_scale, h_inv_scale, key, out):
+    """out[i] = (floor(grad[i] * g_inv_scale + u), floor(hess[i] * h_inv_scale + u')) as int32,
+    u, u' uniform in [0, 1): unbiased stochastic rounding. grad, hess: float64 (n,);
+    key: uint64; out: int32 (n, 2)."""
+    for i in nb.prange(grad.shape[0]):
+        u1 = uniform01(key, 2 * i)
+        u2 = uniform01(key, 2 * i + 1)
+        out[i, 0] = np.int32(np.floor(grad[i] * g_inv_scale + u1))
+        out[i, 1] = np.int32(np.floor(hess[i] * h_inv_scale + u2))

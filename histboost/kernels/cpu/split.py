@@ -1,0 +1,187 @@
+"""Split search over histograms (second-order gain with L1/L2, max_delta_step, gamma).
+
+Gain of a node with gradient sum G and hessian sum H at weight w is
+``-(2*G*w + (H + lambda)*w**2 + 2*alpha*|w|)`` with the optimal weight
+``w = -soft_threshold(G, alpha) / (H + lambda)`` clipped to ``max_delta_step``; without clipping
+this is ``soft_threshold(G, alpha)**2 / (H + lambda)`` (XGBoost's convention: no factor 1/2,
+and gamma is compared with this loss change).
+
+A split record is a float64 row: see `REC_*` below. Missing values sit in each feature's last
+slot and go to the side given by default_left; both sides are tried.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# columns of a split record
+REC_GAIN, REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT = 0, 1, 2, 3
+REC_LEFT_G, REC_LEFT_H, REC_LEFT_C = 4, 5, 6
+REC_WIDTH = 7
+# regularisation vector layout: lambda, alpha, max_delta_step, min_child_weight, min_data
+P_LAMBDA, P_ALPHA, P_MDS, P_MCW, P_MIN_DATA = 0, 1, 2, 3, 4
+
+
+@nb.njit(cache=True, inline="always")
+def leaf_weight(G, H, reg):
+    """Optimal (unscaled) leaf weight; 0 when H is below min_child_weight."""
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    alpha = reg[P_ALPHA]
+    if G > alpha:
+        t = G - alpha
+    elif G < -alpha:
+        t = G + alpha
+    else:
+        t = 0.0
+    w = -t / (H + reg[P_LAMBDA])
+    mds = reg[P_MDS]
+    if mds > 0.0:
+        if w > mds:
+            w = mds
+        elif w < -mds:
+            w = -mds
+    return w
+
+
+@nb.njit(cache=True, inline="always")
+def node_gain(G, H, reg):
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    w = leaf_weight(G, H, reg)
+    return -(2.0 * G * w + (H + reg[P_LAMBDA]) * w * w + 2.0 * reg[P_ALPHA] * abs(w))
+
+
+@nb.njit(cache=True, inline="always")
+def _child_ok(H, C, reg):
+    return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
+
+
+@nb.njit(cache=True, nogil=True)
+def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
+    parent = node_gain(G, H, reg)
+    best = 0.0
+    rec[REC_GAIN] = 0.0
+    rec[REC_FEATURE] = -1.0
+    n_features = offsets.shape[0] - 1
+    for f in range(n_features):
+        if not feature_mask[f]:
+            continue
+        o = offsets[f]
+        n_value_bins = offsets[f + 1] - o - 1
+        miss = o + n_value_bins
+        mg = hist[miss, 0]
+        mh = hist[miss, 1]
+        mc = hist[miss, 2]
+        # pass 1: missing values go right; left = value bins 0..b
+        gl = 0.0
+        hl = 0.0
+        cl = 0.0
+        last = n_value_bins if mc > 0 else n_value_bins - 1
+        for b in range(last):
+            gl += hist[o + b, 0]
+            hl += hist[o + b, 1]
+            cl += hist[o + b, 2]
+            gr = G - gl
+            hr = H - hl
+            cr = C - cl
+            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                continue
+            gain = node_gain(gl, hl, reg) + node_gain(gr, hr, reg) - parent
+            if gain > best:
+                best = gain
+                rec[REC_GAIN] = gain
+                rec[REC_FEATURE] = f
+                rec[REC_BIN] = b
+                # with no missing values here, send unseen ones to the heavier side
+                rec[REC_DEFAULT_LEFT] = 1.0 if (mc == 0 and hl >= hr) else 0.0
+                rec[REC_LEFT_G] = gl
+                rec[REC_LEFT_H] = hl
+                rec[REC_LEFT_C] = cl
+        if mc == 0:
+            continue
+        # pass 2: missing values go left; left = missing + value bins 0..b
+        gl = mg
+        hl = mh
+        cl = mc
+        for b in range(n_value_bins - 1):
+            gl += hist[o + b, 0]
+            hl += hist[o + b, 1]
+            cl += hist[o + b, 2]
+            gr = G - gl
+            hr = H - hl
+            cr = C - cl
+            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                continue
+            gain = node_gain(gl, hl, reg) + node_gain(gr, hr, reg) - parent
+            if gain > best:
+                best = gain
+                rec[REC_GAIN] = gain
+                rec[REC_FEATURE] = f
+                rec[REC_BIN] = b
+                rec[REC_DEFAULT_LEFT] = 1.0
+                rec[REC_LEFT_G] = gl
+                rec[REC_LEFT_H] = hl
+                rec[REC_LEFT_C] = cl
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def find_best_splits(hists, totals, offsets, feature_masks, reg, out):
+    """Best split of each node.
+
+    hists: float64 (k, total_bins, 3); totals: float64 (k, 3) node sums (G, H, count);
+    offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
+    reg: float64 (5,) see P_*; out: float64 (k, REC_WIDTH) split records, feature -1 when no
+    split has a positive gain. Ties keep the lowest feature, then the lowest bin, then
+    missing-right: a fixed order, so every worker picks the same split.
+    """
+    for k in nb.prange(hists.shape[0]):
+        _best_split_node(hists[k], offsets, feature_masks[k], totals[k, 0], totals[k, 1],
+                         totals[k, 2], reg, out[k])
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
+    """Summed gain over all nodes of a level for every shared split candidate.
+
+    out: float64 (total_bins, 2); out[offsets[f] + b, d] is the gain of "bin <= b goes left"
+    on feature f with missing values going right (d=0) or left (d=1), summed over the nodes
+    (a node whose children would break min_child_weight / min_data_in_leaf adds 0);
+    -inf where the candidate is not a split anywhere.
+    """
+    n_nodes = hists.shape[0]
+    n_features = offsets.shape[0] - 1
+    out[:] = -np.inf
+    for f in nb.prange(n_features):
+        if not feature_mask[f]:
+            continue
+        o = offsets[f]
+        nvb = offsets[f + 1] - o - 1
+        run = np.zeros((n_nodes, 3))
+        for d in range(2):
+            for k in range(n_nodes):
+                for j in range(3):
+                    run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
+            for b in range(nvb):
+                total = 0.0
+                any_valid = False
+                for k in range(n_nodes):
+                    run[k, 0] += hists[k, o + b, 0]
+                    run[k, 1] += hists[k, o + b, 1]
+                    run[k, 2] += hists[k, o + b, 2]
+                    gl = run[k, 0]
+                    hl = run[k, 1]
+                    cl = run[k, 2]
+                    G = totals[k, 0]
+                    H = totals[k, 1]
+                    C = totals[k, 2]
+                    if cl == 0.0 or cl == C:
+                        continue
+                    if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
+                        continue
+                    any_valid = True
+                    total += (node_gain(gl, hl, reg) + node_gain(G - gl, H - hl, reg)
+                              - node_gain(G, H, reg))
+                if any_valid:
+                    out[o + b, d] = total

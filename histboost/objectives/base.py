@@ -1,0 +1,72 @@
+"""Objective interface."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class Objective:
+    """A twice-differentiable loss on margins.
+
+    Margins are float64 (n, K) with K = `n_outputs`; gradients and hessians have the same shape
+    and already include the row weights.
+    """
+
+    default_metric = "rmse"
+
+    def __init__(self, name: str, num_class: int = 1) -> None:
+        self.name = name
+        self.num_class = num_class
+
+    @property
+    def n_outputs(self) -> int:
+        return 1
+
+    def check_label(self, y: np.ndarray) -> None:
+        """Raise ValueError if the labels cannot be used with this objective."""
+
+    def base_margin(self, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+        """float64 (K,): the constant margin that best fits the labels (the intercept)."""
+        return np.zeros(self.n_outputs)
+
+    def score_to_margin(self, base_score: float) -> np.ndarray:
+        """A user's `base_score` (in prediction space) as margins (K,)."""
+        return np.full(self.n_outputs, float(base_score))
+
+    def gradients(self, margin: np.ndarray, y: np.ndarray,
+                  w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def transform(self, margin: np.ndarray) -> np.ndarray:
+        """Margins (n, K) to predictions ((n,) when K == 1)."""
+        return margin[:, 0] if margin.shape[1] == 1 else margin
+
+
+class CustomObjective(Objective):
+    """Wraps a user callable ``obj(preds, dtrain) -> (grad, hess)`` working on raw margins
+    ((n,) for one output, (n, K) otherwise), as XGBoost's `obj=` argument."""
+
+    def __init__(self, func: Callable[[np.ndarray, Any], tuple[Any, Any]], num_class: int,
+                 dtrain: Any) -> None:
+        super().__init__("custom", num_class)
+        self.func = func
+        self.dtrain = dtrain
+
+    @property
+    def n_outputs(self) -> int:
+        return self.num_class if self.num_class > 1 else 1
+
+    def gradients(self, margin: np.ndarray, y: np.ndarray,
+                  w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        preds = margin[:, 0].copy() if margin.shape[1] == 1 else margin.copy()
+        grad, hess = self.func(preds, self.dtrain)
+        grad = np.asarray(grad, dtype=np.float64).reshape(margin.shape)
+        hess = np.asarray(hess, dtype=np.float64).reshape(margin.shape)
+        if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))):
+            raise ValueError("custom objective returned NaN or infinite gradients/hessians")
+        if np.any(hess < 0):
+            raise ValueError("custom objective returned negative hessians")
+        return grad, hess

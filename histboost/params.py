@@ -1,0 +1,268 @@
+"""Training parameters: XGBoost's names, LightGBM aliases, validation.
+
+`parse_params` turns the user's dict into a frozen `TrainParams`. Unknown names produce a
+warning naming the closest known parameter (as XGBoost does); invalid values raise
+`ValueError` naming the parameter and the accepted range.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# LightGBM / scikit-learn spellings mapped to the XGBoost name used internally.
+ALIASES: dict[str, str] = {
+    "eta": "learning_rate",
+    "shrinkage_rate": "learning_rate",
+    "lambda": "reg_lambda",
+    "lambda_l2": "reg_lambda",
+    "l2_regularization": "reg_lambda",
+    "alpha": "reg_alpha",
+    "lambda_l1": "reg_alpha",
+    "min_split_loss": "gamma",
+    "min_gain_to_split": "gamma",
+    "num_leaves": "max_leaves",
+    "max_leaf_nodes": "max_leaves",
+    "min_sum_hessian_in_leaf": "min_child_weight",
+    "min_child_samples": "min_data_in_leaf",
+    "min_samples_leaf": "min_data_in_leaf",
+    "bagging_fraction": "subsample",
+    "feature_fraction": "colsample_bytree",
+    "feature_fraction_bynode": "colsample_bynode",
+    "max_bins": "max_bin",
+    "random_state": "seed",
+    "random_seed": "seed",
+    "n_jobs": "nthread",
+    "num_threads": "nthread",
+    "eval_metric": "eval_metric",
+    "metric": "eval_metric",
+    "num_classes": "num_class",
+    "use_quantized_grad": "quantized_grad",
+    "num_grad_quant_bits": "grad_quant_bits",
+    "tree_method": "tree_method",
+    "verbose": "verbosity",
+}
+
+OBJECTIVES = (
+    "reg:squarederror",
+    "binary:logistic",
+    "binary:logitraw",
+    "multi:softprob",
+    "multi:softmax",
+)
+OBJECTIVE_ALIASES = {
+    "regression": "reg:squarederror",
+    "l2": "reg:squarederror",
+    "mse": "reg:squarederror",
+    "reg:linear": "reg:squarederror",
+    "binary": "binary:logistic",
+    "multiclass": "multi:softprob",
+    "softmax": "multi:softmax",
+}
+GROW_POLICIES = ("depthwise", "lossguide", "oblivious")
+GROW_POLICY_ALIASES = {"leafwise": "lossguide", "symmetric": "oblivious", "levelwise": "depthwise"}
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """Validated training parameters (XGBoost names; see `ALIASES` for accepted spellings)."""
+
+    objective: str = "reg:squarederror"
+    num_class: int = 1
+    learning_rate: float = 0.3
+    max_depth: int = 6
+    max_leaves: int = 0
+    grow_policy: str = "depthwise"
+    reg_lambda: float = 1.0
+    reg_alpha: float = 0.0
+    gamma: float = 0.0
+    min_child_weight: float = 1.0
+    min_data_in_leaf: int = 0
+    max_delta_step: float = 0.0
+    subsample: float = 1.0
+    colsample_bytree: float = 1.0
+    colsample_bylevel: float = 1.0
+    colsample_bynode: float = 1.0
+    max_bin: int = 256
+    base_score: float | None = None
+    seed: int = 0
+    nthread: int = 0
+    device: str = "cpu"
+    quantized_grad: bool = False
+    grad_quant_bits: int = 16
+    eval_metric: tuple[str, ...] = ()
+    disable_default_eval_metric: bool = False
+    verbosity: int = 1
+    tree_method: str = "hist"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_threads(self) -> int:
+        """Number of threads kernels may use (``nthread <= 0`` means all cores)."""
+        if self.nthread > 0:
+            return self.nthread
+        return max(1, os.cpu_count() or 1)
+
+    @property
+    def trees_per_round(self) -> int:
+        return self.num_class if self.objective.startswith("multi:") else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out["eval_metric"] = list(self.eval_metric)
+        return out
+
+
+_KNOWN = {f.name for f in fields(TrainParams)} - {"extra"}
+# Accepted for compatibility with XGBoost scripts; they do not change histboost's behaviour.
+_IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "silent"}
+
+
+def _suggest(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(_KNOWN | set(ALIASES)), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise ValueError(f"parameter {name!r} must be a boolean, got {value!r}")
+
+
+def _coerce(name: str, value: Any, kind: type) -> Any:
+    try:
+        if kind is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if kind is float:
+            return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name!r} must be a {kind.__name__}, got {value!r}") from None
+    return value
+
+
+def parse_params(params: dict[str, Any] | None) -> TrainParams:
+    """Validate a parameter dict and return `TrainParams`.
+
+    Raises ValueError for invalid values, TypeError if `params` is not a mapping, and warns
+    (UserWarning) about unknown names with the closest known spelling.
+    """
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict, got {type(params).__name__}")
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for raw_name, value in params.items():
+        name = ALIASES.get(raw_name, raw_name)
+        if name in _IGNORED:
+            continue
+        if name not in _KNOWN:
+            warnings.warn(f"unknown parameter {raw_name!r} is ignored{_suggest(raw_name)}",
+                          UserWarning, stacklevel=3)
+            extra[raw_name] = value
+            continue
+        if name in values:
+            raise ValueError(f"parameter {name!r} given twice (as {raw_name!r} and an alias)")
+        values[name] = value
+
+    ints = ("num_class", "max_depth", "max_leaves", "min_data_in_leaf", "max_bin", "seed",
+            "nthread", "grad_quant_bits", "verbosity")
+    floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
+              "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
+              "colsample_bynode")
+    for name in ints:
+        if name in values:
+            values[name] = _coerce(name, values[name], int)
+    for name in floats:
+        if name in values:
+            values[name] = _coerce(name, values[name], float)
+    if values.get("base_score") is not None:
+        values["base_score"] = _coerce("base_score", values["base_score"], float)
+    if "quantized_grad" in values:
+        values["quantized_grad"] = _as_bool("quantized_grad", values["quantized_grad"])
+    if "disable_default_eval_metric" in values:
+        values["disable_default_eval_metric"] = _as_bool(
+            "disable_default_eval_metric", values["disable_default_eval_metric"])
+
+    objective = values.get("objective", "reg:squarederror")
+    if callable(objective):
+        raise TypeError("pass a custom objective as train(..., obj=callable), not in params")
+    objective = OBJECTIVE_ALIASES.get(str(objective), str(objective))
+    if objective not in OBJECTIVES:
+        close = difflib.get_close_matches(objective, OBJECTIVES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown objective {objective!r}{hint}; choose from {OBJECTIVES}")
+    values["objective"] = objective
+
+    policy = str(values.get("grow_policy", "depthwise")).lower()
+    policy = GROW_POLICY_ALIASES.get(policy, policy)
+    if policy not in GROW_POLICIES:
+        raise ValueError(f"grow_policy must be one of {GROW_POLICIES}, got {policy!r}")
+    values["grow_policy"] = policy
+
+    metric = values.get("eval_metric", ())
+    if isinstance(metric, str):
+        metric = (metric,)
+    values["eval_metric"] = tuple(str(m) for m in metric)
+
+    device = str(values.get("device", "cpu")).lower()
+    if device.startswith("gpu"):
+        device = "cuda" + device[3:]
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
+    values["device"] = device
+
+    tree_method = str(values.get("tree_method", "hist"))
+    if tree_method not in ("hist", "auto", "approx", "gpu_hist"):
+        raise ValueError(f"tree_method must be 'hist' (histboost only builds histograms), "
+                         f"got {tree_method!r}")
+    values["tree_method"] = "hist"
+
+    p = TrainParams(**values, extra=extra)
+    _check_ranges(p)
+    return p
+
+
+def _check_ranges(p: TrainParams) -> None:
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ValueError(msg)
+
+    need(p.learning_rate > 0, f"learning_rate must be > 0, got {p.learning_rate}")
+    need(p.max_depth >= 0, f"max_depth must be >= 0 (0 = unlimited), got {p.max_depth}")
+    need(p.max_leaves >= 0, f"max_leaves must be >= 0 (0 = unlimited), got {p.max_leaves}")
+    need(p.max_leaves != 1, "max_leaves must be 0 (unlimited) or >= 2")
+    if p.grow_policy == "lossguide":
+        need(p.max_depth > 0 or p.max_leaves > 0,
+             "grow_policy='lossguide' needs max_leaves > 0 or max_depth > 0")
+    if p.grow_policy in ("depthwise", "oblivious"):
+        need(p.max_depth > 0, f"grow_policy={p.grow_policy!r} needs max_depth > 0")
+    if p.grow_policy == "oblivious":
+        need(p.max_depth <= 16, "oblivious trees support max_depth <= 16")
+    need(p.reg_lambda >= 0, f"reg_lambda must be >= 0, got {p.reg_lambda}")
+    need(p.reg_alpha >= 0, f"reg_alpha must be >= 0, got {p.reg_alpha}")
+    need(p.gamma >= 0, f"gamma (min_split_loss) must be >= 0, got {p.gamma}")
+    need(p.min_child_weight >= 0, f"min_child_weight must be >= 0, got {p.min_child_weight}")
+    need(p.min_data_in_leaf >= 0, f"min_data_in_leaf must be >= 0, got {p.min_data_in_leaf}")
+    need(p.max_delta_step >= 0, f"max_delta_step must be >= 0, got {p.max_delta_step}")
+    for name in ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode"):
+        v = getattr(p, name)
+        need(0 < v <= 1, f"{name} must be in (0, 1], got {v}")
+    need(2 <= p.max_bin <= 65536, f"max_bin must be in [2, 65536], got {p.max_bin}")
+    need(1 <= p.grad_quant_bits <= 24,
+         f"grad_quant_bits must be in [1, 24], got {p.grad_quant_bits}")
+    if p.objective.startswith("multi:"):
+        need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
+             f"got {p.num_class}")
+    if p.base_score is not None and p.objective in ("binary:logistic",):
+        need(0 < p.base_score < 1, f"base_score must be in (0, 1) for {p.objective}, "
+             f"got {p.base_score}")

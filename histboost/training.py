@@ -1,0 +1,236 @@
+"""`train()`: the boosting loop.
+
+Per round: gradients from the objective, optional row subsampling and gradient quantisation,
+one tree per output grown by `TreeGrower` on the kernel backend, the training margin updated
+straight from the final row partition, eval-set margins updated incrementally, metrics logged,
+callbacks run. The tree-level algorithm lives in `histboost.tree.grower`; the hot loops live in
+`histboost.kernels`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .booster import Booster
+from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallback
+from .data.dataset import Dataset
+from .kernels.cpu.backend import CPUBackend
+from .kernels.cpu.quantize import quantize_gradients
+from .metrics import MULTICLASS, get_metric
+from .objectives import CustomObjective, get_objective
+from .objectives.base import Objective
+from .objectives.classification import sigmoid, softmax
+from .params import ALIASES, TrainParams, parse_params
+from .timer import PhaseTimer
+from .tree.grower import TreeGrower
+from .tree.predictor import PackedForest
+
+Objective_ = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
+
+
+def _max_bin_given(params: dict[str, Any]) -> bool:
+    return any(ALIASES.get(k, k) == "max_bin" for k in params)
+
+
+def _metric_input(objective: Objective, margin: np.ndarray, metric: str) -> np.ndarray:
+    """What a metric scores: probabilities for classification, margins otherwise."""
+    if objective.name.startswith("binary:"):
+        return sigmoid(margin[:, 0])
+    if objective.name.startswith("multi:"):
+        return softmax(margin)
+    if metric in MULTICLASS:
+        return margin
+    return margin[:, 0] if margin.shape[1] == 1 else margin
+
+
+def _quantize(g: np.ndarray, h: np.ndarray, bits: int,
+              key: int) -> tuple[np.ndarray, float, float]:
+    """Stochastically rounded int32 (n, 2) pairs and their power-of-two scales.
+
+    The largest |g| (and h) maps to at most 2**(bits-1) - 1, so int64 histogram sums of up to
+    2**32 rows cannot overflow; power-of-two scales keep the float conversion exact.
+    """
+    top = float(2 ** (bits - 1) - 1)
+
+    def inv_scale(v: np.ndarray) -> float:
+        m = float(np.max(np.abs(v))) if v.size else 0.0
+        if m == 0.0 or not math.isfinite(m):
+            return 1.0
+        return 2.0 ** math.floor(math.log2(top / m))
+
+    gi, hi = inv_scale(g), inv_scale(h)
+    out = np.empty((g.shape[0], 2), np.int32)
+    quantize_gradients(np.ascontiguousarray(g, np.float64), np.ascontiguousarray(h, np.float64),
+                       gi, hi, np.uint64(key), out)
+    return out, 1.0 / gi, 1.0 / hi
+
+
+def _round_key(seed: int, round_: int, k: int) -> int:
+    """A 64-bit key per (seed, round, output) for the counter-based rounding RNG."""
+    return (np.random.SeedSequence([seed & 0xFFFFFFFF, round_, k])
+            .generate_state(1, np.uint64)[0].item())
+
+
+class _EvalSet:
+    """An evaluation set with its running margins."""
+
+    def __init__(self, data: Dataset, name: str, booster: Booster) -> None:
+        if not isinstance(data, Dataset):
+            raise TypeError(f"evals entries must be (Dataset, name) pairs, got "
+                            f"{type(data).__name__} for {name!r}")
+        if data.label is None:
+            raise ValueError(f"eval set {name!r} has no label")
+        self.data = data
+        self.name = name
+        self.margin = booster.predict_margin(booster._matrix(data)[0], data.base_margin)
+
+
+def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
+          evals: Sequence[tuple[Dataset, str]] = (), obj: Objective_ | None = None,
+          early_stopping_rounds: int | None = None, evals_result: EvalsLog | None = None,
+          verbose_eval: bool | int = True, callbacks: Sequence[TrainingCallback] | None = None,
+          xgb_model: Booster | str | None = None) -> Booster:
+    """Train a gradient-boosted tree model.
+
+    Parameters
+    ----------
+    params : XGBoost-style parameters (see `histboost.params.TrainParams`).
+    dtrain : training `Dataset` with a label.
+    num_boost_round : boosting rounds (one tree per output and round).
+    evals : (Dataset, name) pairs evaluated after every round.
+    obj : custom objective ``obj(margins, dtrain) -> (grad, hess)``.
+    early_stopping_rounds : stop when the last metric on the last eval set has not improved for
+        this many rounds; the Booster's ``best_iteration`` / ``best_score`` are set.
+    evals_result : dict filled with ``{name: {metric: [value per round]}}``.
+    verbose_eval : print eval results every round (True) or every N rounds (int).
+    callbacks : `TrainingCallback` objects.
+    xgb_model : a Booster (or model file) to continue training from.
+    """
+    if not isinstance(dtrain, Dataset):
+        raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
+    if num_boost_round < 0:
+        raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
+    raw_params = dict(params or {})
+    p = parse_params(raw_params)
+    if p.device != "cpu":
+        raise ValueError(f"device={p.device!r}: this build of histboost trains on the CPU only; "
+                         "use device='cpu'")
+    if dtrain.label is None:
+        raise ValueError("dtrain has no label")
+    if obj is not None and not callable(obj):
+        raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
+    objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
+                            else get_objective(p.objective, p.num_class))
+    y, w = dtrain.label, dtrain.weight
+    objective.check_label(y)
+    if w is not None and not np.any(w > 0):
+        raise ValueError("all weights are zero")
+
+    timer = PhaseTimer()
+    with timer("binning"):
+        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None)
+    mapper = dtrain.bin_mapper
+    n, n_features = dtrain.shape
+    K = objective.n_outputs
+
+    booster = _initial_booster(xgb_model, p, objective, dtrain, y, w)
+    with timer("predict"):
+        margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
+
+    evals = list(evals or ())
+    eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
+    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
+                                      else [objective.default_metric])
+    metric_fns = {m: get_metric(m) for m in metrics}
+
+    cbs: list[TrainingCallback] = list(callbacks or ())
+    if verbose_eval and eval_sets:
+        cbs.append(EvaluationMonitor(period=int(verbose_eval)))
+    if early_stopping_rounds is not None:
+        if not eval_sets:
+            raise ValueError("early_stopping_rounds needs at least one set in evals")
+        cbs.append(EarlyStopping(int(early_stopping_rounds)))
+    history: EvalsLog = evals_result if evals_result is not None else {}
+    history.clear()
+
+    backend = CPUBackend(dtrain.bins, mapper.bin_offsets, p.n_threads, p.quantized_grad)
+    grower = TreeGrower(backend, p, mapper.cut_values, mapper.cut_ptr, n_features, timer)
+    missing_bins = (mapper.n_bins - 1).astype(np.int32)
+    all_rows = np.arange(n, dtype=np.int32)
+    start_round = booster.num_boosted_rounds()
+
+    for cb in cbs:
+        booster = cb.before_training(booster)
+    for epoch in range(start_round, start_round + num_boost_round):
+        rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
+        with timer("gradient"):
+            grad, hess = objective.gradients(margin, y, w)
+        rows = all_rows
+        if p.subsample < 1.0:
+            keep = max(1, int(round(p.subsample * n)))
+            rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
+        trees = []
+        for k in range(K):
+            with timer("gradient"):
+                if p.quantized_grad:
+                    gh, gs, hs = _quantize(grad[:, k], hess[:, k], p.grad_quant_bits,
+                                           _round_key(p.seed, epoch, k))
+                else:
+                    gh, gs, hs = np.stack([grad[:, k], hess[:, k]], 1).astype(np.float32), 1., 1.
+            grown = grower.grow(gh, rows, gs, hs, k, rng)
+            trees.append(grown.tree)
+            with timer("predict"):
+                if rows is all_rows:
+                    backend.add_leaf_values(grown.leaf_starts, grown.leaf_ends,
+                                            grown.leaf_values, margin, k)
+                else:  # rows outside the sample are in no leaf range: traverse
+                    PackedForest([grown.tree]).add_margin_binned(dtrain.bins, missing_bins,
+                                                                 margin)
+        booster.append_round(trees)
+        with timer("eval"):
+            new = PackedForest(trees)
+            for es in eval_sets:
+                if es.data is dtrain:
+                    es.margin = margin
+                else:
+                    new.add_margin(es.data.data, es.margin)
+                log = history.setdefault(es.name, {})
+                for m, fn in metric_fns.items():
+                    pred = _metric_input(objective, es.margin, m)
+                    log.setdefault(m, []).append(fn(es.data.label, pred, es.data.weight))
+        if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
+            break
+    for cb in cbs:
+        booster = cb.after_training(booster)
+    if p.verbosity >= 2:
+        print(timer.summary(), flush=True)
+    booster.timings = dict(timer.seconds)
+    return booster
+
+
+def _initial_booster(xgb_model: Booster | str | None, p: TrainParams, objective: Objective,
+                     dtrain: Dataset, y: np.ndarray, w: np.ndarray | None) -> Booster:
+    """A new empty Booster with the intercept, or a copy of the model to continue from."""
+    n_features = dtrain.num_col()
+    if xgb_model is not None:
+        base = xgb_model if isinstance(xgb_model, Booster) else Booster(model_file=xgb_model)
+        if base.n_features != n_features:
+            raise ValueError(f"xgb_model was trained on {base.n_features} features, dtrain "
+                             f"has {n_features}")
+        if base.objective_name != objective.name or base.num_class != p.num_class:
+            raise ValueError(f"xgb_model has objective {base.objective_name!r} "
+                             f"(num_class={base.num_class}); continuing needs the same")
+        booster = base.copy()
+        booster.params = p.to_dict()
+        return booster
+    if p.base_score is not None:
+        intercept = objective.score_to_margin(p.base_score)
+    else:
+        intercept = objective.base_margin(y, w)
+    return Booster(objective=objective.name, num_class=p.num_class, base_margin=intercept,
+                   n_features=n_features, feature_names=dtrain.feature_names,
+                   params=p.to_dict())
