@@ -47,9 +47,9 @@ def _metric_input(objective: Objective, margin: np.ndarray, metric: str) -> np.n
     return margin[:, 0] if margin.shape[1] == 1 else margin
 
 
-def _quantize(g: np.ndarray, h: np.ndarray, bits: int,
-              key: int) -> tuple[np.ndarray, float, float]:
-    """Stochastically rounded int32 (n, 2) pairs and their power-of-two scales.
+def _quantize(gh: np.ndarray, bits: int, key: int) -> tuple[np.ndarray, float, float]:
+    """Stochastically rounded int32 (n, 2) pairs of float32 (n, 2) `gh`, and their
+    power-of-two scales.
 
     The largest |g| (and h) maps to at most 2**(bits-1) - 1, so int64 histogram sums of up to
     2**32 rows cannot overflow; power-of-two scales keep the float conversion exact.
@@ -62,10 +62,9 @@ def _quantize(g: np.ndarray, h: np.ndarray, bits: int,
             return 1.0
         return 2.0 ** math.floor(math.log2(top / m))
 
-    gi, hi = inv_scale(g), inv_scale(h)
-    out = np.empty((g.shape[0], 2), np.int32)
-    quantize_gradients(np.ascontiguousarray(g, np.float64), np.ascontiguousarray(h, np.float64),
-                       gi, hi, np.uint64(key), out)
+    gi, hi = inv_scale(gh[:, 0]), inv_scale(gh[:, 1])
+    out = np.empty(gh.shape, np.int32)
+    quantize_gradients(gh, gi, hi, np.uint64(key), out)
     return out, 1.0 / gi, 1.0 / hi
 
 
@@ -168,19 +167,18 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     for epoch in range(start_round, start_round + num_boost_round):
         rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
         with timer("gradient"):
-            grad, hess = objective.gradients(margin, y, w)
+            pairs = objective.gradient_pairs(margin, y, w)
         rows = all_rows
         if p.subsample < 1.0:
             keep = max(1, int(round(p.subsample * n)))
             rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
         trees = []
         for k in range(K):
-            with timer("gradient"):
-                if p.quantized_grad:
-                    gh, gs, hs = _quantize(grad[:, k], hess[:, k], p.grad_quant_bits,
+            gh, gs, hs = pairs[k], 1.0, 1.0
+            if p.quantized_grad:
+                with timer("gradient"):
+                    gh, gs, hs = _quantize(pairs[k], p.grad_quant_bits,
                                            _round_key(p.seed, epoch, k))
-                else:
-                    gh, gs, hs = np.stack([grad[:, k], hess[:, k]], 1).astype(np.float32), 1., 1.
             grown = grower.grow(gh, rows, gs, hs, k, rng)
             trees.append(grown.tree)
             with timer("predict"):

@@ -4,9 +4,11 @@ A backend owns the binned matrix and the row partition of the tree being grown, 
 few data-parallel steps of growing a tree. The CPU backend (`histboost.kernels.cpu.backend`)
 works on NumPy arrays with Numba kernels; a CUDA backend implements the same methods on device
 arrays, and a distributed wrapper can allreduce what `build_histograms` returns before the
-grower searches it. Histograms are (k, total_bins, 3) arrays of (gradient, hessian, count) sums,
-int64 in quantised mode (exact) and float64 otherwise; split records are float64
-(k, REC_WIDTH) rows (see `histboost.kernels.cpu.split`).
+grower searches it. Histograms (layouts in `histboost.kernels.cpu.histogram`) hold gradient
+and hessian sums per (feature, bin) slot: float64 (k, total_bins, 2), or exact int64 in
+quantised mode, (k, total_bins, 2) or packed (k, total_bins); `to_float` turns any of them into
+float64 (k, total_bins, 2) for the split search. Row counts come from the partition. Split
+records are float64 (k, REC_WIDTH) rows (see `histboost.kernels.cpu.split`).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ class Backend(Protocol):
         sorted indices of the rows used by this tree; all rows start in the root."""
 
     def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """(k, total_bins, 3) histograms of the nodes owning partition ranges [start, end)."""
+        """Histograms of the nodes owning partition ranges [start, end), one per node."""
 
     def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
         """parents - children, elementwise: the siblings' histograms."""
 
     def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
-        """float64 view of histograms with quantised sums scaled back to gradient units."""
+        """float64 (k, total_bins, 2) histograms, quantised sums scaled to gradient units."""
 
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:

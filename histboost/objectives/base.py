@@ -8,6 +8,15 @@ from typing import Any
 import numpy as np
 
 
+def run_pair_kernel(kernel, margin: np.ndarray, y: np.ndarray, w: np.ndarray | None,
+                    n_outputs: int) -> np.ndarray:
+    """Call a `histboost.kernels.cpu.gradients` kernel; float32 (K, n, 2)."""
+    out = np.empty((n_outputs, y.shape[0], 2), np.float32)
+    weights = np.ones_like(y) if w is None else w
+    kernel(np.ascontiguousarray(margin), y, weights, out)
+    return out
+
+
 class Objective:
     """A twice-differentiable loss on margins.
 
@@ -39,6 +48,13 @@ class Objective:
     def gradients(self, margin: np.ndarray, y: np.ndarray,
                   w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
+
+    def gradient_pairs(self, margin: np.ndarray, y: np.ndarray,
+                       w: np.ndarray | None) -> np.ndarray:
+        """float32 (K, n, 2) (gradient, hessian) pairs per output, the layout the tree
+        kernels read. Built-in losses override this with a fused kernel."""
+        grad, hess = self.gradients(margin, y, w)
+        return np.ascontiguousarray(np.stack([grad.T, hess.T], axis=2), dtype=np.float32)
 
     def transform(self, margin: np.ndarray) -> np.ndarray:
         """Margins (n, K) to predictions ((n,) when K == 1)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Objective
-
-_HESS_FLOOR = 1e-16  # keeps hessians positive where probabilities saturate
+from ..kernels.cpu.gradients import HESS_FLOOR as _HESS_FLOOR
+from ..kernels.cpu.gradients import logistic_pairs, softmax_pairs
+from .base import Objective, run_pair_kernel
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -43,6 +43,9 @@ class Logistic(Objective):
             grad = grad * w
             hess = hess * w
         return grad[:, None], hess[:, None]
+
+    def gradient_pairs(self, margin, y, w):
+        return run_pair_kernel(logistic_pairs, margin, y, w, 1)
 
     def transform(self, margin: np.ndarray) -> np.ndarray:
         return sigmoid(margin[:, 0])
@@ -91,6 +94,9 @@ class Softmax(Objective):
             grad *= w[:, None]
             hess *= w[:, None]
         return grad, hess
+
+    def gradient_pairs(self, margin, y, w):
+        return run_pair_kernel(softmax_pairs, margin, y, w, self.num_class)
 
     def transform(self, margin: np.ndarray) -> np.ndarray:
         if self.name == "multi:softmax":

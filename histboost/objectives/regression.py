@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Objective
+from ..kernels.cpu.gradients import squared_error_pairs
+from .base import Objective, run_pair_kernel
 
 
 class SquaredError(Objective):
@@ -22,3 +23,6 @@ class SquaredError(Objective):
             grad = grad * w
             hess = hess * w
         return grad[:, None], hess[:, None]
+
+    def gradient_pairs(self, margin, y, w):
+        return run_pair_kernel(squared_error_pairs, margin, y, w, 1)

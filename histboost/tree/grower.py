@@ -21,9 +21,9 @@ from .split import (
     REC_DEFAULT_LEFT,
     REC_FEATURE,
     REC_GAIN,
-    REC_LEFT_C,
     REC_LEFT_G,
     REC_LEFT_H,
+    REC_WIDTH,
     leaf_weight,
     regularisation_vector,
 )
@@ -108,9 +108,11 @@ class TreeGrower:
         mask[rng.choice(idx, size=keep, replace=False)] = True
         return mask
 
-    def _totals(self, fhists: np.ndarray) -> np.ndarray:
-        """Node sums (k, 3) from the first feature's slots (every row falls in one of them)."""
-        return fhists[:, self._feature0_slots, :].sum(axis=1)
+    def _totals(self, fhists: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Node sums (k, 3) of (G, H, rows): G and H from the first feature's slots (every row
+        falls in one of them), the row counts from the partition."""
+        gh = fhists[:, self._feature0_slots, :].sum(axis=1)
+        return np.column_stack([gh, np.asarray(counts, np.float64)])
 
     def _leaf_value(self, totals: np.ndarray) -> float:
         return float(leaf_weight(totals[0], totals[1], self.reg)) * self.params.learning_rate
@@ -131,7 +133,7 @@ class TreeGrower:
                                           self.params.colsample_bytree, rng)
         with self.timer("histogram"):
             root_hist = be.build_histograms(np.array([0]), np.array([rows.shape[0]]))
-        totals = self._totals(be.to_float(root_hist, g_scale, h_scale))[0]
+        totals = self._totals(be.to_float(root_hist, g_scale, h_scale), [rows.shape[0]])[0]
         nodes = _Nodes()
         nodes.add(0, rows.shape[0], 0, totals, self._leaf_value(totals))
         policy = self.params.grow_policy
@@ -175,7 +177,7 @@ class TreeGrower:
             nodes.default_left[p] = int(dleft[j])
             nodes.gain[p] = float(rec[REC_GAIN])
             pt = nodes.totals[p]
-            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], rec[REC_LEFT_C]])
+            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], float(n_left[j])])
             rt = pt - lt
             mid = int(starts[j] + n_left[j])
             d = nodes.depth[p] + 1
@@ -195,8 +197,9 @@ class TreeGrower:
                                           np.array([nodes.end[c] for c in small]))
             large_h = be.subtract_histograms(parent_hists, small_h)
         hists = np.empty((2 * len(parents),) + small_h.shape[1:], small_h.dtype)
-        hists[0::2] = np.where(left_small[:, None, None], small_h, large_h)
-        hists[1::2] = np.where(left_small[:, None, None], large_h, small_h)
+        pair = 2 * np.arange(len(parents))
+        hists[pair + ~left_small] = small_h  # left child at 2j, right at 2j + 1
+        hists[pair + left_small] = large_h
         return children, hists
 
     # -- depth-wise --
@@ -286,14 +289,14 @@ class TreeGrower:
             f = int(np.searchsorted(self._offsets, slot, side="right") - 1)
             b = slot - int(self._offsets[f])
             miss = int(self._offsets[f + 1]) - 1
-            recs = np.zeros((len(frontier), 7))
+            recs = np.zeros((len(frontier), REC_WIDTH))
             recs[:, REC_FEATURE] = f
             recs[:, REC_BIN] = b
             recs[:, REC_DEFAULT_LEFT] = d
             left = fh[:, self._offsets[f]:self._offsets[f] + b + 1, :].sum(axis=1)
             if d:
                 left = left + fh[:, miss, :]
-            recs[:, REC_LEFT_G:REC_LEFT_C + 1] = left
+            recs[:, REC_LEFT_G:REC_LEFT_H + 1] = left
             for k, v in (("level_feature", f), ("level_bin", b),
                          ("level_threshold", self._threshold(f, b)),
                          ("level_default_left", d), ("level_gain", gain)):

@@ -13,27 +13,50 @@ _CHUNKED_MIN_ROWS = 32_768
 
 
 class CPUBackend:
-    """Kernels on host memory. bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,)."""
+    """Kernels on host memory.
+
+    bins: (n, F) uint8/uint16 C-ordered (read by the histogram kernel row by row); a
+    column-major copy is kept for the partition. bin_offsets: int64 (F+1,).
+    quantized: gradient pairs arrive as int32 (n, 2); histograms are then exact int64 sums,
+    packed into one int64 per slot when the tree's totals fit (see `kernels.cpu.histogram`).
+    """
 
     name = "cpu"
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  quantized: bool) -> None:
         self.bins = bins
+        self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
         self.n_threads = max(1, int(n_threads))
+        self.quantized = quantized
         self.hist_dtype = np.dtype(np.int64 if quantized else np.float64)
-        self._chunk_buffers = np.zeros((self.n_threads, self.total_bins, 3), self.hist_dtype)
         self.rows = np.zeros(0, np.int32)
-        self.gh = np.zeros((0, 2), np.float32)
+        self.gh: np.ndarray = np.zeros((0, 2), np.float32)
+        self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
+        self._chunk_buffers = np.zeros((0,), self.hist_dtype)
 
-    def _threads(self):
+    def _threads(self) -> None:
         nb.set_num_threads(min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
 
     def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
+        if self.quantized:
+            gh = np.ascontiguousarray(gh, dtype=np.int32)
+            used = gh[rows]
+            # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32
+            if (int(np.abs(used[:, 0], dtype=np.int64).sum()) < 2**31
+                    and int(used[:, 1].astype(np.int64).sum()) < 2**32
+                    and int(used[:, 1].min(initial=0)) >= 0):
+                packed = np.empty(gh.shape[0], np.int64)
+                histogram.pack_pairs(gh, packed)
+                gh = packed
         self.gh = gh
+        self._hist_shape = (self.total_bins,) if gh.ndim == 1 else (self.total_bins, 2)
+        shape = (self.n_threads, *self._hist_shape)
+        if self._chunk_buffers.shape != shape:
+            self._chunk_buffers = np.zeros(shape, self.hist_dtype)
         self.rows = np.array(rows, dtype=np.int32, copy=True)
         self._scratch = np.empty_like(self.rows)
 
@@ -41,7 +64,7 @@ class CPUBackend:
         self._threads()
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        out = np.empty((starts.shape[0], self.total_bins, 3), self.hist_dtype)
+        out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
         big = (ends - starts) >= _CHUNKED_MIN_ROWS
         if self.n_threads > 1:
             for k in np.flatnonzero(big):
@@ -51,8 +74,11 @@ class CPUBackend:
             small = np.flatnonzero(~big)
         else:
             small = np.arange(starts.shape[0])
-        if small.size:
-            sub = np.empty((small.size, self.total_bins, 3), self.hist_dtype)
+        if small.size == starts.shape[0]:
+            histogram.build_histograms(self.bins, self.gh, self.rows, starts, ends,
+                                       self.offsets, out)
+        elif small.size:
+            sub = np.empty((small.size, *self._hist_shape), self.hist_dtype)
             histogram.build_histograms(self.bins, self.gh, self.rows, starts[small],
                                        ends[small], self.offsets, sub)
             out[small] = sub
@@ -60,14 +86,20 @@ class CPUBackend:
 
     def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
         out = np.empty_like(parents)
-        histogram.subtract_histograms(parents, children, out)
+        k = parents.shape[0]
+        histogram.subtract_histograms(parents.reshape(k, -1), children.reshape(k, -1),
+                                      out.reshape(k, -1))
         return out
 
     def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
+        if hists.ndim == 2:  # packed quantised sums
+            out = np.empty((*hists.shape, 2), np.float64)
+            histogram.unpack_to_float(hists, g_scale, h_scale, out)
+            return out
         if hists.dtype == np.float64 and g_scale == 1.0 and h_scale == 1.0:
             return hists
         # scales are powers of two, so these products and all later sums are exact
-        return hists.astype(np.float64) * np.array([g_scale, h_scale, 1.0])
+        return hists.astype(np.float64) * np.array([g_scale, h_scale])
 
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
@@ -99,12 +131,12 @@ class CPUBackend:
         for k in np.flatnonzero(big):
             f = features[k]
             n_left[k] = partition.partition_node_chunked(
-                self.bins, self.rows, starts[k], ends[k], f, split_bins[k],
+                self.columns[f], self.rows, starts[k], ends[k], split_bins[k],
                 self.missing_bins[f], default_left[k], self.n_threads, self._scratch, counts)
         small = np.flatnonzero(~big)
         if small.size:
             sub = np.zeros(small.size, np.int64)
-            partition.partition_nodes(self.bins, self.rows, starts[small], ends[small],
+            partition.partition_nodes(self.columns, self.rows, starts[small], ends[small],
                                       features[small], split_bins[small], self.missing_bins,
                                       default_left[small], self._scratch, sub)
             n_left[small] = sub

@@ -1,5 +1,9 @@
 """Row partition: split a node's slice of the row-index array into left and right children,
-keeping the row order (stable), so every child's rows stay sorted."""
+keeping the row order (stable), so every child's rows stay sorted.
+
+The kernels read the split feature from the column-major copy of the bins, ``columns``
+(F, n): one feature's bins are a contiguous n-byte array that stays in cache, where the
+row-major matrix would cost a cache line per row."""
 
 from __future__ import annotations
 
@@ -14,13 +18,13 @@ def _goes_left(b, threshold_bin, missing_bin, default_left):
 
 
 @nb.njit(cache=True, nogil=True)
-def _partition_one(bins, rows, start, end, feature, threshold_bin, missing_bin, default_left,
+def _partition_one(column, rows, start, end, threshold_bin, missing_bin, default_left,
                    scratch):
     n_left = start
     n_right = start
     for k in range(start, end):
         r = rows[k]
-        if _goes_left(bins[r, feature], threshold_bin, missing_bin, default_left):
+        if _goes_left(column[r], threshold_bin, missing_bin, default_left):
             rows[n_left] = r  # n_left <= k: never overwrites an unread entry
             n_left += 1
         else:
@@ -32,31 +36,33 @@ def _partition_one(bins, rows, start, end, feature, threshold_bin, missing_bin, 
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def partition_nodes(bins, rows, starts, ends, features, threshold_bins, missing_bins,
+def partition_nodes(columns, rows, starts, ends, features, threshold_bins, missing_bins,
                     default_left, scratch, n_left):
     """Partition several nodes in parallel (one thread per node).
 
-    rows: int32 (n,), node k owns rows[starts[k]:ends[k]]; features, threshold_bins: int32 (k,);
+    columns: (F, n) uint8/uint16 bins, column-major; rows: int32 (n,), node k owns
+    rows[starts[k]:ends[k]]; features, threshold_bins: int32 (k,);
     missing_bins: int32 (F,) missing slot of each feature; default_left: uint8 (k,);
     scratch: int32 (n,); n_left: int64 (k,) out, rows going left per node.
     """
     for k in nb.prange(starts.shape[0]):
         f = features[k]
-        n_left[k] = _partition_one(bins, rows, starts[k], ends[k], f, threshold_bins[k],
+        n_left[k] = _partition_one(columns[f], rows, starts[k], ends[k], threshold_bins[k],
                                    missing_bins[f], default_left[k] != 0, scratch)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def partition_node_chunked(bins, rows, start, end, feature, threshold_bin, missing_bin,
+def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
                            default_left, n_chunks, scratch, counts):
     """Partition one large node with all threads: count per chunk, scatter by prefix sums,
-    copy back. counts: int64 (n_chunks,) scratch. Returns the number of rows going left."""
+    copy back. column: (n,) bins of the split feature; counts: int64 (n_chunks,) scratch.
+    Returns the number of rows going left."""
     n = end - start
     left = default_left != 0
     for c in nb.prange(n_chunks):
         cnt = 0
         for k in range(start + n * c // n_chunks, start + n * (c + 1) // n_chunks):
-            if _goes_left(bins[rows[k], feature], threshold_bin, missing_bin, left):
+            if _goes_left(column[rows[k]], threshold_bin, missing_bin, left):
                 cnt += 1
         counts[c] = cnt
     total_left = 0
@@ -71,7 +77,7 @@ def partition_node_chunked(bins, rows, start, end, feature, threshold_bin, missi
         rpos = start + total_left + (lo - start) - (lpos - start)
         for k in range(lo, hi):
             r = rows[k]
-            if _goes_left(bins[r, feature], threshold_bin, missing_bin, left):
+            if _goes_left(column[r], threshold_bin, missing_bin, left):
                 scratch[lpos] = r
                 lpos += 1
             else:

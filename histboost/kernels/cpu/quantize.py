@@ -31,12 +31,12 @@ def uniform01(key, counter):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def quantize_gradients(grad, hess, g_inv_scale, h_inv_scale, key, out):
-    """out[i] = (floor(grad[i] * g_inv_scale + u), floor(hess[i] * h_inv_scale + u')) as int32,
-    u, u' uniform in [0, 1): unbiased stochastic rounding. grad, hess: float64 (n,);
+def quantize_gradients(gh, g_inv_scale, h_inv_scale, key, out):
+    """out[i] = (floor(g_i * g_inv_scale + u), floor(h_i * h_inv_scale + u')) as int32,
+    u, u' uniform in [0, 1): unbiased stochastic rounding. gh: float32 (n, 2) pairs;
     key: uint64; out: int32 (n, 2)."""
-    for i in nb.prange(grad.shape[0]):
+    for i in nb.prange(gh.shape[0]):
         u1 = uniform01(key, 2 * i)
         u2 = uniform01(key, 2 * i + 1)
-        out[i, 0] = np.int32(np.floor(grad[i] * g_inv_scale + u1))
-        out[i, 1] = np.int32(np.floor(hess[i] * h_inv_scale + u2))
+        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
+        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))

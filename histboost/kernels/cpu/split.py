@@ -8,6 +8,11 @@ and gamma is compared with this loss change).
 
 A split record is a float64 row: see `REC_*` below. Missing values sit in each feature's last
 slot and go to the side given by default_left; both sides are tried.
+
+Histograms hold no row counts: `min_data_in_leaf` is checked on a child's count estimated from
+its hessian share of the node, ``C * H_child / H`` (LightGBM's rule; exact when every row has
+the same hessian), and ``REC_LEFT_C`` holds that estimate until the partition gives the exact
+count.
 """
 
 from __future__ import annotations
@@ -58,9 +63,16 @@ def _child_ok(H, C, reg):
     return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
 
 
+@nb.njit(cache=True, inline="always")
+def _count_per_hess(C, H):
+    """Rows per unit of hessian in a node (turns child hessians into count estimates)."""
+    return C / H if H > 0.0 else 0.0
+
+
 @nb.njit(cache=True, nogil=True)
 def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
     parent = node_gain(G, H, reg)
+    cph = _count_per_hess(C, H)
     best = 0.0
     rec[REC_GAIN] = 0.0
     rec[REC_FEATURE] = -1.0
@@ -73,18 +85,17 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
         miss = o + n_value_bins
         mg = hist[miss, 0]
         mh = hist[miss, 1]
-        mc = hist[miss, 2]
+        has_missing = mh > 0.0 or mg != 0.0
         # pass 1: missing values go right; left = value bins 0..b
         gl = 0.0
         hl = 0.0
-        cl = 0.0
-        last = n_value_bins if mc > 0 else n_value_bins - 1
+        last = n_value_bins if has_missing else n_value_bins - 1
         for b in range(last):
             gl += hist[o + b, 0]
             hl += hist[o + b, 1]
-            cl += hist[o + b, 2]
             gr = G - gl
             hr = H - hl
+            cl = hl * cph
             cr = C - cl
             if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                 continue
@@ -95,22 +106,21 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
                 rec[REC_FEATURE] = f
                 rec[REC_BIN] = b
                 # with no missing values here, send unseen ones to the heavier side
-                rec[REC_DEFAULT_LEFT] = 1.0 if (mc == 0 and hl >= hr) else 0.0
+                rec[REC_DEFAULT_LEFT] = 1.0 if (not has_missing and hl >= hr) else 0.0
                 rec[REC_LEFT_G] = gl
                 rec[REC_LEFT_H] = hl
                 rec[REC_LEFT_C] = cl
-        if mc == 0:
+        if not has_missing:
             continue
         # pass 2: missing values go left; left = missing + value bins 0..b
         gl = mg
         hl = mh
-        cl = mc
         for b in range(n_value_bins - 1):
             gl += hist[o + b, 0]
             hl += hist[o + b, 1]
-            cl += hist[o + b, 2]
             gr = G - gl
             hr = H - hl
+            cl = hl * cph
             cr = C - cl
             if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                 continue
@@ -130,7 +140,7 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
 def find_best_splits(hists, totals, offsets, feature_masks, reg, out):
     """Best split of each node.
 
-    hists: float64 (k, total_bins, 3); totals: float64 (k, 3) node sums (G, H, count);
+    hists: float64 (k, total_bins, 2); totals: float64 (k, 3) node sums (G, H, count);
     offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
     reg: float64 (5,) see P_*; out: float64 (k, REC_WIDTH) split records, feature -1 when no
     split has a positive gain. Ties keep the lowest feature, then the lowest bin, then
@@ -158,10 +168,10 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
             continue
         o = offsets[f]
         nvb = offsets[f + 1] - o - 1
-        run = np.zeros((n_nodes, 3))
+        run = np.zeros((n_nodes, 2))
         for d in range(2):
             for k in range(n_nodes):
-                for j in range(3):
+                for j in range(2):
                     run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
             for b in range(nvb):
                 total = 0.0
@@ -169,15 +179,12 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
                 for k in range(n_nodes):
                     run[k, 0] += hists[k, o + b, 0]
                     run[k, 1] += hists[k, o + b, 1]
-                    run[k, 2] += hists[k, o + b, 2]
                     gl = run[k, 0]
                     hl = run[k, 1]
-                    cl = run[k, 2]
                     G = totals[k, 0]
                     H = totals[k, 1]
                     C = totals[k, 2]
-                    if cl == 0.0 or cl == C:
-                        continue
+                    cl = hl * _count_per_hess(C, H)
                     if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
                         continue
                     any_valid = True
