@@ -1,0 +1,195 @@
+"""Property tests of the CPU backend's histogram and partition kernels on small random data,
+against the float64 row-by-row reference (`histboost.testing.reference.histogram`) and a NumPy
+stable partition. The multi-thread chunked kernels are forced onto small nodes by lowering
+`histboost.kernels.cpu.backend._CHUNKED_MIN_ROWS`."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import histboost.kernels.cpu.backend as cpu_backend
+from histboost.kernels.cpu.backend import CPUBackend
+from histboost.testing import reference as ref
+
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
+
+# (n_threads, chunked): one thread; two threads with small nodes one thread per node; two
+# threads with every node built / partitioned by the chunked kernels.
+MODES = [(1, False), (2, False), (2, True)]
+
+
+@contextmanager
+def _chunked(on: bool):
+    with pytest.MonkeyPatch.context() as mp:
+        if on:
+            mp.setattr(cpu_backend, "_CHUNKED_MIN_ROWS", 1)
+        yield
+
+
+@st.composite
+def problems(draw):
+    """Random binned matrix (uint8, last slot of each feature = missing), gradient pairs
+    (float32 and int32 versions) and a sorted subset of rows used by the tree."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    n = draw(st.integers(1, 70))
+    F = draw(st.integers(1, 4))
+    value_bins = draw(st.lists(st.integers(1, 9), min_size=F, max_size=F))
+    missing = draw(st.sampled_from([0.0, 0.3, 1.0]))
+    keep = draw(st.sampled_from([1.0, 0.5]))
+    rng = np.random.default_rng(seed)
+    n_slots = np.array(value_bins, np.int64) + 1
+    bins = np.empty((n, F), np.uint8)
+    for f in range(F):
+        col = rng.integers(0, value_bins[f], n)
+        col[rng.random(n) < missing] = value_bins[f]  # missing slot
+        bins[:, f] = col
+    offsets = np.concatenate([[0], np.cumsum(n_slots)]).astype(np.int64)
+    gh_float = np.stack([rng.standard_normal(n), rng.random(n) + 0.01], 1).astype(np.float32)
+    # small integers take the packed one-int64-per-slot layout, large ones the wide layout
+    top = draw(st.sampled_from([3000, 2**29]))
+    gh_int = np.stack([rng.integers(-top, top, n), rng.integers(0, top, n)], 1).astype(np.int32)
+    rows = np.flatnonzero(rng.random(n) < keep).astype(np.int32)
+    if rows.size == 0:
+        rows = np.array([n - 1], np.int32)
+    return {"bins": bins, "n_slots": n_slots, "offsets": offsets, "gh_float": gh_float,
+            "gh_int": gh_int, "rows": rows}
+
+
+def _ref_hist(p, gh, rows):
+    """float64 (total_bins, 2) gradient and hessian sums of the reference."""
+    parts = ref.histogram(p["bins"], gh[:, 0].astype(np.float64), gh[:, 1].astype(np.float64),
+                          rows, p["n_slots"])
+    return np.concatenate(parts)[:, :2]
+
+
+def _as_float(be, hists):
+    """Any histogram layout (float pairs, wide or packed integers) as float64 (k, bins, 2);
+    integer sums here stay below 2**53, so the conversion is exact."""
+    out = be.to_float(hists, 1.0, 1.0)
+    assert out.dtype == np.float64 and out.shape[:2] == (hists.shape[0], be.total_bins)
+    return out[..., :2]
+
+
+def _backend(p, quantized, n_threads):
+    be = CPUBackend(p["bins"], p["offsets"], n_threads=n_threads, quantized=quantized)
+    gh = p["gh_int"] if quantized else p["gh_float"]
+    be.begin_tree(gh, p["rows"])
+    return be, gh
+
+
+def _assert_hist_equal(got, want, exact):
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+@pytest.mark.parametrize("n_threads,chunked", MODES)
+@SETTINGS
+@given(p=problems())
+def test_node_histogram_is_sum_over_its_rows(p, quantized, n_threads, chunked):
+    be, gh = _backend(p, quantized, n_threads)
+    rows = p["rows"]
+    assert be.hist_dtype == (np.int64 if quantized else np.float64)
+    with _chunked(chunked):
+        # the root and two sub-ranges of the row array, built in one call
+        cut = rows.size // 2
+        starts, ends = np.array([0, 0, cut]), np.array([rows.size, cut, rows.size])
+        hists = be.build_histograms(starts, ends)
+    assert hists.shape[:2] == (3, be.total_bins) and hists.dtype == be.hist_dtype
+    fh = _as_float(be, hists)
+    for k in range(3):
+        want = _ref_hist(p, gh, rows[starts[k]:ends[k]])
+        # integers are exact in any order; a single thread adds floats in row order as the
+        # reference does; the chunked kernel adds them in another order
+        _assert_hist_equal(fh[k], want, exact=quantized or not chunked)
+
+
+def _ref_partition(p, segment, f, b, d):
+    col = p["bins"][segment, f].astype(np.int64)
+    missing = col == int(p["n_slots"][f]) - 1
+    left = np.where(missing, d == 1, col <= b)
+    return np.concatenate([segment[left], segment[~left]]), int(left.sum())
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+@pytest.mark.parametrize("n_threads,chunked", MODES)
+@SETTINGS
+@given(p=problems(), n_nodes=st.integers(1, 3), data=st.data())
+def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, chunked,
+                                                     n_nodes, data):
+    be, gh = _backend(p, quantized, n_threads)
+    rows = p["rows"]
+    F = len(p["n_slots"])
+    # split the row array into up to n_nodes contiguous nodes, leaving a gap at the front
+    bounds = sorted(data.draw(st.lists(st.integers(0, rows.size), min_size=n_nodes + 1,
+                                       max_size=n_nodes + 1)))
+    starts, ends = np.array(bounds[:-1], np.int64), np.array(bounds[1:], np.int64)
+    feats = np.array([data.draw(st.integers(0, F - 1)) for _ in starts], np.int32)
+    split_bins = np.array([data.draw(st.integers(0, int(p["n_slots"][f]) - 2)) for f in feats],
+                          np.int32)
+    dleft = np.array([data.draw(st.integers(0, 1)) for _ in starts], np.uint8)
+    before = be.rows.copy()
+    with _chunked(chunked):
+        parents = be.build_histograms(starts, ends)
+        n_left = be.partition(starts, ends, feats, split_bins, dleft)
+        mids = starts + n_left
+        lefts = be.build_histograms(starts, mids)
+        rights = be.build_histograms(mids, ends)
+        siblings = be.subtract_histograms(parents, lefts)
+    after = be.rows
+    touched = np.zeros(rows.size, bool)
+    for k in range(starts.size):
+        seg = before[starts[k]:ends[k]]
+        want, want_left = _ref_partition(p, seg, int(feats[k]), int(split_bins[k]),
+                                         int(dleft[k]))
+        assert n_left[k] == want_left
+        # stable: each side keeps the original row order (so stays sorted)
+        np.testing.assert_array_equal(after[starts[k]:ends[k]], want)
+        touched[starts[k]:ends[k]] = True
+    np.testing.assert_array_equal(after[~touched], before[~touched])
+    assert np.array_equal(np.sort(after), np.sort(before))
+
+    if quantized:  # exact integer identities, in whatever layout the backend chose
+        assert parents.dtype == np.int64
+        np.testing.assert_array_equal(parents, lefts + rights)
+        np.testing.assert_array_equal(siblings, rights)
+    else:
+        np.testing.assert_allclose(parents, lefts + rights, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(siblings, rights, rtol=1e-9, atol=1e-9)
+    fl, fr = _as_float(be, lefts), _as_float(be, rights)
+    for k in range(starts.size):
+        _assert_hist_equal(fl[k], _ref_hist(p, gh, after[starts[k]:mids[k]]),
+                           exact=quantized or not chunked)
+        _assert_hist_equal(fr[k], _ref_hist(p, gh, after[mids[k]:ends[k]]),
+                           exact=quantized or not chunked)
+
+
+@SETTINGS
+@given(p=problems())
+def test_quantised_histograms_do_not_depend_on_thread_count(p):
+    out = []
+    for n_threads, chunked in MODES:
+        be, _ = _backend(p, True, n_threads)
+        with _chunked(chunked):
+            out.append(be.build_histograms(np.array([0]), np.array([p["rows"].size])))
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(out[0], out[2])
+
+
+def test_to_float_scales_quantised_sums():
+    bins = np.zeros((4, 1), np.uint8)
+    be = CPUBackend(bins, np.array([0, 2]), n_threads=1, quantized=True)
+    be.begin_tree(np.array([[3, 5], [-1, 2], [4, 4], [0, 1]], np.int32),
+                  np.arange(4, dtype=np.int32))
+    hist = be.build_histograms(np.array([0]), np.array([4]))
+    f = be.to_float(hist, 0.25, 0.5)
+    assert f.dtype == np.float64
+    np.testing.assert_array_equal(f[0, 0, :2], [6 * 0.25, 12 * 0.5])
+    np.testing.assert_array_equal(f[0, 1, :2], [0, 0])
