@@ -10,6 +10,9 @@ from . import histogram, partition, predict, split
 # Nodes with at least this many rows are built / partitioned by all threads; smaller nodes
 # are processed one thread per node, several nodes at once.
 _CHUNKED_MIN_ROWS = 32_768
+# Calls touching fewer rows than this run on one thread: waking the thread team costs more
+# than it saves, and under oversubscription a spinning team starves everything else.
+_PARALLEL_MIN_ROWS = 16_384
 
 
 class CPUBackend:
@@ -38,8 +41,9 @@ class CPUBackend:
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
 
-    def _threads(self) -> None:
-        nb.set_num_threads(min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
+    def _threads(self, rows: int | None = None) -> None:
+        n = 1 if rows is not None and rows < _PARALLEL_MIN_ROWS else self.n_threads
+        nb.set_num_threads(min(n, nb.config.NUMBA_NUM_THREADS))
 
     def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
         if self.quantized:
@@ -61,12 +65,12 @@ class CPUBackend:
         self._scratch = np.empty_like(self.rows)
 
     def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        self._threads()
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
+        self._threads(int((ends - starts).sum()))
         out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
         big = (ends - starts) >= _CHUNKED_MIN_ROWS
-        if self.n_threads > 1:
+        if nb.get_num_threads() > 1:
             for k in np.flatnonzero(big):
                 histogram.build_histogram_chunked(self.bins, self.gh, self.rows, starts[k],
                                                   ends[k], self.offsets, self._chunk_buffers,
@@ -103,7 +107,8 @@ class CPUBackend:
 
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
-        self._threads()
+        # nodes run in parallel; a node's scan costs about as much as histogramming 4 rows
+        self._threads(hists.shape[0] * self.total_bins // 4)
         out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
         split.find_best_splits(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
                                feature_masks, reg, out)
@@ -111,7 +116,7 @@ class CPUBackend:
 
     def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
-        self._threads()
+        self._threads(hists.shape[0] * self.total_bins // 4)
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, feature_mask, reg, out)
@@ -119,14 +124,14 @@ class CPUBackend:
 
     def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        self._threads()
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
+        self._threads(int((ends - starts).sum()))
         features = np.asarray(features, dtype=np.int32)
         split_bins = np.asarray(split_bins, dtype=np.int32)
         default_left = np.asarray(default_left, dtype=np.uint8)
         n_left = np.zeros(starts.shape[0], np.int64)
-        big = ((ends - starts) >= _CHUNKED_MIN_ROWS) & (self.n_threads > 1)
+        big = ((ends - starts) >= _CHUNKED_MIN_ROWS) & (nb.get_num_threads() > 1)
         counts = np.zeros(self.n_threads, np.int64)
         for k in np.flatnonzero(big):
             f = features[k]
@@ -144,7 +149,7 @@ class CPUBackend:
 
     def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
                         margin: np.ndarray, column: int) -> None:
-        self._threads()
+        self._threads(int(self.rows.shape[0]))
         predict.add_leaf_values(self.rows, np.asarray(starts, np.int64),
                                 np.asarray(ends, np.int64), np.asarray(values, np.float64),
                                 margin, column)
