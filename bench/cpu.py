@@ -1,0 +1,165 @@
+"""CPU training benchmark: histboost against xgboost (hist), lightgbm, catboost and
+scikit-learn's HistGradientBoosting on `higgs_like` data, in one run.
+
+    python bench/cpu.py [--rows 1000000] [--rounds 200] [--depth 8] [--leaves 255]
+
+Every library trains in its own subprocess on the same cached arrays (so peak memory is its
+own), with all cores, 256 bins, learning rate 0.1; histboost is warmed up first so Numba
+compilation is not timed. Time covers dataset construction + training. Prints a Markdown table
+of train time, ms per round, ratio to histboost, peak RSS and test AUC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SYNTH_DIRS = [HERE.parent.parent / "shared" / "bench", HERE.parent / "shared" / "bench"]
+LIBS = ("histboost", "histboost-depthwise", "histboost-quantized", "lightgbm", "xgboost",
+        "catboost", "sklearn")
+
+
+def _synth():
+    for d in SYNTH_DIRS:
+        if (d / "synth.py").exists():
+            sys.path.insert(0, str(d))
+            import synth  # noqa: PLC0415
+            return synth
+    raise FileNotFoundError(f"synth.py not found in {[str(d) for d in SYNTH_DIRS]}")
+
+
+def _auc(y: np.ndarray, p: np.ndarray) -> float:
+    from histboost.metrics import auc
+    return auc(y, p)
+
+
+def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
+    """Train `lib` on the cached arrays; return timing and quality."""
+    z = np.load(data)
+    X, y, Xt, yt = z["X"], z["y"], z["Xt"], z["yt"]
+    threads = a.threads or os.cpu_count()
+    if lib.startswith("histboost"):
+        import histboost
+        policy = "depthwise" if lib.endswith("depthwise") else "lossguide"
+        params = {"quantized_grad": lib.endswith("quantized"), "objective": "binary:logistic",
+                  "learning_rate": 0.1, "max_depth": a.depth,
+                  "max_leaves": a.leaves, "grow_policy": policy, "max_bin": a.bins,
+                  "nthread": threads, "min_child_weight": 1.0}
+        warm = histboost.Dataset(X[:2000], label=y[:2000])
+        histboost.train(params, warm, 2, verbose_eval=False)  # compile outside the timing
+        t0 = time.perf_counter()
+        d = histboost.Dataset(X, label=y, max_bin=a.bins)
+        b = histboost.train(params, d, a.rounds, verbose_eval=False)
+        t = time.perf_counter() - t0
+        p = b.predict(Xt)
+        extra = {k: round(v, 2) for k, v in b.timings.items()}
+    elif lib == "lightgbm":
+        import lightgbm as lgb
+        params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": a.leaves,
+                  "max_depth": a.depth, "max_bin": a.bins - 1, "num_threads": threads,
+                  "verbose": -1, "min_sum_hessian_in_leaf": 1.0}
+        t0 = time.perf_counter()
+        b = lgb.train(params, lgb.Dataset(X, y), a.rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(Xt)
+        extra = {}
+    elif lib == "xgboost":
+        import xgboost as xgb
+        params = {"objective": "binary:logistic", "eta": 0.1, "max_depth": a.depth,
+                  "max_leaves": a.leaves, "tree_method": "hist", "max_bin": a.bins,
+                  "nthread": threads}
+        t0 = time.perf_counter()
+        b = xgb.train(params, xgb.DMatrix(X, y, nthread=threads), a.rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(xgb.DMatrix(Xt))
+        extra = {}
+    elif lib == "catboost":
+        import catboost
+        m = catboost.CatBoostClassifier(iterations=a.rounds, learning_rate=0.1, depth=a.depth,
+                                        border_count=a.bins - 1, thread_count=threads,
+                                        verbose=False, allow_writing_files=False)
+        t0 = time.perf_counter()
+        m.fit(X, y)
+        t = time.perf_counter() - t0
+        p = m.predict_proba(Xt)[:, 1]
+        extra = {}
+    elif lib == "sklearn":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        m = HistGradientBoostingClassifier(max_iter=a.rounds, learning_rate=0.1,
+                                           max_leaf_nodes=a.leaves, max_depth=a.depth,
+                                           max_bins=a.bins - 1, early_stopping=False)
+        t0 = time.perf_counter()
+        m.fit(X, y)
+        t = time.perf_counter() - t0
+        p = m.predict_proba(Xt)[:, 1]
+        extra = {}
+    else:
+        raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"lib": lib, "seconds": t, "auc": _auc(yt, np.asarray(p, np.float64)),
+            "peak_mb": peak_mb, "phases": extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--test-rows", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--leaves", type=int, default=255)
+    ap.add_argument("--bins", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    ap.add_argument("--libs", default=",".join(LIBS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(run_one(a.worker, a.data, a)))
+        return
+
+    synth = _synth()
+    X, y = synth.higgs_like(a.rows + a.test_rows, seed=a.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "data.npz")
+        np.savez(data, X=X[:a.rows], y=y[:a.rows], Xt=X[a.rows:], yt=y[a.rows:])
+        del X, y
+        results = []
+        for lib in a.libs.split(","):
+            cmd = [sys.executable, __file__, "--worker", lib, "--data", data,
+                   *[f"--{k}={v}" for k, v in (("rounds", a.rounds), ("depth", a.depth),
+                                              ("leaves", a.leaves), ("bins", a.bins),
+                                              ("threads", a.threads))]]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{lib} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            print(f"{lib}: {r['seconds']:.2f}s auc {r['auc']:.4f} {r['phases'] or ''}",
+                  file=sys.stderr, flush=True)
+    base = next((r["seconds"] for r in results if r["lib"] == "histboost"), None)
+    best_auc = max(r["auc"] for r in results)
+    print(f"\n{a.rows:,} x 28 higgs_like, {a.rounds} rounds, depth {a.depth} / "
+          f"{a.leaves} leaves, {a.bins} bins, {a.threads or os.cpu_count()} threads\n")
+    print("| library | train s | ms/round | ratio to histboost | peak MB | test AUC |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        ratio = f"{r['seconds'] / base:.2f}" if base else "-"
+        print(f"| {r['lib']} | {r['seconds']:.2f} | {1000 * r['seconds'] / a.rounds:.0f} | "
+              f"{ratio} | {r['peak_mb']:.0f} | {r['auc']:.4f} |")
+    print(f"\nbest AUC {best_auc:.4f}")
+
+
+if __name__ == "__main__":
+    main()
