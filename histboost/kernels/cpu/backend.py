@@ -18,8 +18,8 @@ _PARALLEL_MIN_ROWS = 16_384
 class CPUBackend:
     """Kernels on host memory.
 
-    bins: (n, F) uint8/uint16 C-ordered (read by the histogram kernel row by row); a
-    column-major copy is kept for the partition. bin_offsets: int64 (F+1,).
+    bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,). The histogram kernel
+    reads a row-major copy holding global slot indices, the partition a column-major copy.
     quantized: gradient pairs arrive as int32 (n, 2); histograms are then exact int64 sums,
     packed into one int64 per slot when the tree's totals fit (see `kernels.cpu.histogram`).
     """
@@ -31,6 +31,8 @@ class CPUBackend:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
+        self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
+        histogram.global_slots(bins, self.offsets, self.slots)
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
         self.n_threads = max(1, int(n_threads))
@@ -72,19 +74,17 @@ class CPUBackend:
         big = (ends - starts) >= _CHUNKED_MIN_ROWS
         if nb.get_num_threads() > 1:
             for k in np.flatnonzero(big):
-                histogram.build_histogram_chunked(self.bins, self.gh, self.rows, starts[k],
-                                                  ends[k], self.offsets, self._chunk_buffers,
-                                                  out[k])
+                histogram.build_histogram_chunked(self.slots, self.gh, self.rows, starts[k],
+                                                  ends[k], self._chunk_buffers, out[k])
             small = np.flatnonzero(~big)
         else:
             small = np.arange(starts.shape[0])
         if small.size == starts.shape[0]:
-            histogram.build_histograms(self.bins, self.gh, self.rows, starts, ends,
-                                       self.offsets, out)
+            histogram.build_histograms(self.slots, self.gh, self.rows, starts, ends, out)
         elif small.size:
             sub = np.empty((small.size, *self._hist_shape), self.hist_dtype)
-            histogram.build_histograms(self.bins, self.gh, self.rows, starts[small],
-                                       ends[small], self.offsets, sub)
+            histogram.build_histograms(self.slots, self.gh, self.rows, starts[small],
+                                       ends[small], sub)
             out[small] = sub
         return out
 
