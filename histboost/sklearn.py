@@ -1,0 +1,356 @@
+"""scikit-learn estimators: `HistBoostRegressor` and `HistBoostClassifier`.
+
+Thin wrappers over `histboost.train` with XGBoost's scikit-learn conventions: constructor
+parameters use XGBoost names (None leaves the engine default), extra keyword arguments are
+passed on as training parameters, ``fit`` takes ``eval_set`` / ``sample_weight`` and stops early
+with ``early_stopping_rounds``, and prediction after early stopping uses the best iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils import Tags, check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .booster import Booster
+from .data.dataset import Dataset
+from .objectives.classification import sigmoid, softmax
+from .training import train
+
+# Constructor parameters handed to `train` under the same name when not None.
+_TRAIN_PARAMS = ("learning_rate", "max_depth", "max_leaves", "grow_policy", "reg_lambda",
+                 "reg_alpha", "gamma", "min_child_weight", "min_data_in_leaf", "subsample",
+                 "colsample_bytree", "max_bin", "quantized_grad", "eval_metric", "verbosity")
+# Input accepted by fit / predict: float32 stays float32 (the engine bins it exactly), the rest
+# becomes float64; NaN marks missing values; sparse entries that are not stored are missing.
+_CHECK_X = {"accept_sparse": "csr", "ensure_all_finite": "allow-nan",
+            "dtype": [np.float64, np.float32]}
+_SKLEARN_KEY = "sklearn"  # extra top-level key of model files written by `save_model`
+
+
+class _HistBoostModel(BaseEstimator):
+    """Shared implementation; use `HistBoostRegressor` or `HistBoostClassifier`.
+
+    Parameters
+    ----------
+    n_estimators : boosting rounds.
+    learning_rate, max_depth, max_leaves, grow_policy, reg_lambda, reg_alpha, gamma,
+    min_child_weight, min_data_in_leaf, subsample, colsample_bytree, max_bin, quantized_grad,
+    eval_metric, verbosity : training parameters (see `histboost.params.TrainParams`); None
+        keeps the engine default.
+    objective : objective name; None means ``"reg:squarederror"`` for the regressor and
+        ``"binary:logistic"`` / ``"multi:softprob"`` (by the number of classes) for the
+        classifier.
+    random_state : seed (int, None for 0, or a `numpy.random.RandomState`).
+    n_jobs : threads; None or -1 uses every core, -2 all but one, as in scikit-learn.
+    early_stopping_rounds : stop when the last metric on the last ``eval_set`` has not improved
+        for this many rounds; predictions then use the best iteration.
+    **kwargs : further training parameters (e.g. ``colsample_bynode``, ``max_delta_step``).
+    """
+
+    def __init__(self, *, n_estimators: int = 100, learning_rate: float | None = None,
+                 max_depth: int | None = None, max_leaves: int | None = None,
+                 grow_policy: str | None = None, reg_lambda: float | None = None,
+                 reg_alpha: float | None = None, gamma: float | None = None,
+                 min_child_weight: float | None = None, min_data_in_leaf: int | None = None,
+                 subsample: float | None = None, colsample_bytree: float | None = None,
+                 max_bin: int | None = None, objective: str | None = None,
+                 random_state: int | np.random.RandomState | None = None,
+                 n_jobs: int | None = None, quantized_grad: bool | None = None,
+                 early_stopping_rounds: int | None = None,
+                 eval_metric: str | Sequence[str] | None = None, verbosity: int | None = None,
+                 **kwargs: Any) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.max_leaves = max_leaves
+        self.grow_policy = grow_policy
+        self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
+        self.gamma = gamma
+        self.min_child_weight = min_child_weight
+        self.min_data_in_leaf = min_data_in_leaf
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.max_bin = max_bin
+        self.objective = objective
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.quantized_grad = quantized_grad
+        self.early_stopping_rounds = early_stopping_rounds
+        self.eval_metric = eval_metric
+        self.verbosity = verbosity
+        if kwargs:  # only when given: scikit-learn checks that __init__ sets nothing else
+            self.kwargs = kwargs
+
+    # -- parameters ---------------------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        params = super().get_params(deep)
+        params.update(getattr(self, "kwargs", {}))
+        return params
+
+    def set_params(self, **params: Any) -> _HistBoostModel:
+        own = self._get_param_names()
+        for key, value in params.items():
+            if key in own:
+                setattr(self, key, value)
+            else:
+                self.__dict__.setdefault("kwargs", {})[key] = value
+        return self
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def _train_params(self) -> dict[str, Any]:
+        params = {k: getattr(self, k) for k in _TRAIN_PARAMS if getattr(self, k) is not None}
+        rs = self.random_state
+        if isinstance(rs, int | np.integer):
+            params["seed"] = int(rs)
+        elif rs is not None:  # a RandomState: draw the seed from it
+            params["seed"] = int(check_random_state(rs).randint(2**31 - 1))
+        if self.n_jobs is not None:
+            n = int(self.n_jobs)
+            params["nthread"] = n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)
+        params.update(getattr(self, "kwargs", {}))
+        return params
+
+    # -- fitting ------------------------------------------------------------------------------
+    def _encode_y(self, y: np.ndarray, fitting: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        """Labels as the engine sees them, and objective parameters (classifier overrides)."""
+        return y, {"objective": self.objective or "reg:squarederror"}
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None,
+            eval_set: Sequence[tuple[Any, Any]] | None = None,
+            sample_weight_eval_set: Sequence[Any] | None = None, verbose: bool | int = False,
+            xgb_model: Booster | str | os.PathLike | _HistBoostModel | None = None
+            ) -> _HistBoostModel:
+        """Train on X (n, F) (array, DataFrame or sparse matrix; NaN = missing) and y (n,).
+
+        Parameters
+        ----------
+        sample_weight : (n,) non-negative row weights.
+        eval_set : (X, y) pairs evaluated every round, named ``validation_0``, ...; the last
+            one drives early stopping.
+        sample_weight_eval_set : row weights for each eval set (or None entries).
+        verbose : print evaluation results every round (True) or every N rounds.
+        xgb_model : Booster, model file or fitted estimator to continue training from.
+        """
+        if not isinstance(self.n_estimators, int | np.integer) or self.n_estimators < 1:
+            raise ValueError(f"n_estimators must be a positive integer, got "
+                             f"{self.n_estimators!r}")
+        X, y = validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin),
+                             **_CHECK_X)
+        y, objective_params = self._encode_y(y, fitting=True)
+        weight = None
+        if sample_weight is not None:
+            weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                          ensure_non_negative=True)
+            if 0 < np.count_nonzero(weight) < weight.size:
+                # a zero weight means "not in the data" (scikit-learn's contract); dropped
+                # rows also leave the bin cut points, which they would otherwise shift
+                keep = weight > 0
+                X, y, weight = X[keep], y[keep], weight[keep]
+        names = list(getattr(self, "feature_names_in_", [])) or None
+        dtrain = Dataset(X, label=y, weight=weight, feature_names=names)
+        evals = self._eval_datasets(dtrain, eval_set, sample_weight_eval_set)
+        if isinstance(xgb_model, _HistBoostModel):
+            xgb_model = xgb_model.get_booster()
+        results: dict[str, dict[str, list[float]]] = {}
+        booster = train({**self._train_params(), **objective_params}, dtrain,
+                        num_boost_round=int(self.n_estimators), evals=evals,
+                        early_stopping_rounds=self.early_stopping_rounds, evals_result=results,
+                        verbose_eval=verbose, xgb_model=xgb_model)
+        self._Booster = booster
+        self.evals_result_ = results
+        self.best_iteration_ = booster.best_iteration
+        self.best_score_ = booster.best_score
+        return self
+
+    def _eval_datasets(self, dtrain: Dataset, eval_set: Sequence[tuple[Any, Any]] | None,
+                       weights: Sequence[Any] | None) -> list[tuple[Dataset, str]]:
+        if not eval_set:
+            return []
+        if weights is not None and len(weights) != len(eval_set):
+            raise ValueError(f"sample_weight_eval_set has {len(weights)} entries for "
+                             f"{len(eval_set)} eval sets")
+        evals = []
+        for i, pair in enumerate(eval_set):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise TypeError("eval_set must be a list of (X, y) pairs")
+            Xe, ye = validate_data(self, pair[0], pair[1], reset=False,
+                                   y_numeric=not isinstance(self, ClassifierMixin), **_CHECK_X)
+            we = None if weights is None or weights[i] is None else _check_sample_weight(
+                weights[i], Xe, dtype=np.float64, ensure_non_negative=True)
+            evals.append((Dataset(Xe, label=self._encode_y(ye, fitting=False)[0], weight=we,
+                                  feature_names=dtrain.feature_names, reference=dtrain),
+                          f"validation_{i}"))
+        return evals
+
+    # -- prediction ---------------------------------------------------------------------------
+    def get_booster(self) -> Booster:
+        """The trained `Booster`."""
+        check_is_fitted(self, "_Booster")
+        return self._Booster
+
+    def _predict(self, X: Any, output_margin: bool = False) -> np.ndarray:
+        booster = self.get_booster()
+        X = validate_data(self, X, reset=False, **_CHECK_X)
+        best = booster.best_iteration
+        rounds = None if best is None else (0, best + 1)
+        return booster.predict(X, output_margin=output_margin, iteration_range=rounds)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """float64 (n_features_in_,): total split gain per feature, normalised to sum to 1
+        (all zeros when no tree has a split)."""
+        gain = self.get_booster().feature_importance("gain")
+        total = gain.sum()
+        return gain / total if total > 0 else gain
+
+    def evals_result(self) -> dict[str, dict[str, list[float]]]:
+        """``{"validation_i": {metric: [value per round]}}`` of the last `fit`."""
+        check_is_fitted(self, "_Booster")
+        return self.evals_result_
+
+    # -- persistence --------------------------------------------------------------------------
+    def _sklearn_state(self) -> dict[str, Any]:
+        return {"estimator": type(self).__name__, "n_features_in": int(self.n_features_in_),
+                "feature_names_in": (None if not hasattr(self, "feature_names_in_")
+                                     else [str(c) for c in self.feature_names_in_])}
+
+    def save_model(self, path: str | os.PathLike) -> None:
+        """Write the model as histboost JSON (loadable by `Booster` and the CLI) plus the
+        estimator's attributes (classes, feature names), atomically."""
+        model = self.get_booster().to_dict()
+        model[_SKLEARN_KEY] = self._sklearn_state()
+        path = os.fspath(path)
+        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(model, f, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def load_model(self, path: str | os.PathLike) -> _HistBoostModel:
+        """Load a model written by `save_model`, `Booster.save_model` or the CLI."""
+        booster = Booster(model_file=path)
+        with open(path, "rb") as f:
+            state = json.load(f).get(_SKLEARN_KEY) or {}
+        self._restore(booster, state)
+        return self
+
+    def _restore(self, booster: Booster, state: dict[str, Any]) -> None:
+        self._Booster = booster
+        self.n_features_in_ = booster.num_features()
+        if state.get("feature_names_in") is not None:
+            self.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
+        self.best_iteration_ = booster.best_iteration
+        self.best_score_ = booster.best_score
+        self.evals_result_ = {}
+
+
+class HistBoostRegressor(RegressorMixin, _HistBoostModel):
+    """Gradient-boosted trees for regression (``reg:squarederror`` by default).
+
+    Parameters are those of the shared base (see ``_HistBoostModel``); e.g.
+    ``HistBoostRegressor(n_estimators=200, max_depth=6, learning_rate=0.1)``.
+    """
+
+    def predict(self, X: Any, output_margin: bool = False) -> np.ndarray:
+        """float64 (n,) predictions for X (n, n_features_in_)."""
+        return self._predict(X, output_margin)
+
+    def _restore(self, booster: Booster, state: dict[str, Any]) -> None:
+        if booster.objective_name.startswith(("binary:", "multi:")):
+            raise ValueError(f"the model has objective {booster.objective_name!r}; load it "
+                             "with HistBoostClassifier")
+        super()._restore(booster, state)
+
+
+class HistBoostClassifier(ClassifierMixin, _HistBoostModel):
+    """Gradient-boosted trees for binary and multiclass classification.
+
+    Labels may be any sortable values (``classes_`` holds them in sorted order); two classes
+    train ``binary:logistic``, more train ``multi:softprob``. Parameters are those of the
+    shared base (see ``_HistBoostModel``).
+    """
+
+    def _encode_y(self, y: np.ndarray, fitting: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        if fitting:
+            check_classification_targets(y)
+            self.classes_, encoded = np.unique(y, return_inverse=True)
+            self.n_classes_ = len(self.classes_)
+            if self.n_classes_ < 2:
+                raise ValueError(f"the classifier needs samples of at least 2 classes, but "
+                                 f"the data contains only one class: {self.classes_[0]!r}")
+        else:
+            pos = np.searchsorted(self.classes_, y)
+            pos = np.minimum(pos, self.n_classes_ - 1)
+            unseen = self.classes_[pos] != y
+            if np.any(unseen):
+                raise ValueError(f"eval_set has label {y[unseen][0]!r}, which is not among the "
+                                 f"training classes {self.classes_.tolist()}")
+            encoded = pos
+        return encoded.astype(np.float64), self._objective_params()
+
+    def _objective_params(self) -> dict[str, Any]:
+        binary = self.n_classes_ == 2
+        allowed = ("binary:logistic",) if binary else ("multi:softprob", "multi:softmax")
+        if self.objective is not None and self.objective not in allowed:
+            raise ValueError(f"objective {self.objective!r} does not fit {self.n_classes_} "
+                             f"classes; use one of {allowed} or None")
+        if binary:
+            return {"objective": "binary:logistic"}
+        # softmax and softprob grow the same trees; softprob gives predict_proba its input
+        return {"objective": "multi:softprob", "num_class": self.n_classes_}
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """float64 (n, n_classes_) class probabilities, columns in ``classes_`` order."""
+        # from margins, so that a loaded multi:softmax model gives probabilities too
+        margin = self._predict(X, output_margin=True)
+        if margin.ndim == 1:
+            p = sigmoid(margin)
+            return np.column_stack([1.0 - p, p])
+        return softmax(margin)
+
+    def predict(self, X: Any, output_margin: bool = False) -> np.ndarray:
+        """(n,) predicted labels (from ``classes_``), or raw margins with `output_margin`."""
+        if output_margin:
+            return self._predict(X, output_margin=True)
+        proba = self.predict_proba(X)  # first: it raises NotFittedError when unfitted
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def _sklearn_state(self) -> dict[str, Any]:
+        return {**super()._sklearn_state(), "classes": self.classes_.tolist()}
+
+    def _restore(self, booster: Booster, state: dict[str, Any]) -> None:
+        name = booster.objective_name
+        if not name.startswith(("binary:logistic", "multi:")):
+            raise ValueError(f"the model has objective {name!r}; load it with "
+                             "HistBoostRegressor")
+        n_classes = booster.num_class if name.startswith("multi:") else 2
+        classes = state.get("classes")
+        self.classes_ = np.asarray(classes) if classes is not None else np.arange(n_classes)
+        if len(self.classes_) != n_classes:
+            raise ValueError(f"the model file lists {len(self.classes_)} classes for "
+                             f"{n_classes} outputs")
+        self.n_classes_ = n_classes
+        super()._restore(booster, state)
+
+
+__all__ = ["HistBoostClassifier", "HistBoostRegressor"]
