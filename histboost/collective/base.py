@@ -1,0 +1,402 @@
+"""The communicator interface, argument handling and the metadata check.
+
+`Communicator` implements the public methods once: it validates arguments, numbers the call,
+sets its deadline, runs the metadata check and maps failures; subclasses supply the data
+movement (`SingleCommunicator` for one process, `DistributedCommunicator` over
+torch.distributed or threads).
+
+Metadata check. Before moving data, ranks allgather a small int64 vector describing the call
+(operation, algorithm, reducer, root, dtype, device, shape, call number) and every rank
+compares all of them, so a disagreement raises the same `MetadataMismatchError` on every rank
+instead of a hang or silently wrong data. It costs one latency-bound allgather of
+``META_LEN * 8`` bytes per rank; ``check_metadata=False`` (per call or at init) skips it, and
+then ranks must agree (allgather then needs equal shapes).
+
+After any other failure (timeout, dead peer, an exception inside a reducer) ranks are out of
+step, so the communicator refuses further calls; make a new one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .algorithms import allgather as _ag
+from .algorithms import allreduce as _ar
+from .algorithms import broadcast as _bc
+from .algorithms import reduce as _rd
+from .algorithms import reduce_scatter as _rs
+from .arrays import DEVICE_CODES, DTYPE_NAMES, as_input, device_type, dtype_code, dtype_name
+from .errors import CollectiveError, MetadataMismatchError
+from .ops import Reducer, as_reducer
+
+Op = str | Callable[[Any, Any], Any] | Reducer
+
+# dtypes both Gloo and NCCL reduce natively
+NATIVE_REDUCIBLE_DTYPES = frozenset(
+    {"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64"})
+
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("native", *_ar.ALGORITHMS, "auto"),
+    "reduce_scatter": ("native", *_rs.ALGORITHMS, "auto"),
+    "allgather": ("native", *_ag.ALGORITHMS, "auto"),
+    "broadcast": ("native", *_bc.ALGORITHMS, "auto"),
+    "reduce": ("native", *_rd.ALGORITHMS, "auto"),
+    "barrier": ("auto",),
+}
+
+# --- metadata vector layout (int64) -----------------------------------------------------------
+_MAGIC = 0x48424331  # "HBC1"
+M_MAGIC, M_SEQ, M_OP, M_ALG, M_RED, M_ROOT, M_DTYPE, M_DEVICE, M_NDIM = range(9)
+M_SHAPE = 9
+MAX_DIMS = 8
+M_SHAPE_TAIL = M_SHAPE + MAX_DIMS  # hash of dims beyond MAX_DIMS
+META_LEN = M_SHAPE_TAIL + 1
+
+_OP_CODES = {name: i + 1 for i, name in enumerate(ALGORITHMS)}
+_ALG_CODES = {
+    name: i
+    for i, name in enumerate(dict.fromkeys(a for algs in ALGORITHMS.values() for a in algs))
+}
+_CODE_NAMES = {
+    M_OP: {v: k for k, v in _OP_CODES.items()},
+    M_ALG: {v: k for k, v in _ALG_CODES.items()},
+    M_RED: {1: "sum", 2: "max", 3: "min", 4: "callable", 5: "elementwise"},
+    M_DEVICE: {v: k for k, v in DEVICE_CODES.items()},
+    M_DTYPE: DTYPE_NAMES,
+}
+
+
+@dataclass
+class Call:
+    """One collective call on this rank."""
+
+    name: str  # "allreduce"
+    algorithm: str  # as requested ("auto" stays "auto")
+    seq: int
+    timeout: float
+    deadline: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}(call #{self.seq}, algorithm={self.algorithm})"
+
+
+@dataclass
+class Operand:
+    """A call's input array and what the metadata check needs of it."""
+
+    x: Any
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+
+    @classmethod
+    def of(cls, x: Any) -> Operand:
+        x, kind = as_input(x)
+        return cls(x, kind, tuple(int(s) for s in x.shape), dtype_name(x, kind),
+                   device_type(x, kind))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def _check_algorithm(name: str, algorithm: str) -> str:
+    if algorithm not in ALGORITHMS[name]:
+        raise ValueError(
+            f"unknown {name} algorithm {algorithm!r}; choose from {ALGORITHMS[name]}"
+        )
+    return algorithm
+
+
+def _check_timeout(timeout: float) -> float:
+    t = float(timeout)
+    if not (t > 0 and math.isfinite(t)):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return t
+
+
+def _check_writable(op: Operand) -> None:
+    x, kind = op.x, op.kind
+    if kind == "numpy":
+        ok = x.flags.c_contiguous and x.flags.writeable
+    elif kind == "cupy":
+        ok = x.flags.c_contiguous
+    else:
+        ok = x.is_contiguous()
+    if not ok:
+        raise ValueError("inplace=True needs a writable C-contiguous array")
+
+
+class Communicator(ABC):
+    """Collectives among ``world_size`` ranks; this process is ``rank``.
+
+    Every method takes ``timeout`` (seconds for the whole call; default: the communicator's)
+    and ``check_metadata`` (default: the communicator's). Inputs are numpy arrays, torch
+    tensors or CuPy arrays (numbers and lists become numpy arrays); outputs have the input's
+    kind, dtype and device. All ranks must make the same calls in the same order.
+    """
+
+    def __init__(self, rank: int, world_size: int, timeout: float = 60.0,
+                 check_metadata: bool = True) -> None:
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.timeout = _check_timeout(timeout)
+        self.check_metadata = bool(check_metadata)
+        self._seq = 0
+        self._failure: BaseException | None = None
+        self._closed = False
+
+    # --- public API ---------------------------------------------------------------------
+    def allreduce(self, x: Any, op: Op = "sum", algorithm: str = "auto", *,
+                  timeout: float | None = None, check_metadata: bool | None = None,
+                  inplace: bool = False) -> Any:
+        """Elementwise reduction of ``x`` over all ranks, returned on every rank.
+
+        x: any shape and dtype, equal on all ranks. op: "sum", "max", "min", a callable
+        ``f(a, b)`` (see `histboost.collective.ops` for records) or `elementwise(f)`.
+        algorithm: "native", "ring", "recursive_doubling", "allgather_reduce",
+        "reduce_scatter_allgather" or "auto". inplace: reduce into ``x`` (contiguous) and
+        return it, saving a copy. Returns an array like ``x``."""
+        red = as_reducer(op)
+        arg = Operand.of(x)
+        self._check_native(algorithm, red, "allreduce", arg)
+        if inplace:
+            _check_writable(arg)
+        with self._call("allreduce", algorithm, timeout) as call:
+            self._agree(call, arg, red, 0, check_metadata)
+            return self._allreduce(call, arg, red, inplace)
+
+    def reduce_scatter(self, x: Any, op: Op = "sum", algorithm: str = "auto", *,
+                       timeout: float | None = None,
+                       check_metadata: bool | None = None) -> Any:
+        """This rank's block of the reduction of ``x`` over all ranks: rows
+        ``np.array_split(range(len(x)), world_size)[rank]`` of axis 0 (blocks may be empty).
+
+        x: at least 1-d, same shape on all ranks. algorithm: "native", "recursive_halving",
+        "ring" or "auto". Returns an array of shape ``(block_rows, *x.shape[1:])``."""
+        red = as_reducer(op)
+        arg = Operand.of(x)
+        self._check_native(algorithm, red, "reduce_scatter", arg)
+        if not arg.shape:
+            raise ValueError("reduce_scatter needs an array with at least one dimension")
+        with self._call("reduce_scatter", algorithm, timeout) as call:
+            self._agree(call, arg, red, 0, check_metadata)
+            return self._reduce_scatter(call, arg, red)
+
+    def allgather(self, x: Any, algorithm: str = "auto", *, timeout: float | None = None,
+                  check_metadata: bool | None = None) -> Any:
+        """All ranks' ``x`` concatenated along axis 0 in rank order (a 0-d ``x`` counts as
+        shape (1,)). ``len(x)`` may differ between ranks when the metadata check is on;
+        ``x.shape[1:]`` and dtype must agree. algorithm: "native", "bruck",
+        "recursive_doubling", "ring" or "auto"."""
+        _check_algorithm("allgather", algorithm)
+        if algorithm == "native" and not self._has_native():
+            raise ValueError("allgather: this communicator has no native engine")
+        arg = Operand.of(x)
+        if not arg.shape:
+            arg.x = arg.x.reshape(1)
+            arg.shape = (1,)
+        with self._call("allgather", algorithm, timeout) as call:
+            rows = self._agree(call, arg, None, 0, check_metadata)
+            lengths = ([int(n) for n in rows[:, M_SHAPE]] if rows is not None
+                       else [arg.shape[0]] * self.world_size)
+            return self._allgather(call, arg, lengths)
+
+    def broadcast(self, x: Any, root: int = 0, algorithm: str = "auto", *,
+                  timeout: float | None = None, check_metadata: bool | None = None,
+                  inplace: bool = False) -> Any:
+        """The root's ``x`` on every rank. Every rank passes an array of the same shape and
+        dtype (its content is ignored off the root). algorithm: "native", "binomial",
+        "scatter_allgather" or "auto". inplace: receive into ``x`` and return it."""
+        _check_algorithm("broadcast", algorithm)
+        if algorithm == "native" and not self._has_native():
+            raise ValueError("broadcast: this communicator has no native engine")
+        root = self._check_root(root)
+        arg = Operand.of(x)
+        if inplace:
+            _check_writable(arg)
+        with self._call("broadcast", algorithm, timeout) as call:
+            self._agree(call, arg, None, root, check_metadata)
+            return self._broadcast(call, arg, root, inplace)
+
+    def reduce(self, x: Any, root: int = 0, op: Op = "sum", algorithm: str = "auto", *,
+               timeout: float | None = None, check_metadata: bool | None = None) -> Any:
+        """The reduction of ``x`` over all ranks, returned on ``root``; None elsewhere.
+        algorithm: "native", "binomial", "reduce_scatter_gather" or "auto"."""
+        red = as_reducer(op)
+        root = self._check_root(root)
+        arg = Operand.of(x)
+        self._check_native(algorithm, red, "reduce", arg)
+        with self._call("reduce", algorithm, timeout) as call:
+            self._agree(call, arg, red, root, check_metadata)
+            return self._reduce(call, arg, red, root)
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        """Return once every rank has entered the barrier (a dissemination exchange of the
+        call metadata, so it also catches ranks that are out of step)."""
+        with self._call("barrier", "auto", timeout) as call:
+            arg = Operand.of(np.zeros(0, np.int64))
+            self._agree(call, arg, None, 0, True)
+
+    def close(self) -> None:
+        """Release the engine resources this communicator owns. Idempotent."""
+        self._closed = True
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size}, "
+                f"timeout={self.timeout})")
+
+    # --- to implement -------------------------------------------------------------------
+    @abstractmethod
+    def _exchange_metadata(self, call: Call, vec: np.ndarray) -> np.ndarray:
+        """Allgather of int64 (META_LEN,) vectors: (world_size, META_LEN) in rank order."""
+
+    @abstractmethod
+    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool) -> Any: ...
+
+    @abstractmethod
+    def _reduce_scatter(self, call: Call, arg: Operand, red: Reducer) -> Any: ...
+
+    @abstractmethod
+    def _allgather(self, call: Call, arg: Operand, lengths: list[int]) -> Any: ...
+
+    @abstractmethod
+    def _broadcast(self, call: Call, arg: Operand, root: int, inplace: bool) -> Any: ...
+
+    @abstractmethod
+    def _reduce(self, call: Call, arg: Operand, red: Reducer, root: int) -> Any: ...
+
+    def _has_native(self) -> bool:
+        return True
+
+    # --- shared machinery ---------------------------------------------------------------
+    def _check_native(self, algorithm: str, red: Reducer, name: str, arg: Operand) -> None:
+        """Reject, before any message, what the native engine cannot do (every rank raises
+        alike, so the communicator stays usable)."""
+        _check_algorithm(name, algorithm)
+        if algorithm != "native":
+            return
+        if not self._has_native():
+            raise ValueError(f"{name}: this communicator has no native engine")
+        if not red.builtin:
+            raise ValueError(
+                f"{name}: the engine's native collectives only reduce with 'sum', 'max' or "
+                "'min'; use another algorithm (or 'auto') for a callable"
+            )
+        if arg.dtype not in NATIVE_REDUCIBLE_DTYPES:
+            raise ValueError(
+                f"{name}: native reductions support {sorted(NATIVE_REDUCIBLE_DTYPES)}, not "
+                f"{arg.dtype}; use another algorithm (or 'auto')"
+            )
+
+    def _check_root(self, root: int) -> int:
+        root = int(root)
+        if not 0 <= root < self.world_size:
+            raise ValueError(f"root {root} out of range for world size {self.world_size}")
+        return root
+
+    @contextmanager
+    def _call(self, name: str, algorithm: str, timeout: float | None) -> Iterator[Call]:
+        if self._closed:
+            raise CollectiveError(f"{name} on rank {self.rank}: communicator is closed",
+                                  op=name, rank=self.rank)
+        if self._failure is not None:
+            raise CollectiveError(
+                f"{name} on rank {self.rank}: communicator is unusable after an earlier "
+                f"failure ({self._failure}); create a new one", op=name, rank=self.rank,
+            ) from self._failure
+        t = self.timeout if timeout is None else _check_timeout(timeout)
+        self._seq += 1
+        call = Call(name, algorithm, self._seq, t, time.monotonic() + t)
+        try:
+            yield call
+        except MetadataMismatchError:
+            raise
+        except BaseException as e:
+            # Any failure once messages flow leaves ranks out of step.
+            self._failure = e
+            raise
+
+    def _agree(self, call: Call, arg: Operand, red: Reducer | None, root: int,
+               check: bool | None) -> np.ndarray | None:
+        """Run the metadata check (unless switched off); returns every rank's vector."""
+        if not (self.check_metadata if check is None else check):
+            return None
+        vec = np.zeros(META_LEN, np.int64)
+        vec[M_MAGIC] = _MAGIC
+        vec[M_SEQ] = call.seq
+        vec[M_OP] = _OP_CODES[call.name]
+        vec[M_ALG] = _ALG_CODES[call.algorithm]
+        vec[M_RED] = red.code if red is not None else 0
+        vec[M_ROOT] = root
+        vec[M_DTYPE] = dtype_code(arg.dtype)
+        vec[M_DEVICE] = DEVICE_CODES.get(arg.device, 9)
+        vec[M_NDIM] = len(arg.shape)
+        vec[M_SHAPE:M_SHAPE + min(MAX_DIMS, len(arg.shape))] = arg.shape[:MAX_DIMS]
+        vec[M_SHAPE_TAIL] = hash(arg.shape[MAX_DIMS:]) & 0x7FFFFFFF
+        rows = self._exchange_metadata(call, vec)
+        _verify(call, self.rank, rows, arg, lead_dim_may_differ=call.name == "allgather")
+        return rows
+
+
+def _verify(call: Call, rank: int, rows: np.ndarray, arg: Operand,
+            lead_dim_may_differ: bool) -> None:
+    """Raise `MetadataMismatchError` naming what differs and on which ranks."""
+    if not np.all(rows[:, M_MAGIC] == _MAGIC):
+        bad = np.flatnonzero(rows[:, M_MAGIC] != _MAGIC).tolist()
+        raise MetadataMismatchError(
+            f"{call.label} on rank {rank}: ranks {bad} sent no histboost metadata (a rank "
+            "switched the metadata check off, or another library used this group)",
+            op=call.name, rank=rank)
+    fields = [("operation", [M_OP]), ("call number", [M_SEQ]), ("algorithm", [M_ALG]),
+              ("reducer", [M_RED]), ("root", [M_ROOT]), ("dtype", [M_DTYPE]),
+              ("device", [M_DEVICE])]
+    first_dim = M_SHAPE + 1 if lead_dim_may_differ else M_SHAPE
+    fields.append(("shape", [M_NDIM, *range(first_dim, META_LEN)]))
+    for what, cols in fields:
+        sub = rows[:, cols]
+        if np.all(sub == sub[0]):
+            continue
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for r, row in enumerate(sub):
+            groups.setdefault(tuple(int(v) for v in row), []).append(r)
+        desc = "; ".join(f"{_describe(what, key, rows[rs[0]])} on rank"
+                         f"{'s' if len(rs) > 1 else ''} {_ranks(rs)}"
+                         for key, rs in groups.items())
+        hint = " (ranks are out of step: some skipped or added a call)" if what in (
+            "operation", "call number") else ""
+        raise MetadataMismatchError(
+            f"{call.label} on rank {rank}: ranks disagree on {what}{hint}: {desc}",
+            op=call.name, rank=rank)
+
+
+def _describe(what: str, key: tuple[int, ...], row: np.ndarray) -> str:
+    if what == "shape":
+        ndim = int(row[M_NDIM])
+        dims = [int(d) for d in row[M_SHAPE:M_SHAPE + min(ndim, MAX_DIMS)]]
+        return str(tuple(dims)) + ("+..." if ndim > MAX_DIMS else "")
+    col = {"operation": M_OP, "algorithm": M_ALG, "reducer": M_RED, "device": M_DEVICE,
+           "dtype": M_DTYPE}.get(what)
+    if col is None:
+        return str(key[0])
+    return _CODE_NAMES[col].get(key[0], f"#{key[0]}")
+
+
+def _ranks(rs: list[int]) -> str:
+    return ", ".join(map(str, rs[:16])) + (f", ... ({len(rs)} ranks)" if len(rs) > 16 else "")

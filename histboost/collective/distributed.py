@@ -1,0 +1,217 @@
+"""The multi-rank communicator: histboost's algorithms over a point-to-point transport, plus
+the engine's native collectives when there is an engine."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .algorithms import allgather as _ag
+from .algorithms import allreduce as _ar
+from .algorithms import broadcast as _bc
+from .algorithms import reduce as _rd
+from .algorithms import reduce_scatter as _rs
+from .algorithms.context import Ctx, Scratch, Transport
+from .algorithms.layout import offsets_of, split_counts
+from .arrays import Buffer, is_structured
+from .base import META_LEN, Call, Communicator, Operand
+from .native import NativeEngine
+from .ops import Reducer
+
+
+class DistributedCommunicator(Communicator):
+    """Collectives among the ranks of ``transport``.
+
+    transport: point-to-point messages (`TorchTransport`, or threads in tests). native: the
+    engine's collectives for ``algorithm="native"`` (None: not available). devices: device
+    types the transport can move ("cpu", "cuda"); buffers elsewhere are staged through the
+    first one. meta_device: where the metadata vectors travel. on_close: called once by
+    `close` (e.g. destroy the process group this communicator created).
+    """
+
+    def __init__(self, transport: Transport, *, native: NativeEngine | None = None,
+                 devices: tuple[str, ...] = ("cpu",), meta_device: str = "cpu",
+                 timeout: float = 60.0, check_metadata: bool = True,
+                 on_close: Any = None) -> None:
+        super().__init__(transport.rank, transport.size, timeout, check_metadata)
+        self.transport = transport
+        self.native = native
+        self.devices = devices
+        self.meta_device = meta_device
+        self._scratch = Scratch()
+        self._on_close = on_close
+
+    # --- plumbing -----------------------------------------------------------------------
+    def _has_native(self) -> bool:
+        return self.native is not None
+
+    def _ctx(self, call: Call, algorithm: str) -> Ctx:
+        return Ctx(self.transport, f"{call.name}({algorithm}, call #{call.seq})", call.timeout,
+                   self._scratch, deadline=call.deadline)
+
+    def _stage(self, buf: Buffer) -> Buffer:
+        """``buf`` on a device the transport serves (a copy only when it is elsewhere)."""
+        if buf.device.type in self.devices:
+            return buf
+        dev = self.devices[0]
+        if dev == "cuda":
+            import torch
+
+            dev = f"cuda:{torch.cuda.current_device()}"
+        return buf.on(buf.wire.to(dev))
+
+    @staticmethod
+    def _unstage(staged: Buffer, buf: Buffer) -> None:
+        if staged is not buf:
+            buf.wire.copy_(staged.wire)
+
+    def _working_copy(self, ctx: Ctx, src: Buffer) -> Buffer:
+        """A scratch copy of the input for algorithms that clobber their buffer."""
+        work = ctx.scratch(src, src.n)
+        work.copy_(0, src, 0, src.n)
+        return work
+
+    @staticmethod
+    def _nbytes(buf: Buffer) -> int:
+        return buf.n * buf.scale * buf.wire.element_size()
+
+    def _exchange_metadata(self, call: Call, vec: np.ndarray) -> np.ndarray:
+        import torch
+
+        p = self.world_size
+        out = torch.zeros(p * META_LEN, dtype=torch.int64, device=self.meta_device)
+        out[self.rank * META_LEN:(self.rank + 1) * META_LEN] = torch.from_numpy(vec)
+        buf = Buffer(out, p * META_LEN, 1, "torch", None)
+        _ag.run("bruck", self._ctx(call, "metadata"), buf, [META_LEN] * p)
+        return out.cpu().numpy().reshape(p, META_LEN)
+
+    # --- collectives --------------------------------------------------------------------
+    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool) -> Any:
+        src = Buffer.wrap(arg.x, arg.kind)
+        if inplace:
+            buf = src
+        else:
+            buf = src.empty(src.n)
+            buf.copy_(0, src, 0, src.n)
+        if buf.n and self.world_size > 1:
+            bred = red.bind(arg.shape, is_structured(arg.x, arg.kind))
+            alg = call.algorithm
+            if alg == "auto":
+                alg = _ar.choose(self.world_size, buf.n // bred.rec_size, self._nbytes(buf))
+            ctx = self._ctx(call, alg)
+            work = self._stage(buf)
+            if alg == "native":
+                self.native.allreduce(ctx, work, red.name)
+            else:
+                _ar.run(alg, ctx, work, bred)
+            self._unstage(work, buf)
+        return arg.x if inplace else buf.to_user(arg.shape)
+
+    def _reduce_scatter(self, call: Call, arg: Operand, red: Reducer) -> Any:
+        p, r = self.world_size, self.rank
+        row = math.prod(arg.shape[1:])
+        rows = split_counts(arg.shape[0], p)
+        counts = [c * row for c in rows]
+        off = offsets_of(counts)
+        out_shape = (rows[r], *arg.shape[1:])
+        src = Buffer.wrap(arg.x, arg.kind)
+        result = src.empty(counts[r])
+        bred = red.bind(arg.shape, is_structured(arg.x, arg.kind))
+        alg = call.algorithm
+        if src.n == 0 or p == 1:
+            result.copy_(0, src, off[r], counts[r])
+            return result.to_user(out_shape)
+        if row % bred.rec_size:
+            # A record (a whole 1-d array for a plain callable) would straddle blocks: reduce
+            # it whole, then cut. allgather_reduce moves no partial records.
+            alg = "allgather_reduce"
+            ctx = self._ctx(call, alg)
+            work = self._stage(self._working_copy(ctx, src))
+            _ar.run(alg, ctx, work, bred)
+            result.seg(0, counts[r]).copy_(work.seg(off[r], off[r + 1]))
+            return result.to_user(out_shape)
+        if alg == "auto":
+            alg = _rs.choose(p, self._nbytes(src))
+        ctx = self._ctx(call, alg)
+        work = self._stage(self._working_copy(ctx, src))
+        if alg == "native":
+            block = self.native.reduce_scatter(ctx, work, counts, red.name)
+        else:
+            _rs.run(alg, ctx, work, counts, bred)
+            block = work.seg(off[r], off[r + 1])
+        result.seg(0, counts[r]).copy_(block)
+        return result.to_user(out_shape)
+
+    def _allgather(self, call: Call, arg: Operand, lengths: list[int]) -> Any:
+        p, r = self.world_size, self.rank
+        row = math.prod(arg.shape[1:])
+        counts = [n * row for n in lengths]
+        off = offsets_of(counts)
+        src = Buffer.wrap(arg.x, arg.kind)
+        if src.n != counts[r]:
+            raise ValueError(f"allgather: rank {r} has {src.n} elements, expected {counts[r]}")
+        out = src.empty(off[-1])
+        out.copy_(off[r], src, 0, counts[r])
+        if off[-1] and p > 1:
+            alg = call.algorithm
+            if alg == "auto":
+                alg = _ag.choose(p, self._nbytes(out))
+            ctx = self._ctx(call, alg)
+            work = self._stage(out)
+            if alg == "native":
+                self.native.allgather(ctx, work, counts)
+            else:
+                _ag.run(alg, ctx, work, counts)
+            self._unstage(work, out)
+        return out.to_user((sum(lengths), *arg.shape[1:]))
+
+    def _broadcast(self, call: Call, arg: Operand, root: int, inplace: bool) -> Any:
+        src = Buffer.wrap(arg.x, arg.kind)
+        if inplace:
+            buf = src
+        else:
+            buf = src.empty(src.n)
+            if self.rank == root:
+                buf.copy_(0, src, 0, src.n)
+        if buf.n and self.world_size > 1:
+            alg = call.algorithm
+            if alg == "auto":
+                alg = _bc.choose(self.world_size, self._nbytes(buf))
+            ctx = self._ctx(call, alg)
+            work = self._stage(buf)
+            if alg == "native":
+                self.native.broadcast(ctx, work, root)
+            else:
+                _bc.run(alg, ctx, work, root)
+            self._unstage(work, buf)
+        return arg.x if inplace else buf.to_user(arg.shape)
+
+    def _reduce(self, call: Call, arg: Operand, red: Reducer, root: int) -> Any:
+        src = Buffer.wrap(arg.x, arg.kind)
+        bred = red.bind(arg.shape, is_structured(arg.x, arg.kind))
+        result = src.empty(src.n) if self.rank == root else None
+        if src.n == 0 or self.world_size == 1:
+            if result is not None:
+                result.copy_(0, src, 0, src.n)
+        else:
+            alg = call.algorithm
+            if alg == "auto":
+                alg = _rd.choose(self.world_size, src.n // bred.rec_size, self._nbytes(src))
+            ctx = self._ctx(call, alg)
+            work = self._stage(self._working_copy(ctx, src))
+            if alg == "native":
+                self.native.reduce(ctx, work, root, red.name)
+            else:
+                _rd.run(alg, ctx, work, root, bred)
+            if result is not None:
+                result.wire.copy_(work.wire)
+        return None if result is None else result.to_user(arg.shape)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._scratch.clear()
+            if self._on_close is not None:
+                self._on_close()
+        super().close()

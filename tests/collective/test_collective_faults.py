@@ -1,0 +1,64 @@
+"""Fault tests over Gloo on loopback: a rank that dies, a rank that never calls, ranks that
+disagree. Each must end with a clear error on the others within the timeout, and leave no
+process behind (the harness asserts that after the launch). All cases share one launch of 3
+ranks (see _scenarios.faults)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch.distributed")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import describe, run_group  # noqa: E402
+
+pytestmark = pytest.mark.timeout(150)
+TIMEOUT = 2.0
+
+
+@pytest.fixture(scope="module")
+def outcome():
+    results = run_group(3, "faults", deadline_s=90, extra_env={"HB_TEST_TIMEOUT": str(TIMEOUT)})
+    assert results[2].returncode == 3, describe(results)  # the rank that "crashed"
+    for x in results[:2]:
+        assert x.returncode == 0 and x.result and "crash" not in x.result, describe(results)
+    return [x.result for x in results[:2]]
+
+
+def test_mismatched_arguments_raise_on_every_rank(outcome):
+    for res in outcome:
+        m = res["mismatch"]
+        for case in ("shape", "dtype", "rs_shape", "op", "root", "out_of_step"):
+            assert m[case]["error"] == "MetadataMismatchError", (case, m[case])
+            assert m[case]["elapsed"] < 5.0
+        assert "shape" in m["shape"]["message"]
+        assert "(5,)" in m["shape"]["message"] and "(4,)" in m["shape"]["message"]
+        assert "float32" in m["dtype"]["message"] and "float64" in m["dtype"]["message"]
+        assert "reducer" in m["op"]["message"]
+        assert "root" in m["root"]["message"]
+        assert "out of step" in m["out_of_step"]["message"]
+        assert m["still_usable"]
+
+
+@pytest.mark.parametrize("case", ["never_algorithms", "never_native"])
+def test_rank_that_never_calls_times_out(outcome, case):
+    for res in outcome:
+        r = res[case]
+        assert r["error"] == "CollectiveTimeout", r
+        assert TIMEOUT * 0.9 <= r["elapsed"] < TIMEOUT + 3.0, r
+        msg = r["message"]
+        assert "timed out" in msg and "allreduce" in msg and "rank" in msg
+        if case == "never_algorithms":  # our transport names the peer it waited on
+            assert r["peer"] in (0, 1, 2) and f"rank {r['peer']}" in msg
+
+
+def test_rank_that_exits_early_fails_fast(outcome):
+    for res in outcome:
+        r = res["exit_early"]
+        assert r["is_collective_error"], r
+        assert r["elapsed"] < 10.0, r
+        assert "allreduce" in r["message"] and "rank" in r["message"]
+        # the communicator refuses to go on out of step
+        assert r["after"]["is_collective_error"] and "unusable" in r["after"]["message"]
