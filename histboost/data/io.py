@@ -164,6 +164,9 @@ def load_data(path: PathLike, format: str = "auto", *, label_column: int | str |
     if format in ("csv", "tsv") and delimiter is None:
         delimiter = "," if format == "csv" else "\t"
     if fmt == "libsvm":
+        if label_column not in (0, None):
+            raise ValueError(f"label column {label_column!r} does not apply to a libsvm file, "
+                             "whose lines start with the label")
         if weight_column is not None:
             raise ValueError("a weight column is only supported for CSV / TSV files; libsvm "
                              "lines hold only a label and index:value pairs")

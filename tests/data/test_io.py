@@ -277,3 +277,9 @@ def test_file_data_to_dataset():
     ranked = load_data(RANK).to_dataset()
     assert ranked.num_row() == 100
     assert math.isnan(ranked.data[0, 1])  # absent libsvm entries are missing values
+
+
+def test_label_column_does_not_apply_to_libsvm():
+    with pytest.raises(ValueError, match="does not apply to a libsvm file"):
+        load_data(RANK, label_column=2)
+    assert load_data(RANK, label_column=None).y.shape == (100,)

@@ -1,0 +1,244 @@
+"""Command-line interface: ``histboost train | predict | dump`` (also ``python -m histboost``).
+
+User errors (missing files, malformed data, invalid parameters) print one line
+``histboost <command>: error: <message>`` to stderr and exit with status 2, as argparse does
+for bad arguments; there is no traceback. Output files are written to a temporary name in the
+target folder and renamed, so an interrupted run never leaves a truncated file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+import numpy as np
+
+from . import __version__
+from .booster import Booster
+from .data.io import FileData, load_data
+from .params import parse_params
+from .training import train
+
+EXIT_USAGE = 2
+FORMATS = ("auto", "csv", "tsv", "libsvm")
+
+
+# -- argument parsing ------------------------------------------------------------------------------
+def _column(text: str) -> int | str:
+    """A column given on the command line: an integer index, else a header name."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    key = key.strip()
+    if key in ("eval_metric", "metric") and "," in value:
+        return key, [m.strip() for m in value.split(",") if m.strip()]
+    return key, value.strip()  # parse_params converts numbers and booleans itself
+
+
+def _add_data_options(p: argparse.ArgumentParser, label_help: str,
+                      label_default: int | None) -> None:
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="data file format (default: from the extension or the first line)")
+    p.add_argument("--label-column", type=_column, default=label_default, metavar="COL",
+                   help=label_help)
+    header = p.add_mutually_exclusive_group()
+    header.add_argument("--header", dest="header", action="store_true", default=None,
+                        help="the first line of a CSV/TSV file holds column names")
+    header.add_argument("--no-header", dest="header", action="store_false",
+                        help="the first line of a CSV/TSV file is data")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="histboost", description="Histogram gradient-boosted trees.",
+        epilog="Data files: CSV, TSV (label first by default) or libsvm (label idx:val ...), "
+               "optionally gzip-compressed. Run 'histboost COMMAND -h' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"histboost {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train a model on a data file",
+                       description="Train a model; prints the evaluation metrics every round.")
+    t.add_argument("data", metavar="DATA", help="training data file")
+    _add_data_options(t, "label column: 0-based index or header name (default: 0); libsvm "
+                      "files always hold the label first", 0)
+    t.add_argument("--weight-column", type=_column, metavar="COL",
+                   help="row-weight column of a CSV/TSV file: index or header name")
+    t.add_argument("--param", type=_key_value, action="extend", nargs="+", default=[],
+                   metavar="KEY=VALUE",
+                   help="training parameter, e.g. objective=binary:logistic max_depth=6 "
+                        "eval_metric=auc,logloss (XGBoost names)")
+    t.add_argument("--num-round", type=int, default=100, metavar="N",
+                   help="boosting rounds (default: 100)")
+    t.add_argument("--valid", action="append", default=[], metavar="DATA",
+                   help="validation file in the same layout as DATA (repeatable)")
+    t.add_argument("--early-stopping-rounds", type=int, metavar="N",
+                   help="stop when the last --valid set's last metric has not improved for N "
+                        "rounds")
+    t.add_argument("--model-out", required=True, metavar="PATH", help="model file to write")
+    t.add_argument("--log-every", type=int, default=1, metavar="N",
+                   help="print metrics every N rounds (default: 1)")
+    t.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    p = sub.add_parser("predict", help="predict with a saved model",
+                       description="Write one prediction per line (tab-separated class "
+                                   "probabilities for multi:softprob, leaf ids with --leaf).")
+    p.add_argument("model", metavar="MODEL", help="model file from 'histboost train'")
+    p.add_argument("data", metavar="DATA", help="data file")
+    _add_data_options(p, "drop this label column (index or header name) before predicting; "
+                      "libsvm files always hold a label, which is dropped", None)
+    p.add_argument("--out", required=True, metavar="PATH", help="predictions file to write")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--margin", action="store_true", help="raw margins instead of "
+                      "probabilities / values")
+    kind.add_argument("--leaf", action="store_true", help="leaf index of every tree")
+
+    d = sub.add_parser("dump", help="print the trees of a model as text")
+    d.add_argument("model", metavar="MODEL", help="model file")
+    d.add_argument("--with-stats", action="store_true", help="include gain and cover")
+    d.add_argument("--out", metavar="PATH", help="write to PATH instead of stdout")
+    return parser
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _note(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(f"histboost: {message}", file=sys.stderr, flush=True)
+
+
+def _check_writable(path: str) -> None:
+    """Fail before the work if the output folder does not exist."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"output folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"output path {path!r} is a directory")
+
+
+def _write_atomic(path: str, write: Callable[[IO[str]], None]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read(args: argparse.Namespace, path: str, label_column: int | str | None,
+          weight_column: int | str | None = None, n_features: int | None = None) -> FileData:
+    started = time.perf_counter()
+    data = load_data(path, args.format, label_column=label_column, weight_column=weight_column,
+                     header=args.header, n_features=n_features)
+    n, f = data.X.shape
+    _note(args, f"read {path}: {n} rows x {f} features ({time.perf_counter() - started:.2f} s)")
+    return data
+
+
+# -- commands --------------------------------------------------------------------------------------
+def _train(args: argparse.Namespace) -> int:
+    if args.num_round < 0:
+        raise ValueError(f"--num-round must be >= 0, got {args.num_round}")
+    _check_writable(args.model_out)
+    params = dict(args.param)
+    if args.quiet:
+        params.setdefault("verbosity", 0)
+    with warnings.catch_warnings():  # check values before reading the data; train() warns
+        warnings.simplefilter("ignore")
+        parse_params(params)
+    train_data = _read(args, args.data, args.label_column, args.weight_column)
+    if train_data.y is None:
+        raise ValueError("training data needs a label column")
+    dtrain = train_data.to_dataset()
+    evals = [(dtrain, "train")]
+    for i, path in enumerate(args.valid):
+        valid = _read(args, path, args.label_column, args.weight_column,
+                      n_features=dtrain.num_col())
+        name = "valid" if len(args.valid) == 1 else f"valid{i}"
+        evals.append((valid.to_dataset(reference=dtrain), name))
+    started = time.perf_counter()
+    booster = train(params, dtrain, num_boost_round=args.num_round, evals=evals,
+                    early_stopping_rounds=args.early_stopping_rounds,
+                    verbose_eval=False if args.quiet else max(1, args.log_every))
+    booster.save_model(args.model_out)  # Booster writes a temporary file and renames it
+    best = ("" if booster.best_iteration is None
+            else f", best iteration {booster.best_iteration} ({booster.best_score:.6g})")
+    _note(args, f"trained {booster.num_boosted_rounds()} rounds in "
+                f"{time.perf_counter() - started:.2f} s{best}; model written to "
+                f"{args.model_out}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    _check_writable(args.out)
+    booster = Booster(model_file=args.model)
+    data = _read(args, args.data, args.label_column, n_features=booster.num_features())
+    F = data.X.shape[1]
+    if F == booster.num_features() + 1 and args.label_column is None:
+        raise ValueError(f"{args.data} has {F} columns but the model takes "
+                         f"{booster.num_features()} features; pass --label-column to drop the "
+                         "label column")
+    pred = booster.predict(data.X, output_margin=args.margin, pred_leaf=args.leaf)
+    # integers for leaves; enough digits that the text reads back to the same float
+    fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
+    _write_atomic(args.out, lambda f: np.savetxt(f, pred, fmt=fmt, delimiter="\t"))
+    _note(args, f"wrote {pred.shape[0]} predictions to {args.out}")
+    return 0
+
+
+def _dump(args: argparse.Namespace) -> int:
+    booster = Booster(model_file=args.model)
+    text = "".join(f"booster[{i}]:\n{tree.rstrip()}\n"
+                   for i, tree in enumerate(booster.get_dump(with_stats=args.with_stats)))
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        _check_writable(args.out)
+        _write_atomic(args.out, lambda f: f.write(text))
+    return 0
+
+
+_COMMANDS = {"train": _train, "predict": _predict, "dump": _dump}
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: IO[str] | None = None, line: str | None = None) -> None:
+    print(f"histboost: warning: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    with warnings.catch_warnings():  # restores the default formatting on return
+        warnings.showwarning = _show_warning
+        try:
+            return _COMMANDS[args.command](args)
+        except (OSError, ValueError, TypeError) as e:
+            print(f"histboost {args.command}: error: {e}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print(f"histboost {args.command}: interrupted", file=sys.stderr)
+            return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
