@@ -1,0 +1,234 @@
+"""Clear exceptions for bad input: labels, data shapes and types, parameter names and values,
+training arguments and prediction inputs. (Model-file errors: tests/test_booster.py.)"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import histboost
+from histboost.params import parse_params
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(60, 3))
+Y = (X[:, 0] > 0).astype(float)
+
+
+def _train(params, d=None, rounds=1, **kw):
+    d = histboost.Dataset(X, label=Y) if d is None else d
+    return histboost.train({"nthread": 1, **params}, d, rounds, verbose_eval=False, **kw)
+
+
+# -- labels ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("field", ["label", "weight"])
+def test_non_finite_label_or_weight(bad, field):
+    v = Y.copy() + 1.0
+    v[7] = bad
+    with pytest.raises(ValueError, match=f"{field} contains NaN or infinite.*row 7"):
+        histboost.Dataset(X, **{field: v})
+    d = histboost.Dataset(X)
+    with pytest.raises(ValueError, match=field):
+        getattr(d, f"set_{field}")(v)
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "binary:logitraw"])
+@pytest.mark.parametrize("bad", [2.0, -1.0, 1.5])
+def test_logistic_label_outside_unit_interval(objective, bad):
+    y = Y.copy()
+    y[3] = bad
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 1\]"):
+        _train({"objective": objective}, histboost.Dataset(X, label=y))
+
+
+@pytest.mark.parametrize("bad", [3.0, -1.0, 0.5])
+def test_multiclass_label_not_a_class(bad):
+    y = np.arange(60) % 3.0
+    y[5] = bad
+    with pytest.raises(ValueError, match="integers in \\[0, 2\\]"):
+        _train({"objective": "multi:softprob", "num_class": 3}, histboost.Dataset(X, label=y))
+
+
+def test_label_length_and_missing_label():
+    with pytest.raises(ValueError, match="one value per row"):
+        histboost.Dataset(X, label=Y[:10])
+    with pytest.raises(ValueError, match="dtrain has no label"):
+        _train({}, histboost.Dataset(X))
+    with pytest.raises(ValueError, match="has no label"):
+        _train({}, evals=[(histboost.Dataset(X), "val")])
+
+
+def test_weights():
+    with pytest.raises(ValueError, match="non-negative"):
+        histboost.Dataset(X, label=Y, weight=-np.ones(60))
+    with pytest.raises(ValueError, match="all weights are zero"):
+        _train({}, histboost.Dataset(X, label=Y, weight=np.zeros(60)))
+
+
+# -- data ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data,exc,match", [
+    (np.zeros((0, 3)), ValueError, "empty"),
+    (np.zeros((5, 0)), ValueError, "0 features"),
+    ([], ValueError, "2-D"),
+    (np.zeros(5), ValueError, "2-D"),
+    (np.zeros((2, 2, 2)), ValueError, "2-D"),
+    (np.array([["a", "b"]]), TypeError, "numeric"),
+    ("abc", TypeError, "numpy array"),
+    (None, TypeError, "numpy array"),
+])
+def test_bad_data(data, exc, match):
+    with pytest.raises(exc, match=match):
+        histboost.Dataset(data)
+
+
+def test_non_numeric_dataframe_column():
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(TypeError, match="not numeric"):
+        histboost.Dataset(pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"]}))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"base_margin": np.ones(3)}, "base_margin"),
+    ({"base_margin": np.full(60, np.nan)}, "base_margin"),
+    ({"group": [10, 10]}, "group"),
+    ({"feature_names": ["a", "b"]}, "feature_names"),
+    ({"feature_names": ["a", "a", "b"]}, "unique"),
+    ({"max_bin": 1}, "max_bin"),
+    ({"max_bin": 70000}, "max_bin"),
+])
+def test_bad_dataset_metadata(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        histboost.Dataset(X, label=Y, **kwargs)
+
+
+def test_reference_must_match():
+    with pytest.raises(TypeError, match="reference"):
+        histboost.Dataset(X, reference=X)
+    with pytest.raises(ValueError, match="reference"):
+        histboost.Dataset(X[:, :2], reference=histboost.Dataset(X))
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,suggestion", [("max_dept", "max_depth"),
+                                             ("learning_rat", "learning_rate"),
+                                             ("colsample_bytre", "colsample_bytree"),
+                                             ("subsampel", "subsample"),
+                                             ("min_child_weigth", "min_child_weight")])
+def test_unknown_parameter_warns_with_close_match(name, suggestion):
+    with pytest.warns(UserWarning, match=f"{name}.*did you mean '{suggestion}'"):
+        _train({name: 3})
+
+
+def test_unknown_parameter_without_close_match_warns_plainly():
+    with pytest.warns(UserWarning, match="unknown parameter 'zzzz'") as rec:
+        _train({"zzzz": 1})
+    assert "did you mean" not in str(rec[0].message)
+
+
+def test_known_names_and_aliases_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train({"eta": 0.1, "lambda": 2.0, "alpha": 0.1, "num_leaves": 8,
+                "min_split_loss": 0.0, "feature_fraction": 1.0, "random_state": 3,
+                "validate_parameters": True})
+
+
+@pytest.mark.parametrize("params,name", [
+    ({"reg_lambda": -1}, "reg_lambda"),
+    ({"lambda": -0.5}, "reg_lambda"),
+    ({"reg_alpha": -1}, "reg_alpha"),
+    ({"reg_alpha": "x"}, "reg_alpha"),
+    ({"subsample": 0}, "subsample"),
+    ({"subsample": 1.5}, "subsample"),
+    ({"colsample_bytree": 0}, "colsample_bytree"),
+    ({"colsample_bylevel": 2}, "colsample_bylevel"),
+    ({"colsample_bynode": -0.1}, "colsample_bynode"),
+    ({"learning_rate": 0}, "learning_rate"),
+    ({"eta": -1}, "learning_rate"),
+    ({"max_depth": -1}, "max_depth"),
+    ({"max_depth": 2.5}, "max_depth"),
+    ({"max_leaves": 1}, "max_leaves"),
+    ({"max_leaves": -2}, "max_leaves"),
+    ({"gamma": -1}, "gamma"),
+    ({"min_split_loss": -1}, "gamma"),
+    ({"min_child_weight": -1}, "min_child_weight"),
+    ({"min_data_in_leaf": -1}, "min_data_in_leaf"),
+    ({"max_delta_step": -1}, "max_delta_step"),
+    ({"max_bin": 1}, "max_bin"),
+    ({"max_bin": 70000}, "max_bin"),
+    ({"grad_quant_bits": 0}, "grad_quant_bits"),
+    ({"quantized_grad": "maybe"}, "quantized_grad"),
+    ({"objective": "multi:softmax", "num_class": 1}, "num_class"),
+    ({"objective": "binary:logistic", "base_score": 1.5}, "base_score"),
+    ({"objective": "reg:absolute"}, "objective"),
+    ({"grow_policy": "wide"}, "grow_policy"),
+    ({"grow_policy": "oblivious", "max_depth": 20}, "max_depth"),
+    ({"grow_policy": "depthwise", "max_depth": 0}, "max_depth"),
+    ({"tree_method": "exact"}, "tree_method"),
+    ({"device": "tpu"}, "device"),
+    ({"eval_metric": "rmsle"}, "eval_metric"),
+    ({"verbosity": "loud"}, "verbosity"),
+])
+def test_invalid_parameter_value_names_the_parameter(params, name):
+    with pytest.raises(ValueError, match=name):
+        _train(params)
+
+
+def test_alias_given_twice():
+    with pytest.raises(ValueError, match="learning_rate.*twice"):
+        parse_params({"eta": 0.1, "learning_rate": 0.2})
+
+
+def test_objective_typo_suggests():
+    with pytest.raises(ValueError, match="did you mean 'binary:logistic'"):
+        parse_params({"objective": "binary:logistc"})
+
+
+def test_params_must_be_a_dict():
+    with pytest.raises(TypeError, match="dict"):
+        parse_params([("max_depth", 3)])
+
+
+# -- train() arguments -----------------------------------------------------------------------
+
+def test_train_argument_errors():
+    d = histboost.Dataset(X, label=Y)
+    with pytest.raises(TypeError, match="Dataset"):
+        histboost.train({}, X)
+    with pytest.raises(ValueError, match="num_boost_round"):
+        histboost.train({}, d, -1)
+    with pytest.raises(TypeError, match="callable"):
+        _train({}, obj=5)
+    with pytest.raises(TypeError, match="evals"):
+        _train({}, evals=[(X, "x")])
+    with pytest.raises(ValueError, match="evals"):
+        _train({}, early_stopping_rounds=3)
+    with pytest.raises(TypeError, match="obj="):
+        _train({"objective": lambda p, d: (p, p)})
+
+
+def test_custom_objective_bad_output():
+    n = len(Y)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        _train({}, obj=lambda p, d: (np.full(n, np.nan), np.ones(n)))
+    with pytest.raises(ValueError, match="negative hessians"):
+        _train({}, obj=lambda p, d: (np.ones(n), -np.ones(n)))
+
+
+# -- prediction ------------------------------------------------------------------------------
+
+def test_predict_input_errors():
+    b = _train({"max_depth": 2})
+    with pytest.raises(ValueError, match="2 features but the model was trained on 3"):
+        b.predict(X[:, :2])
+    with pytest.raises(ValueError, match="4 features but the model was trained on 3"):
+        b.predict(histboost.Dataset(np.zeros((5, 4))))
+    with pytest.raises(ValueError, match="2-D"):
+        b.predict(X[0])
+    with pytest.raises(TypeError, match="numeric"):
+        b.predict(np.array([["a", "b", "c"]]))
