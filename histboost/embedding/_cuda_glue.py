@@ -11,7 +11,8 @@ def cai(t: torch.Tensor) -> Any:
     """Zero-copy Numba device-array view of a CUDA tensor (``__cuda_array_interface__``)."""
     from numba import cuda
 
-    return cuda.as_cuda_array(t.detach())
+    # sync=False: launches go to torch's current stream, which already orders them.
+    return cuda.as_cuda_array(t.detach(), sync=False)
 
 
 def stream(device: torch.device) -> Any:

@@ -32,7 +32,8 @@ from ._hashing import EMPTY_KEY, mix64_numba
 
 THREADS = 256
 _EMPTY = EMPTY_KEY
-_mix = cuda.jit(device=True, inline=True)(mix64_numba)
+mix64_device = cuda.jit(device=True, inline=True)(mix64_numba)
+_mix = mix64_device
 
 STATUS_OK = 0
 STATUS_RESERVED_KEY = 1

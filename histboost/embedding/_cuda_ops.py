@@ -32,6 +32,11 @@ import torch
 from numba import cuda
 
 from ._cuda_glue import cai, numba_device, stream
+from ._cuda_kernels import mix64_device
+from ._hashing import _to_signed
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MASK24 = np.uint64((1 << 24) - 1)
 
 WARPS = 8
 CHUNK = 32
@@ -167,6 +172,30 @@ def _adam_kernel(weight, exp_avg, exp_avg_sq, step, rows, grad, lr, beta1, beta2
         weight[r, d] = w - step_size * (m / denom)
 
 
+@cuda.jit(device=True, inline=True)
+def _hash_uniform(base, column):
+    """Uniform in (0, 1) from the key's base word and a column word index (float64)."""
+    bits = mix64_device(base + np.uint64(column) * _GOLDEN)
+    return (np.float64((bits >> np.uint64(40)) & _MASK24) + 0.5) * (1.0 / 16777216.0)
+
+
+@cuda.jit
+def _init_kernel(keys, seed_word, kind, a, b, out):
+    lane = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if i >= keys.shape[0]:
+        return
+    base = mix64_device(keys[i] ^ seed_word)
+    for d in range(lane, out.shape[1], 32):
+        u1 = _hash_uniform(base, 2 * d + 1)
+        if kind == 0:
+            v = a + b * u1
+        else:
+            u2 = _hash_uniform(base, 2 * d + 2)
+            v = a + b * (math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2))
+        out[i, d] = v
+
+
 def _grid(n: int) -> tuple[int, tuple[int, int]]:
     return max(1, (n + WARPS - 1) // WARPS), (32, WARPS)
 
@@ -235,6 +264,17 @@ def launch_adam(weight, exp_avg, exp_avg_sq, step, rows, grad, lr: float, beta1:
         )
 
 
+def launch_init(keys, seed_word: int, kind: int, a: float, b: float, out,
+                strm: Any = 0) -> None:
+    """Initial vectors of :mod:`.initializers` (kind 0: ``a + b*U(0,1)``, kind 1:
+    ``a + b*N(0,1)`` by Box-Muller) for int64 ``keys [n]`` into float32 ``out [n, dim]``."""
+    n = keys.shape[0]
+    if n:
+        blocks, threads = _grid(n)
+        _init_kernel[blocks, threads, strm](keys, np.int64(_to_signed(seed_word)), kind, a, b,
+                                            out)
+
+
 # ---------------------------------------------------------------------- torch wrappers
 def pool(weight: torch.Tensor, rows: torch.Tensor, offsets: torch.Tensor, mean: bool,
          out: torch.Tensor) -> None:
@@ -252,6 +292,13 @@ def segment_grad(seg: torch.Tensor, perm: torch.Tensor, key_bag: torch.Tensor,
             cai(seg), cai(perm), cai(key_bag), cai(offsets), mean, cai(grad_out), cai(values),
             stream(values.device),
         )
+
+
+def init_vectors(keys: torch.Tensor, seed_word: int, kind: int, a: float, b: float,
+                 out: torch.Tensor) -> None:
+    """:func:`launch_init` on CUDA tensors."""
+    with numba_device(out.device):
+        launch_init(cai(keys), seed_word, kind, a, b, cai(out), stream(out.device))
 
 
 def optimizer_update(kind: str, weight: torch.Tensor, state: dict[str, torch.Tensor],

@@ -85,6 +85,8 @@ def pool(
     if use_cuda_kernels(weight, backend):
         from . import _cuda_ops
 
+        if rows.numel() == 0:
+            return torch.zeros((n_bags, dim), dtype=torch.float32, device=weight.device)
         out = torch.empty((n_bags, dim), dtype=torch.float32, device=weight.device)
         _cuda_ops.pool(weight, rows, offsets, mean, out)
         return out

@@ -24,7 +24,7 @@ _GOLDEN = _to_signed(0x9E3779B97F4A7C15)
 _CHUNK_ROWS = 1 << 16  # bounds the [rows, dim] int64 temporaries on big first batches
 
 
-def _seed_word(seed: int) -> int:
+def seed_word(seed: int) -> int:
     s = torch.tensor([_to_signed(int(seed)) ^ INIT_SALT_SIGNED], dtype=torch.int64)
     return int(mix64_torch(s)[0])
 
@@ -34,7 +34,7 @@ def hash_bits(keys: torch.Tensor, dim: int, seed: int, stream: int = 0) -> torch
 
     ``stream`` selects an independent sequence (the normal initialiser uses two).
     """
-    base = mix64_torch(keys.to(torch.int64) ^ _seed_word(seed)).unsqueeze(1)
+    base = mix64_torch(keys.to(torch.int64) ^ seed_word(seed)).unsqueeze(1)
     cols = torch.arange(dim, device=keys.device, dtype=torch.int64) * 2 + (stream + 1)
     return mix64_torch(base + cols.unsqueeze(0) * _GOLDEN)
 
@@ -60,6 +60,10 @@ class UniformInitializer:
         u = hash_uniform(keys, dim, seed)
         return self.low + (self.high - self.low) * u
 
+    def kernel_params(self) -> tuple[int, float, float]:
+        """(kind, a, b) of the fused CUDA initialiser: ``a + b * u``."""
+        return 0, float(self.low), float(self.high - self.low)
+
 
 @dataclass(frozen=True)
 class NormalInitializer:
@@ -74,6 +78,10 @@ class NormalInitializer:
         u2 = hash_uniform(keys, dim, seed, stream=1)
         z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
         return self.mean + self.std * z
+
+    def kernel_params(self) -> tuple[int, float, float]:
+        """(kind, a, b) of the fused CUDA initialiser: ``a + b * z``."""
+        return 1, float(self.mean), float(self.std)
 
 
 @dataclass(frozen=True)
@@ -132,8 +140,23 @@ def initializer_config(init: Callable) -> dict[str, Any]:
 def initial_vectors(
     init: Callable, keys: torch.Tensor, dim: int, seed: int, dtype: torch.dtype
 ) -> torch.Tensor:
-    """Initial rows for ``keys`` (int64 ``[n]``): ``dtype`` ``[n, dim]``, chunked over rows."""
+    """Initial rows for ``keys`` (int64 ``[n]``): ``dtype`` ``[n, dim]``.
+
+    On CUDA the built-in uniform and normal initialisers run as one fused kernel (the torch
+    version materialises a dozen ``[n, dim]`` int64 temporaries, which dominated steps that
+    insert many keys); it computes the same integer hashes and float64 transform, so results
+    agree with the torch version to float64 rounding before the final cast. Elsewhere the
+    torch version runs, chunked over rows.
+    """
     n = keys.numel()
+    if keys.is_cuda and hasattr(init, "kernel_params") and n:
+        from . import _cuda_ops
+
+        out = torch.empty((n, dim), dtype=torch.float32, device=keys.device)
+        kind, a, b = init.kernel_params()
+        _cuda_ops.init_vectors(keys.to(torch.int64).contiguous(), seed_word(seed), kind, a, b,
+                               out)
+        return out.to(dtype)
     out = torch.empty((n, dim), dtype=dtype, device=keys.device)
     for lo in range(0, n, _CHUNK_ROWS):
         hi = min(n, lo + _CHUNK_ROWS)

@@ -27,6 +27,12 @@ from histboost.embedding import (  # noqa: E402
     _ops,
 )
 from histboost.embedding._hashing import EMPTY_KEY, mix64_numpy  # noqa: E402
+from histboost.embedding.initializers import (  # noqa: E402
+    NormalInitializer,
+    UniformInitializer,
+    initial_vectors,
+    seed_word,
+)
 
 
 def check_hash_kernels() -> None:
@@ -145,7 +151,18 @@ def check_optimizer_kernels() -> None:
             np.testing.assert_allclose(state[k][:n], t[:n].numpy(), rtol=1e-5, atol=1e-6)
 
 
-CHECKS = [check_hash_kernels, check_pool_and_segment_grad, check_optimizer_kernels]
+def check_init_kernel() -> None:
+    keys = torch.tensor([0, 1, -1, 2**62, -(2**62), 123456789], dtype=torch.int64)
+    for init in (UniformInitializer(-0.3, 0.7), NormalInitializer(0.5, 2.0)):
+        expected = initial_vectors(init, keys, 33, 17, torch.float32)  # torch path (CPU)
+        out = np.full((keys.numel(), 33), np.nan, np.float32)
+        kind, a, b = init.kernel_params()
+        _cuda_ops.launch_init(keys.numpy(), seed_word(17), kind, a, b, out)
+        np.testing.assert_allclose(out, expected.numpy(), rtol=1e-6, atol=1e-7)
+
+
+CHECKS = [check_hash_kernels, check_pool_and_segment_grad, check_optimizer_kernels,
+          check_init_kernel]
 
 if __name__ == "__main__":
     for check in CHECKS:

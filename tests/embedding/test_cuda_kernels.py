@@ -18,4 +18,4 @@ def test_cuda_kernels_in_simulator():
     res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "3 passed, 0 failed" in res.stdout
+    assert "4 passed, 0 failed" in res.stdout
