@@ -28,7 +28,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
-from . import _libsvm_scan as _scan
+from . import _text_scan as _scan
 from .dataset import Dataset
 
 PathLike = str | os.PathLike
@@ -195,19 +195,37 @@ def _split_fields(line: str, delimiter: str | None) -> list[str]:
     return next(csv.reader([line], delimiter=delimiter))
 
 
-def _normalize_na(text: str, delimiter: str | None) -> str:
-    """`text` with empty fields and NA spellings replaced by ``nan`` (which numpy parses)."""
-    if delimiter is None:
-        return re.sub(rf"(?<!\S){_NA_PATTERN}(?!\S)", "nan", text)
-    d = re.escape(delimiter)
-    pad = "[ ]*" if delimiter == "\t" else r"[ \t]*"
-    field = rf"{pad}{_NA_PATTERN}?{pad}"
-    end = r"(?=\r?$)"
-    # A field preceded by a delimiter; a first field followed by one; or a lone NA token in a
-    # one-column file. Blank lines match none of these and stay blank.
-    pattern = (rf"(?m)(?<={d}){field}(?={d}|\r?$)|^{field}(?={d})"
-               rf"|^{pad}{_NA_PATTERN}{pad}{end}")
-    return re.sub(pattern, "nan", text)
+def _na_fixer(delimiter: str | None) -> re.Pattern[bytes]:
+    """Regex for one line: empty or NA fields after a delimiter, a first field followed by a
+    delimiter, a lone NA token in a one-column file. Blank lines do not match."""
+    if delimiter is None:  # runs of whitespace: no empty fields, only NA tokens
+        return re.compile(rb"(?<!\S)%s(?!\S)" % _NA_PATTERN.encode())
+    d = re.escape(delimiter.encode())
+    pad = b"[ ]*" if delimiter == "\t" else rb"[ \t]*"
+    na = _NA_PATTERN.encode()
+    field = pad + na + b"?" + pad
+    return re.compile(rb"(?<=%s)%s(?=%s|\r?$)|^%s(?=%s)|^%s%s%s\r?$"
+                      % (d, field, d, field, d, pad, na, pad))
+
+
+def _normalize_na(raw: bytes, delimiter: str | None) -> bytes:
+    """`raw` with empty fields and NA spellings replaced by ``nan`` (which numpy parses)."""
+    # a numba pass finds the lines that may need a fix; the regex then runs on those only
+    a = np.frombuffer(raw, dtype=np.uint8)
+    starts = np.empty(raw.count(b"\n") + 1, dtype=np.int64)
+    ends = np.empty_like(starts)
+    # 256 matches no byte: whitespace-separated text has no empty fields
+    found = _scan.na_suspect_lines(a, 256 if delimiter is None else ord(delimiter), starts, ends)
+    if found == 0:
+        return raw
+    starts, ends = starts[:found], ends[:found]
+    fixer = _na_fixer(delimiter)
+    parts, done = [], 0
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        parts += [raw[done:start], fixer.sub(b"nan", raw[start:end])]
+        done = end
+    parts.append(raw[done:])
+    return b"".join(parts)
 
 
 def _loadtxt(source: Any, delimiter: str | None, skiprows: int) -> np.ndarray:
@@ -242,17 +260,17 @@ def _diagnose_csv(path: str, delimiter: str | None, skiprows: int, error: Except
 
 
 def _read_matrix(path: str, delimiter: str | None, skiprows: int) -> np.ndarray:
-    """float64 (n, C) matrix of a delimited file, fast path first."""
+    """float64 (n, C) matrix of a delimited file: NA spellings rewritten as ``nan``, then one
+    pass of numpy's C parser."""
+    try:
+        with _open(path, "rb") as f:
+            raw = _normalize_na(f.read(), delimiter)
+    except (gzip.BadGzipFile, EOFError) as e:
+        raise ValueError(f"{path} is not a readable file: {e}") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # numpy warns on files without rows
         try:
-            return _loadtxt(path, delimiter, skiprows)
-        except ValueError:
-            pass  # NA fields, or malformed: retry with NA spellings normalised
-        with _open(path, "rt") as f:
-            text = _normalize_na(f.read(), delimiter)
-        try:
-            return _loadtxt(io.StringIO(text), delimiter, skiprows)
+            return _loadtxt(io.BytesIO(raw), delimiter, skiprows)
         except ValueError as e:
             _diagnose_csv(path, delimiter, skiprows, e)
             raise  # unreachable: _diagnose_csv always raises
@@ -280,6 +298,8 @@ def read_csv(path: PathLike, *, label_column: int | str | None = 0,
     feature_names (from the header).
     """
     path = _check_path(path)
+    if delimiter is not None and len(delimiter) != 1:
+        raise ValueError(f"delimiter must be one character, got {delimiter!r}")
     lines = _first_lines(path, 1)
     if not lines:
         raise ValueError(f"{path} contains no data rows")

@@ -1,9 +1,11 @@
-"""Numba scanner for libsvm text: one pass over the bytes of a line-aligned chunk.
+"""Numba scanners over the bytes of text files.
 
-Numbers are converted with Clinger's fast path (an integer mantissa below 2**53 times or over an
-exact power of ten up to 1e22 is correctly rounded); the rest (more digits, large exponents,
-``nan`` / ``inf``) are recorded as "slow" tokens that the caller converts with Python's float(),
-so every value equals what float() would give.
+`scan_libsvm` parses libsvm lines in one pass. Numbers are converted with Clinger's fast path
+(an integer mantissa below 2**53 times or over an exact power of ten up to 1e22 is correctly
+rounded); the rest (more digits, large exponents, ``nan`` / ``inf``) are recorded as "slow"
+tokens that the caller converts with Python's float(), so every value equals what float()
+would give. `na_suspect_lines` finds the lines of delimited text that may hold empty fields or
+NA spellings.
 """
 
 from __future__ import annotations
@@ -192,3 +194,37 @@ def scan_libsvm(a, labels, qid, nnz, row_line, idx, val, slow):
         row_line[row] = line
         row += 1
     return OK, row, p, ns, in_order, 0
+
+
+@nb.njit(cache=True, nogil=True)
+def na_suspect_lines(a, delim, starts, ends):
+    """Byte ranges [starts[k], ends[k]) of the lines of `a` that hold an empty field (a
+    delimiter at the start or end of a line or next to another) or a letter other than the
+    e / E of exponents, or '?'. Capacity: lines in `a`. Returns how many were found."""
+    n = a.shape[0]
+    k = 0
+    line_start = 0
+    suspect = False
+    prev = _NL
+    for i in range(n):
+        c = a[i]
+        if c == _NL:
+            if suspect:
+                starts[k] = line_start
+                ends[k] = i
+                k += 1
+            line_start = i + 1
+            suspect = False
+        elif not suspect:
+            lc = c | 32  # ASCII letters to lower case
+            if (97 <= lc <= 122 and lc != 101) or c == 63:
+                suspect = True
+            elif c == delim and (prev == _NL or i + 1 == n or a[i + 1] == delim
+                                 or a[i + 1] == _NL or a[i + 1] == _CR):
+                suspect = True
+        prev = c
+    if suspect:
+        starts[k] = line_start
+        ends[k] = n
+        k += 1
+    return k
