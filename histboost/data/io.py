@@ -39,7 +39,7 @@ _NA_PATTERN = r"(?:NA|N/A|null|NULL|None|\?)"
 _DELIMITER_BY_EXT = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 _LIBSVM_EXTS = (".svm", ".libsvm", ".svmlight")
 # libsvm files are parsed in line-aligned chunks of about this many bytes, which bounds the
-# temporary arrays of the vectorised tokenizer to a few times this size.
+# scanner's scratch arrays (sized for the worst case of a chunk) to a few times this size.
 _CHUNK_BYTES = 1 << 25
 
 
