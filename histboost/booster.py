@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,11 +31,18 @@ from . import __version__
 from .data.dataset import Dataset, to_float_matrix
 from .objectives import get_objective
 from .objectives.base import Objective
+from .params import parse_params
 from .tree.predictor import PackedForest
 from .tree.tree import Tree
 
 FORMAT_NAME = "histboost"
 FORMAT_VERSION = 1
+
+
+def _as_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"expected an integer, got {v!r}")
+    return v
 
 
 class Booster:
@@ -289,12 +297,19 @@ class Booster:
             self.n_features = int(learner["n_features"])
             self.feature_names = [str(x) for x in learner["feature_names"]]
             self.base_margin = np.asarray(learner["base_margin"], dtype=np.float64)
-            self.best_iteration = learner.get("best_iteration")
-            self.best_score = learner.get("best_score")
+            best_iteration = learner.get("best_iteration")
+            self.best_iteration = None if best_iteration is None else _as_int(best_iteration)
+            best_score = learner.get("best_score")
+            self.best_score = None if best_score is None else float(best_score)
             self.params = dict(learner.get("params", {}))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # an unknown name means a corrupt file
+                parse_params(self.params)
+            if self.objective_name != "custom":
+                get_objective(self.objective_name, self.num_class)
             trees = [Tree.from_dict(t) for t in d["trees"]]
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{where} is a corrupt histboost model: {e!r}") from None
+        except (KeyError, TypeError, ValueError, UserWarning) as e:
+            raise ValueError(f"{where} is a corrupt histboost model: {e}") from None
         if len(self.feature_names) != self.n_features:
             raise ValueError(f"{where} is corrupt: {len(self.feature_names)} feature names "
                              f"for {self.n_features} features")

@@ -92,7 +92,7 @@ class TrainParams:
     nthread: int = 0
     device: str = "cpu"
     quantized_grad: bool = False
-    grad_quant_bits: int = 16
+    grad_quant_bits: int = 8
     eval_metric: tuple[str, ...] = ()
     disable_default_eval_metric: bool = False
     verbosity: int = 1

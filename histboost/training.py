@@ -156,7 +156,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history: EvalsLog = evals_result if evals_result is not None else {}
     history.clear()
 
-    backend = CPUBackend(dtrain.bins, mapper.bin_offsets, p.n_threads, p.quantized_grad)
+    backend = CPUBackend(dtrain.bins, mapper.bin_offsets, p.n_threads, p.quantized_grad,
+                         count_rows=p.min_data_in_leaf > 0)
     grower = TreeGrower(backend, p, mapper.cut_values, mapper.cut_ptr, n_features, timer)
     missing_bins = (mapper.n_bins - 1).astype(np.int32)
     all_rows = np.arange(n, dtype=np.int32)

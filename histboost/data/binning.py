@@ -77,6 +77,16 @@ class BinMapper:
                    np.asarray(d["cut_ptr"], dtype=np.int64), int(d["max_bin"]))
 
 
+def _midpoints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A bound between each pair a < b: a value c with a <= c < b, so a falls at or below it
+    and b above. a/2 + b/2 cannot overflow; where it rounds onto b (adjacent floats) or the
+    pair holds an infinity, a itself is the bound."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        mids = a / 2.0 + b / 2.0
+    bad = ~(mids >= a) | ~(mids < b)
+    return np.where(bad, a, mids)
+
+
 def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins: int) -> np.ndarray:
     """Upper bounds of the value bins of one feature.
 
@@ -91,8 +101,7 @@ def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins:
     if distinct.size == 1:
         return np.array([np.inf])
     if distinct.size <= max_value_bins:
-        mids = distinct[:-1] + (distinct[1:] - distinct[:-1]) / 2.0
-        return np.append(np.unique(mids), np.inf)
+        return np.append(np.unique(_midpoints(distinct[:-1], distinct[1:])), np.inf)
     w = np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.float64)
     cum = np.cumsum(w)
     total = cum[-1]
@@ -100,9 +109,7 @@ def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins:
     # index of the distinct value at which each quantile is reached; a bound after it
     idx = np.unique(np.searchsorted(cum, targets, side="left"))
     idx = idx[idx < distinct.size - 1]
-    mids = distinct[idx] + (distinct[idx + 1] - distinct[idx]) / 2.0
-    # np.unique: for float64 data a midpoint of two adjacent values may round onto one of them
-    cuts = np.append(np.unique(mids), np.inf)
+    cuts = np.append(np.unique(_midpoints(distinct[idx], distinct[idx + 1])), np.inf)
     return cuts[:max_value_bins]
 
 
@@ -123,7 +130,8 @@ def compute_bin_mapper(X: np.ndarray, weight: np.ndarray | None, max_bin: int,
     all_cuts = []
     for f in range(F):
         col = np.asarray(Xs[:, f])
-        ok = ~np.isnan(col)
+        # rows of weight 0 must not move the cuts: weight 0 means "not in the data"
+        ok = ~np.isnan(col) if ws is None else ~np.isnan(col) & (ws > 0)
         cuts = feature_cuts(col[ok], None if ws is None else ws[ok], max_bin - 1)
         all_cuts.append(cuts)
     cut_ptr = np.zeros(F + 1, dtype=np.int64)

@@ -163,7 +163,10 @@ class Dataset:
         """Compute cut points (or take the reference's) and bin the data. Idempotent; a
         different `max_bin` re-bins."""
         if self.reference is not None:
-            mapper = self.reference.construct(max_bin).bin_mapper
+            ref = self.reference
+            if max_bin is not None or ref._bin_mapper is None:
+                ref.construct(max_bin)  # else keep the cuts the reference was trained with
+            mapper = ref.bin_mapper
         else:
             mb = self.max_bin if max_bin is None else int(max_bin)
             mapper = self._bin_mapper

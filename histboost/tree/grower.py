@@ -111,7 +111,7 @@ class TreeGrower:
     def _totals(self, fhists: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Node sums (k, 3) of (G, H, rows): G and H from the first feature's slots (every row
         falls in one of them), the row counts from the partition."""
-        gh = fhists[:, self._feature0_slots, :].sum(axis=1)
+        gh = fhists[:, self._feature0_slots, :2].sum(axis=1)
         return np.column_stack([gh, np.asarray(counts, np.float64)])
 
     def _leaf_value(self, totals: np.ndarray) -> float:
@@ -293,9 +293,9 @@ class TreeGrower:
             recs[:, REC_FEATURE] = f
             recs[:, REC_BIN] = b
             recs[:, REC_DEFAULT_LEFT] = d
-            left = fh[:, self._offsets[f]:self._offsets[f] + b + 1, :].sum(axis=1)
+            left = fh[:, self._offsets[f]:self._offsets[f] + b + 1, :2].sum(axis=1)
             if d:
-                left = left + fh[:, miss, :]
+                left = left + fh[:, miss, :2]
             recs[:, REC_LEFT_G:REC_LEFT_H + 1] = left
             for k, v in (("level_feature", f), ("level_bin", b),
                          ("level_threshold", self._threshold(f, b)),

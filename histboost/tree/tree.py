@@ -157,24 +157,24 @@ class Tree:
                 miss = "left" if self.level_default_left[d] else "right"
                 stat = f" gain={self.level_gain[d]:.6g}" if with_stats else ""
                 lines.append(f"level {d}: [{fname(int(self.level_feature[d]))}<="
-                             f"{self.level_threshold[d]!r}] missing={miss}{stat}")
+                             f"{float(self.level_threshold[d])!r}] missing={miss}{stat}")
             for i, v in enumerate(self.leaf_value):
                 stat = f",cover={self.leaf_cover[i]:.6g}" if with_stats else ""
-                lines.append(f"  leaf {i}: leaf={v!r}{stat}")
+                lines.append(f"  leaf {i}: leaf={float(v)!r}{stat}")
             return "\n".join(lines) + "\n"
 
         def rec(node: int, depth: int) -> None:
             pad = "\t" * depth
             if self.left_child[node] == -1:
                 stat = f",cover={self.cover[node]:.6g}" if with_stats else ""
-                lines.append(f"{pad}{node}:leaf={self.value[node]!r}{stat}")
+                lines.append(f"{pad}{node}:leaf={float(self.value[node])!r}{stat}")
                 return
             l, r = int(self.left_child[node]), int(self.right_child[node])
             miss = l if self.default_left[node] else r
             stat = (f",gain={self.gain[node]:.6g},cover={self.cover[node]:.6g}"
                     if with_stats else "")
             lines.append(f"{pad}{node}:[{fname(int(self.split_feature[node]))}<="
-                         f"{self.threshold[node]!r}] yes={l},no={r},missing={miss}{stat}")
+                         f"{float(self.threshold[node])!r}] yes={l},no={r},missing={miss}{stat}")
             rec(l, depth + 1)
             rec(r, depth + 1)
 

@@ -103,9 +103,6 @@ def test_quantile_bins_balance_weight(seed, n, max_bin, weighted):
         assert m.n_value_bins[0] >= min(B, distinct.size) // 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: bin midpoints a + (b - a) / 2 overflow or give "
-                   "NaN with infinite or huge values: [1, inf] and [-1e308, 1e308] get cuts "
-                   "[inf, inf] (one bin), [-inf, 0, 1] gets cuts [0.5, nan, inf]")
 @pytest.mark.parametrize("values", [[1.0, np.inf], [-1e308, 1e308], [-np.inf, 0.0, 1.0]])
 def test_infinite_and_huge_values_get_their_own_bins(values):
     x = np.array(values * 3)[:, None]

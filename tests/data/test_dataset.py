@@ -103,10 +103,6 @@ def test_validation_set_shares_training_cuts():
     assert dva2.bins.max() <= 7
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Dataset.construct() of a reference= set calls "
-                   "reference.construct(None), which re-bins the training set back to its "
-                   "Dataset max_bin: after train(params max_bin=8) the validation set gets "
-                   "other cuts than the model, and the training set's bins change")
 def test_validation_set_uses_the_cuts_training_used():
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(400, 3)), rng.normal(size=400)

@@ -9,10 +9,10 @@ from . import histogram, partition, predict, split
 
 # Nodes with at least this many rows are built / partitioned by all threads; smaller nodes
 # are processed one thread per node, several nodes at once.
-_CHUNKED_MIN_ROWS = 32_768
+_CHUNKED_MIN_ROWS = 8_192
 # Calls touching fewer rows than this run on one thread: waking the thread team costs more
 # than it saves, and under oversubscription a spinning team starves everything else.
-_PARALLEL_MIN_ROWS = 16_384
+_PARALLEL_MIN_ROWS = 8_192
 
 
 class CPUBackend:
@@ -22,12 +22,14 @@ class CPUBackend:
     reads a row-major copy holding global slot indices, the partition a column-major copy.
     quantized: gradient pairs arrive as int32 (n, 2); histograms are then exact int64 sums,
     packed into one int64 per slot when the tree's totals fit (see `kernels.cpu.histogram`).
+    count_rows: histograms carry per-slot row counts as a third channel (for
+    min_data_in_leaf); otherwise the split search estimates child counts from hessians.
     """
 
     name = "cpu"
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
-                 quantized: bool) -> None:
+                 quantized: bool, count_rows: bool = False) -> None:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
@@ -37,6 +39,8 @@ class CPUBackend:
         self.total_bins = int(self.offsets[-1])
         self.n_threads = max(1, int(n_threads))
         self.quantized = quantized
+        self.count_rows = count_rows
+        self._channels = 3 if count_rows else 2
         self.hist_dtype = np.dtype(np.int64 if quantized else np.float64)
         self.rows = np.zeros(0, np.int32)
         self.gh: np.ndarray = np.zeros((0, 2), np.float32)
@@ -52,14 +56,16 @@ class CPUBackend:
             gh = np.ascontiguousarray(gh, dtype=np.int32)
             used = gh[rows]
             # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32
-            if (int(np.abs(used[:, 0], dtype=np.int64).sum()) < 2**31
+            if (not self.count_rows
+                    and int(np.abs(used[:, 0], dtype=np.int64).sum()) < 2**31
                     and int(used[:, 1].astype(np.int64).sum()) < 2**32
                     and int(used[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
                 histogram.pack_pairs(gh, packed)
                 gh = packed
         self.gh = gh
-        self._hist_shape = (self.total_bins,) if gh.ndim == 1 else (self.total_bins, 2)
+        self._hist_shape = ((self.total_bins,) if gh.ndim == 1
+                            else (self.total_bins, self._channels))
         shape = (self.n_threads, *self._hist_shape)
         if self._chunk_buffers.shape != shape:
             self._chunk_buffers = np.zeros(shape, self.hist_dtype)
@@ -103,7 +109,7 @@ class CPUBackend:
         if hists.dtype == np.float64 and g_scale == 1.0 and h_scale == 1.0:
             return hists
         # scales are powers of two, so these products and all later sums are exact
-        return hists.astype(np.float64) * np.array([g_scale, h_scale])
+        return hists.astype(np.float64) * np.array([g_scale, h_scale, 1.0][:hists.shape[2]])
 
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:

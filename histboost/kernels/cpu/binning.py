@@ -25,13 +25,12 @@ def bin_matrix(X, cut_values, cut_ptr, out):
                 out[i, f] = hi - lo
                 continue
             xv = np.float64(x)
-            # binary search: first index in [lo, hi) with cut >= x
-            a = lo
-            b = hi - 1
-            while a < b:
-                m = (a + b) >> 1
-                if cut_values[m] < xv:
-                    a = m + 1
-                else:
-                    b = m
-            out[i, f] = a - lo
+            # branchless lower bound (first cut >= x; the last cut is +inf): the select
+            # compiles to a conditional move, where a branchy search mispredicts every step
+            base = lo
+            length = hi - lo
+            while length > 1:
+                half = length >> 1
+                base = base + half if cut_values[base + half - 1] < xv else base
+                length -= half
+            out[i, f] = base - lo

@@ -12,8 +12,9 @@ missing values. Three layouts, one per gradient representation:
 
 The kernels read ``slots``: (n, F) uint16/uint32 global slot indices ``offsets[f] + bin``
 (see `global_slots`), which saves an offset load and add per (row, feature) in the inner loop.
-Row counts are not accumulated (the partition gives every node's exact count), which keeps the
-inner loop to one or two adds per (row, feature).
+Row counts are accumulated only when asked for (a third channel, (total_bins, 3), float64 or
+int64; `min_data_in_leaf` needs per-bin counts): otherwise the partition gives every node's
+exact count and the inner loop stays at one or two adds per (row, feature).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ import numba as nb
 import numpy as np
 from numba.extending import overload
 
+from ._intrinsics import prefetch
+
 _LOW32 = np.int64(0xFFFFFFFF)
+# rows ahead whose slots and gradients are prefetched: far enough to cover a memory access
+_PREFETCH_DISTANCE = 16
 
 
 def _accumulate(slots, gh, rows, start, end, hist):
@@ -35,6 +40,10 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
         def packed(slots, gh, rows, start, end, hist):
             n_features = slots.shape[1]
             for k in range(start, end):
+                if k + _PREFETCH_DISTANCE < end:
+                    ahead = rows[k + _PREFETCH_DISTANCE]
+                    prefetch(slots[ahead], 0)
+                    prefetch(gh, ahead)
                 r = rows[k]
                 v = gh[r]
                 s = slots[r]
@@ -44,7 +53,27 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
 
     def pairs(slots, gh, rows, start, end, hist):
         n_features = slots.shape[1]
+        if hist.shape[1] == 3:  # row counts too (only when min_data_in_leaf needs them)
+            for k in range(start, end):
+                if k + _PREFETCH_DISTANCE < end:
+                    ahead = rows[k + _PREFETCH_DISTANCE]
+                    prefetch(slots[ahead], 0)
+                    prefetch(gh[ahead], 0)
+                r = rows[k]
+                g = gh[r, 0]
+                h = gh[r, 1]
+                s = slots[r]
+                for f in range(n_features):
+                    idx = s[f]
+                    hist[idx, 0] += g
+                    hist[idx, 1] += h
+                    hist[idx, 2] += 1
+            return
         for k in range(start, end):
+            if k + _PREFETCH_DISTANCE < end:
+                ahead = rows[k + _PREFETCH_DISTANCE]
+                prefetch(slots[ahead], 0)
+                prefetch(gh[ahead], 0)
             r = rows[k]
             g = gh[r, 0]
             h = gh[r, 1]
@@ -71,7 +100,7 @@ def build_histograms(slots, gh, rows, starts, ends, out):
 
     slots: (n, F) global slot indices (`global_slots`); gh: gradient pairs in one of the
     module's layouts; rows: int32 row indices, node k owning ``rows[starts[k]:ends[k]]``;
-    out: (k, total_bins[, 2]) float64 or int64, overwritten.
+    out: (k, total_bins[, 2 or 3]) float64 or int64, overwritten.
     """
     for k in nb.prange(starts.shape[0]):
         h = out[k]

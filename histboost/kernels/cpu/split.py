@@ -9,10 +9,10 @@ and gamma is compared with this loss change).
 A split record is a float64 row: see `REC_*` below. Missing values sit in each feature's last
 slot and go to the side given by default_left; both sides are tried.
 
-Histograms hold no row counts: `min_data_in_leaf` is checked on a child's count estimated from
-its hessian share of the node, ``C * H_child / H`` (LightGBM's rule; exact when every row has
-the same hessian), and ``REC_LEFT_C`` holds that estimate until the partition gives the exact
-count.
+Histograms are float64 (k, total_bins, C): C = 3 carries per-slot row counts, used for
+`min_data_in_leaf`; with C = 2 a child's count is estimated from its hessian share of the node,
+``count * H_child / H`` (only ever compared with min_data_in_leaf = 0). ``REC_LEFT_C`` holds
+the count until the partition gives the exact one.
 """
 
 from __future__ import annotations
@@ -59,6 +59,16 @@ def node_gain(G, H, reg):
 
 
 @nb.njit(cache=True, inline="always")
+def _pair_gain(gl, hl, gr, hr, reg, plain):
+    """node_gain(left) + node_gain(right); `plain` (no L1, no max_delta_step) takes the
+    closed form G^2 / (H + lambda), the common case, without the general path's branches."""
+    if plain:
+        lam = reg[P_LAMBDA]
+        return gl * gl / (hl + lam) + gr * gr / (hr + lam)
+    return node_gain(gl, hl, reg) + node_gain(gr, hr, reg)
+
+
+@nb.njit(cache=True, inline="always")
 def _child_ok(H, C, reg):
     return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
 
@@ -73,6 +83,8 @@ def _count_per_hess(C, H):
 def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
     parent = node_gain(G, H, reg)
     cph = _count_per_hess(C, H)
+    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
+    counted = hist.shape[1] == 3
     best = 0.0
     rec[REC_GAIN] = 0.0
     rec[REC_FEATURE] = -1.0
@@ -85,21 +97,23 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
         miss = o + n_value_bins
         mg = hist[miss, 0]
         mh = hist[miss, 1]
-        has_missing = mh > 0.0 or mg != 0.0
+        mc = hist[miss, 2] if counted else mh * cph
+        has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
         # pass 1: missing values go right; left = value bins 0..b
         gl = 0.0
         hl = 0.0
+        cl = 0.0
         last = n_value_bins if has_missing else n_value_bins - 1
         for b in range(last):
             gl += hist[o + b, 0]
             hl += hist[o + b, 1]
+            cl = cl + hist[o + b, 2] if counted else hl * cph
             gr = G - gl
             hr = H - hl
-            cl = hl * cph
             cr = C - cl
             if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                 continue
-            gain = node_gain(gl, hl, reg) + node_gain(gr, hr, reg) - parent
+            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
             if gain > best:
                 best = gain
                 rec[REC_GAIN] = gain
@@ -115,16 +129,17 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
         # pass 2: missing values go left; left = missing + value bins 0..b
         gl = mg
         hl = mh
+        cl = mc
         for b in range(n_value_bins - 1):
             gl += hist[o + b, 0]
             hl += hist[o + b, 1]
+            cl = cl + hist[o + b, 2] if counted else hl * cph
             gr = G - gl
             hr = H - hl
-            cl = hl * cph
             cr = C - cl
             if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                 continue
-            gain = node_gain(gl, hl, reg) + node_gain(gr, hr, reg) - parent
+            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
             if gain > best:
                 best = gain
                 rec[REC_GAIN] = gain
@@ -140,7 +155,7 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
 def find_best_splits(hists, totals, offsets, feature_masks, reg, out):
     """Best split of each node.
 
-    hists: float64 (k, total_bins, 2); totals: float64 (k, 3) node sums (G, H, count);
+    hists: float64 (k, total_bins, 2 or 3); totals: float64 (k, 3) node sums (G, H, count);
     offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
     reg: float64 (5,) see P_*; out: float64 (k, REC_WIDTH) split records, feature -1 when no
     split has a positive gain. Ties keep the lowest feature, then the lowest bin, then
@@ -168,23 +183,24 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
             continue
         o = offsets[f]
         nvb = offsets[f + 1] - o - 1
-        run = np.zeros((n_nodes, 2))
+        n_ch = hists.shape[2]
+        run = np.zeros((n_nodes, n_ch))
         for d in range(2):
             for k in range(n_nodes):
-                for j in range(2):
+                for j in range(n_ch):
                     run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
             for b in range(nvb):
                 total = 0.0
                 any_valid = False
                 for k in range(n_nodes):
-                    run[k, 0] += hists[k, o + b, 0]
-                    run[k, 1] += hists[k, o + b, 1]
+                    for j in range(n_ch):
+                        run[k, j] += hists[k, o + b, j]
                     gl = run[k, 0]
                     hl = run[k, 1]
                     G = totals[k, 0]
                     H = totals[k, 1]
                     C = totals[k, 2]
-                    cl = hl * _count_per_hess(C, H)
+                    cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
                     if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
                         continue
                     any_valid = True
