@@ -484,6 +484,7 @@ def _train_threads(params, X, y, n_threads, chunked, rounds=6):
     with pytest.MonkeyPatch.context() as mp:
         if chunked:
             mp.setattr(cpu_backend, "_CHUNKED_MIN_ROWS", 16)
+            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_ROWS", 16)
         return _train({**params, "nthread": n_threads}, X, y, rounds)
 
 

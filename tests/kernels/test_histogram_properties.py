@@ -28,6 +28,7 @@ def _chunked(on: bool):
     with pytest.MonkeyPatch.context() as mp:
         if on:
             mp.setattr(cpu_backend, "_CHUNKED_MIN_ROWS", 1)
+            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_ROWS", 1)
         yield
 
 

@@ -7,12 +7,13 @@ import numpy as np
 
 from . import histogram, partition, predict, split
 
-# Nodes with at least this many rows are built / partitioned by all threads; smaller nodes
-# are processed one thread per node, several nodes at once.
+# Nodes with at least this many rows are histogrammed / partitioned by all threads, each
+# thread taking a chunk of the rows; smaller nodes go one thread per node, several at once,
+# and a call whose nodes hold fewer rows in all runs on one thread: waking the thread team
+# costs more than it saves there, and on a busy machine every parallel region waits for a
+# time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
 _CHUNKED_MIN_ROWS = 8_192
-# Calls touching fewer rows than this run on one thread: waking the thread team costs more
-# than it saves, and under oversubscription a spinning team starves everything else.
-_PARALLEL_MIN_ROWS = 8_192
+_PARTITION_CHUNKED_MIN_ROWS = 65_536
 
 
 class CPUBackend:
@@ -47,9 +48,10 @@ class CPUBackend:
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
 
-    def _threads(self, rows: int | None = None) -> None:
-        n = 1 if rows is not None and rows < _PARALLEL_MIN_ROWS else self.n_threads
-        nb.set_num_threads(min(n, nb.config.NUMBA_NUM_THREADS))
+    def _threads(self, parallel: bool = True) -> int:
+        n = min(self.n_threads if parallel else 1, nb.config.NUMBA_NUM_THREADS)
+        nb.set_num_threads(n)
+        return n
 
     def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
         if self.quantized:
@@ -75,10 +77,10 @@ class CPUBackend:
     def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        self._threads(int((ends - starts).sum()))
+        threads = self._threads(int((ends - starts).sum()) >= _CHUNKED_MIN_ROWS)
         out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
         big = (ends - starts) >= _CHUNKED_MIN_ROWS
-        if nb.get_num_threads() > 1:
+        if threads > 1:
             for k in np.flatnonzero(big):
                 histogram.build_histogram_chunked(self.slots, self.gh, self.rows, starts[k],
                                                   ends[k], self._chunk_buffers, out[k])
@@ -114,7 +116,7 @@ class CPUBackend:
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
         # nodes run in parallel; a node's scan costs about as much as histogramming 4 rows
-        self._threads(hists.shape[0] * self.total_bins // 4)
+        self._threads(hists.shape[0] * self.total_bins // 4 >= _CHUNKED_MIN_ROWS)
         out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
         split.find_best_splits(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
                                feature_masks, reg, out)
@@ -122,7 +124,7 @@ class CPUBackend:
 
     def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
-        self._threads(hists.shape[0] * self.total_bins // 4)
+        self._threads(hists.shape[0] * self.total_bins // 4 >= _CHUNKED_MIN_ROWS)
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, feature_mask, reg, out)
@@ -132,12 +134,12 @@ class CPUBackend:
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        self._threads(int((ends - starts).sum()))
+        threads = self._threads(int((ends - starts).sum()) >= _PARTITION_CHUNKED_MIN_ROWS)
         features = np.asarray(features, dtype=np.int32)
         split_bins = np.asarray(split_bins, dtype=np.int32)
         default_left = np.asarray(default_left, dtype=np.uint8)
         n_left = np.zeros(starts.shape[0], np.int64)
-        big = ((ends - starts) >= _CHUNKED_MIN_ROWS) & (nb.get_num_threads() > 1)
+        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (threads > 1)
         counts = np.zeros(self.n_threads, np.int64)
         for k in np.flatnonzero(big):
             f = features[k]
@@ -155,7 +157,7 @@ class CPUBackend:
 
     def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
                         margin: np.ndarray, column: int) -> None:
-        self._threads(int(self.rows.shape[0]))
+        self._threads(int(self.rows.shape[0]) >= _PARTITION_CHUNKED_MIN_ROWS)
         predict.add_leaf_values(self.rows, np.asarray(starts, np.int64),
                                 np.asarray(ends, np.int64), np.asarray(values, np.float64),
                                 margin, column)

@@ -8,13 +8,15 @@ row-major matrix would cost a cache line per row."""
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 
 @nb.njit(cache=True, inline="always")
 def _goes_left(b, threshold_bin, missing_bin, default_left):
-    if b == missing_bin:
-        return default_left
-    return b <= threshold_bin
+    """1 if a row with bin b goes left, else 0, without branches (the direction of successive
+    rows is unpredictable, so a branch would mispredict about half the time)."""
+    is_missing = np.int64(b == missing_bin)
+    return is_missing * np.int64(default_left) + (1 - is_missing) * np.int64(b <= threshold_bin)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -24,12 +26,13 @@ def _partition_one(column, rows, start, end, threshold_bin, missing_bin, default
     n_right = start
     for k in range(start, end):
         r = rows[k]
-        if _goes_left(column[r], threshold_bin, missing_bin, default_left):
-            rows[n_left] = r  # n_left <= k: never overwrites an unread entry
-            n_left += 1
-        else:
-            scratch[n_right] = r
-            n_right += 1
+        left = _goes_left(column[r], threshold_bin, missing_bin, default_left)
+        # write both candidates, advance one cursor: n_left <= k, so no unread entry of rows
+        # is overwritten, and a slot written for a right-going row is rewritten later
+        rows[n_left] = r
+        scratch[n_right] = r
+        n_left += left
+        n_right += 1 - left
     for k in range(n_right - start):
         rows[n_left + k] = scratch[start + k]
     return n_left - start
@@ -62,8 +65,7 @@ def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
     for c in nb.prange(n_chunks):
         cnt = 0
         for k in range(start + n * c // n_chunks, start + n * (c + 1) // n_chunks):
-            if _goes_left(column[rows[k]], threshold_bin, missing_bin, left):
-                cnt += 1
+            cnt += _goes_left(column[rows[k]], threshold_bin, missing_bin, left)
         counts[c] = cnt
     total_left = 0
     for c in range(n_chunks):
@@ -77,12 +79,10 @@ def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
         rpos = start + total_left + (lo - start) - (lpos - start)
         for k in range(lo, hi):
             r = rows[k]
-            if _goes_left(column[r], threshold_bin, missing_bin, left):
-                scratch[lpos] = r
-                lpos += 1
-            else:
-                scratch[rpos] = r
-                rpos += 1
+            go = _goes_left(column[r], threshold_bin, missing_bin, left)
+            scratch[lpos if go else rpos] = r  # a select, not a branch
+            lpos += go
+            rpos += 1 - go
     for k in nb.prange(start, end):
         rows[k] = scratch[k]
     return total_left
