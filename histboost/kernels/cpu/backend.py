@@ -12,7 +12,7 @@ from . import histogram, partition, predict, split
 # and a call whose nodes hold fewer rows in all runs on one thread: waking the thread team
 # costs more than it saves there, and on a busy machine every parallel region waits for a
 # time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
-_CHUNKED_MIN_ROWS = 8_192
+_CHUNKED_MIN_ROWS = 4_096
 _PARTITION_CHUNKED_MIN_ROWS = 65_536
 
 
