@@ -153,7 +153,7 @@ def _adam_kernel(weight, exp_avg, exp_avg_sq, step, rows, grad, lr, beta1, beta2
     if u >= rows.shape[0]:
         return
     r = rows[u]
-    t = step[r]  # already incremented for this update
+    t = np.float64(step[r])  # already incremented for this update
     # Bias corrections in float64 from the row's own step count, as torch computes them.
     step_size = _f32(lr / (1.0 - math.pow(beta1, t)))
     bc2_sqrt = _f32(math.sqrt(1.0 - math.pow(beta2, t)))

@@ -165,7 +165,7 @@ class DistributedHashEmbeddingBag(nn.Module):
         num_slots: int | None = None,
     ) -> torch.Tensor:
         """Pool the global batch; returns float32 ``[B_r, S, D]`` for this rank's samples."""
-        ro, k, s = self.local._inputs(row_offsets, keys, num_slots)
+        ro, k, s = self.local.prepare_inputs(row_offsets, keys, num_slots)
         b = (ro.numel() - 1) // s
         d = self.embedding_dim
         if self.mode == "distributed_slot":

@@ -203,11 +203,15 @@ class HashEmbeddingBag(nn.Module):
         Returns:
             float32 ``[B, S, embedding_dim]``; empty bags are zero vectors.
         """
-        row_offsets, keys, num_slots = self._inputs(row_offsets, keys, num_slots)
+        row_offsets, keys, num_slots = self.prepare_inputs(row_offsets, keys, num_slots)
         out = self.bags(row_offsets, keys, num_slots, self.combiner == "mean")
         return out.view(-1, num_slots, self.embedding_dim)
 
-    def _inputs(self, row_offsets: Any, keys: Any, num_slots: int | None):
+    def prepare_inputs(
+        self, row_offsets: Any, keys: Any, num_slots: int | None
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Inputs of :meth:`forward` as int64 tensors on the table's device, validated when
+        ``check_inputs``: ``(row_offsets [B*S + 1], keys [nnz], S)``."""
         if isinstance(row_offsets, CSRBatch):
             if keys is not None or num_slots is not None:
                 raise TypeError("pass either a CSRBatch or (row_offsets, keys, num_slots)")
