@@ -102,7 +102,9 @@ def check_pool_and_segment_grad() -> None:
                                       offsets.numpy(), mean, grad_out.numpy(), values)
         keep = uniq.numpy() >= 0
         assert np.array_equal(uniq.numpy()[keep], ref.rows.numpy())
-        np.testing.assert_allclose(values[keep], ref.values.numpy(), rtol=1e-5, atol=1e-6)
+        # The hot row sums ~70 terms of size ~1 in an order the atomics pick: float32
+        # rounding of such a sum is ~1e-5 absolute.
+        np.testing.assert_allclose(values[keep], ref.values.numpy(), rtol=1e-5, atol=5e-5)
 
 
 def check_optimizer_kernels() -> None:
