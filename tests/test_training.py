@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import numba as nb
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -16,13 +17,13 @@ from scipy.special import expit, softmax
 from sklearn import metrics as skm
 
 import histboost
-import histboost.kernels.cpu.backend as cpu_backend
 from histboost.callback import EarlyStopping, TrainingCallback
 from histboost.metrics import METRICS
 from histboost.objectives import get_objective
 from histboost.testing import model_reference as mref
 from histboost.testing import reference as ref
 from histboost.testing.data import make_classification, make_regression
+from histboost.testing.threads import forced_paths
 
 F = 5
 X_REG, Y_REG = make_regression(400, F, seed=11, missing=0.1)
@@ -481,11 +482,14 @@ def test_subsampled_training_margins_equal_prediction():
 # -- quantised gradients ---------------------------------------------------------------------
 
 def _train_threads(params, X, y, n_threads, chunked, rounds=6):
-    with pytest.MonkeyPatch.context() as mp:
-        if chunked:
-            mp.setattr(cpu_backend, "_CHUNKED_MIN_ROWS", 16)
-            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_ROWS", 16)
-        return _train({**params, "nthread": n_threads}, X, y, rounds)
+    """Train with `n_threads`; with `chunked`, nodes of 16+ rows take the chunked kernels."""
+    if n_threads > 1 and nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    with forced_paths(chunked, min_rows=16) as calls:
+        b = _train({**params, "nthread": n_threads}, X, y, rounds)
+    assert bool(calls["build_histogram_chunked"]) == chunked
+    assert bool(calls["partition_node_chunked"]) == chunked
+    return b
 
 
 @pytest.mark.parametrize("params", [

@@ -1,20 +1,21 @@
 """Property tests of the CPU backend's histogram and partition kernels on small random data,
 against the float64 row-by-row reference (`histboost.testing.reference.histogram`) and a NumPy
-stable partition. The multi-thread chunked kernels are forced onto small nodes by lowering
-`histboost.kernels.cpu.backend._CHUNKED_MIN_ROWS`."""
+stable partition. The multi-thread and chunked kernels are forced onto small nodes by lowering
+the backend's ``*_MIN_ROWS`` thresholds (`histboost.testing.threads.forced_paths`)."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+import numba as nb
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import histboost.kernels.cpu.backend as cpu_backend
 from histboost.kernels.cpu.backend import CPUBackend
 from histboost.testing import reference as ref
+from histboost.testing.threads import forced_paths
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 
@@ -24,12 +25,18 @@ MODES = [(1, False), (2, False), (2, True)]
 
 
 @contextmanager
-def _chunked(on: bool):
-    with pytest.MonkeyPatch.context() as mp:
-        if on:
-            mp.setattr(cpu_backend, "_CHUNKED_MIN_ROWS", 1)
-            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_ROWS", 1)
+def _paths(n_threads: int, chunked: bool, rows_per_node: list[int]):
+    """Run the block on the path of a mode, and check afterwards that the chunked kernels ran
+    exactly when asked (for every non-empty node)."""
+    if n_threads > 1 and nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    with forced_paths(chunked) as calls:
         yield
+    if chunked:
+        assert calls["build_histogram_chunked"] + calls["partition_node_chunked"] >= sum(
+            1 for r in rows_per_node if r > 0)
+    else:
+        assert not calls
 
 
 @st.composite
@@ -98,10 +105,10 @@ def test_node_histogram_is_sum_over_its_rows(p, quantized, n_threads, chunked):
     be, gh = _backend(p, quantized, n_threads)
     rows = p["rows"]
     assert be.hist_dtype == (np.int64 if quantized else np.float64)
-    with _chunked(chunked):
-        # the root and two sub-ranges of the row array, built in one call
-        cut = rows.size // 2
-        starts, ends = np.array([0, 0, cut]), np.array([rows.size, cut, rows.size])
+    # the root and two sub-ranges of the row array, built in one call
+    cut = rows.size // 2
+    starts, ends = np.array([0, 0, cut]), np.array([rows.size, cut, rows.size])
+    with _paths(n_threads, chunked, [rows.size]):
         hists = be.build_histograms(starts, ends)
     assert hists.shape[:2] == (3, be.total_bins) and hists.dtype == be.hist_dtype
     fh = _as_float(be, hists)
@@ -137,7 +144,7 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
                           np.int32)
     dleft = np.array([data.draw(st.integers(0, 1)) for _ in starts], np.uint8)
     before = be.rows.copy()
-    with _chunked(chunked):
+    with _paths(n_threads, chunked, list(ends - starts)):
         parents = be.build_histograms(starts, ends)
         n_left = be.partition(starts, ends, feats, split_bins, dleft)
         mids = starts + n_left
@@ -178,7 +185,7 @@ def test_quantised_histograms_do_not_depend_on_thread_count(p):
     out = []
     for n_threads, chunked in MODES:
         be, _ = _backend(p, True, n_threads)
-        with _chunked(chunked):
+        with _paths(n_threads, chunked, [p["rows"].size]):
             out.append(be.build_histograms(np.array([0]), np.array([p["rows"].size])))
     np.testing.assert_array_equal(out[0], out[1])
     np.testing.assert_array_equal(out[0], out[2])
