@@ -748,6 +748,31 @@ def test_weight_two_equals_duplicated_row():
     np.testing.assert_allclose(bw.predict(X_REG), bd.predict(X_REG), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic"])
+@pytest.mark.parametrize("policy", ["depthwise", "lossguide", "oblivious"])
+def test_zero_weight_rows_are_as_good_as_absent(objective, policy):
+    """Rows of weight 0 (extreme values and NaN included) change neither the cuts nor any
+    gradient sum: the model has the same trees as one trained without them (predictions
+    differ at most by the rounding of the weighted mean behind the intercept)."""
+    X, y = X_BIN.copy(), Y_BIN
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 2.0, len(y))
+    w[rng.random(len(y)) < 0.3] = 0.0
+    zero = np.flatnonzero(w == 0)
+    X[zero[:5], 0] = 1e6
+    X[zero[5:10], 1] = np.nan
+    p = {"objective": objective, "max_depth": 4, "grow_policy": policy,
+         "max_leaves": 10 if policy == "lossguide" else 0}
+    a = _train(p, X, y, 8, weight=w)
+    b = _train(p, X[w > 0], y[w > 0], 8, weight=w[w > 0])
+    for ta, tb in zip(a.trees, b.trees, strict=True):
+        for key in ("split_feature", "threshold", "default_left", "level_feature",
+                    "level_threshold", "level_default_left"):
+            if key in ta.arrays:
+                np.testing.assert_array_equal(ta.arrays[key], tb.arrays[key])
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-12, atol=1e-12)
+
+
 def test_weights_change_the_model():
     w = np.where(Y_BIN > 0.5, 5.0, 1.0)
     a = _train({"objective": "binary:logistic", "max_depth": 3}, X_BIN, Y_BIN, 5)

@@ -122,6 +122,18 @@ def test_weights_move_the_cuts():
     assert np.sum(heavy[:-1] > 500) >= 27  # ~10/11 of the 32 bins
 
 
+def test_zero_weight_rows_do_not_move_cuts():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(500, 2))
+    w = rng.exponential(size=500)
+    w[:150] = 0.0
+    x[:20, 0] = 1e9  # outliers of weight 0
+    both = compute_bin_mapper(x, w, 16)
+    kept = compute_bin_mapper(x[150:], w[150:], 16)
+    np.testing.assert_array_equal(both.cut_values, kept.cut_values)
+    np.testing.assert_array_equal(both.cut_ptr, kept.cut_ptr)
+
+
 def test_few_distinct_values_cut_at_midpoints():
     x = np.array([4.0, 1.0, 2.0, 2.0, np.nan, 1.0])
     m = compute_bin_mapper(x[:, None], None, 256)
