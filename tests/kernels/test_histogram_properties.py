@@ -47,11 +47,14 @@ def problems(draw):
     n = draw(st.integers(1, 70))
     F = draw(st.integers(1, 4))
     value_bins = draw(st.lists(st.integers(1, 9), min_size=F, max_size=F))
+    wide = draw(st.sampled_from([False, False, True]))  # > 256 slots: uint16 bins
+    if wide:
+        value_bins[0] = draw(st.integers(256, 400))
     missing = draw(st.sampled_from([0.0, 0.3, 1.0]))
     keep = draw(st.sampled_from([1.0, 0.5]))
     rng = np.random.default_rng(seed)
     n_slots = np.array(value_bins, np.int64) + 1
-    bins = np.empty((n, F), np.uint8)
+    bins = np.empty((n, F), np.uint16 if wide else np.uint8)
     for f in range(F):
         col = rng.integers(0, value_bins[f], n)
         col[rng.random(n) < missing] = value_bins[f]  # missing slot
@@ -64,27 +67,31 @@ def problems(draw):
     rows = np.flatnonzero(rng.random(n) < keep).astype(np.int32)
     if rows.size == 0:
         rows = np.array([n - 1], np.int32)
+    count_rows = draw(st.booleans())  # histograms with a row-count channel
     return {"bins": bins, "n_slots": n_slots, "offsets": offsets, "gh_float": gh_float,
-            "gh_int": gh_int, "rows": rows}
+            "gh_int": gh_int, "rows": rows, "count_rows": count_rows}
 
 
 def _ref_hist(p, gh, rows):
-    """float64 (total_bins, 2) gradient and hessian sums of the reference."""
+    """float64 (total_bins, 2 or 3) gradient and hessian sums of the reference, and the row
+    counts when the backend keeps them."""
     parts = ref.histogram(p["bins"], gh[:, 0].astype(np.float64), gh[:, 1].astype(np.float64),
                           rows, p["n_slots"])
-    return np.concatenate(parts)[:, :2]
+    return np.concatenate(parts)[:, :3 if p["count_rows"] else 2]
 
 
-def _as_float(be, hists):
-    """Any histogram layout (float pairs, wide or packed integers) as float64 (k, bins, 2);
-    integer sums here stay below 2**53, so the conversion is exact."""
+def _as_float(be, hists, p):
+    """Any histogram layout (float pairs, wide or packed integers, with or without counts) as
+    float64 (k, bins, 2 or 3); integer sums here stay below 2**53, so this is exact."""
     out = be.to_float(hists, 1.0, 1.0)
-    assert out.dtype == np.float64 and out.shape[:2] == (hists.shape[0], be.total_bins)
-    return out[..., :2]
+    channels = 3 if p["count_rows"] else 2
+    assert out.dtype == np.float64 and out.shape == (hists.shape[0], be.total_bins, channels)
+    return out
 
 
 def _backend(p, quantized, n_threads):
-    be = CPUBackend(p["bins"], p["offsets"], n_threads=n_threads, quantized=quantized)
+    be = CPUBackend(p["bins"], p["offsets"], n_threads=n_threads, quantized=quantized,
+                    count_rows=p["count_rows"])
     gh = p["gh_int"] if quantized else p["gh_float"]
     be.begin_tree(gh, p["rows"])
     return be, gh
@@ -111,7 +118,7 @@ def test_node_histogram_is_sum_over_its_rows(p, quantized, n_threads, chunked):
     with _paths(n_threads, chunked, [rows.size]):
         hists = be.build_histograms(starts, ends)
     assert hists.shape[:2] == (3, be.total_bins) and hists.dtype == be.hist_dtype
-    fh = _as_float(be, hists)
+    fh = _as_float(be, hists, p)
     for k in range(3):
         want = _ref_hist(p, gh, rows[starts[k]:ends[k]])
         # integers are exact in any order; a single thread adds floats in row order as the
@@ -171,7 +178,7 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
     else:
         np.testing.assert_allclose(parents, lefts + rights, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(siblings, rights, rtol=1e-9, atol=1e-9)
-    fl, fr = _as_float(be, lefts), _as_float(be, rights)
+    fl, fr = _as_float(be, lefts, p), _as_float(be, rights, p)
     for k in range(starts.size):
         _assert_hist_equal(fl[k], _ref_hist(p, gh, after[starts[k]:mids[k]]),
                            exact=quantized or not chunked)
