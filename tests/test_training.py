@@ -436,9 +436,13 @@ def test_min_data_in_leaf_respected_squared_error(mdl):
     assert min(tree.count[tree.left_child == -1].min() for tree in b.trees) < 2 * mdl
 
 
-def test_min_data_in_leaf_respected_logistic():
+@pytest.mark.parametrize("policy", [{}, {"grow_policy": "lossguide", "max_leaves": 40,
+                                         "max_depth": 0}])
+@pytest.mark.parametrize("quantized", [False, True])
+def test_min_data_in_leaf_respected_logistic(policy, quantized):
     b = _train({"objective": "binary:logistic", "max_depth": 6, "eta": 0.5,
-                "min_data_in_leaf": 20, "min_child_weight": 0}, X_BIN, Y_BIN, 10)
+                "min_data_in_leaf": 20, "min_child_weight": 0, "quantized_grad": quantized,
+                **policy}, X_BIN, Y_BIN, 10)
     worst = min(c[c > 0].min() for c, _ in _leaf_hessians(b, X_BIN, Y_BIN))
     assert worst >= 20
 
@@ -498,6 +502,7 @@ def _train_threads(params, X, y, n_threads, chunked, rounds=6):
      "max_leaves": 12, "max_depth": 0, "subsample": 0.8},
     {"objective": "reg:squarederror", "grow_policy": "oblivious", "max_depth": 4,
      "colsample_bynode": 0.8},
+    {"objective": "binary:logistic", "max_depth": 5, "min_data_in_leaf": 10},  # counted rows
 ])
 def test_quantized_models_identical_for_any_thread_count(params):
     X, y = {"binary:logistic": (X_BIN, Y_BIN), "multi:softprob": (X_MC, Y_MC),
