@@ -25,19 +25,25 @@ class _Hub:
 
 
 class ThreadTransport:
-    """One rank's end of a `_Hub`: sends copy into the peer's FIFO, receives wait on it until
-    the deadline."""
+    """One rank's end of a `_Hub`: sends copy into the peer's FIFO at once, receives take
+    from it (in posting order) when waited on, until the deadline."""
 
     def __init__(self, hub: _Hub, rank: int) -> None:
         self.hub = hub
         self.rank = rank
         self.size = hub.size
 
-    def exchange(self, ctx: Any, sends: Sequence[tuple[int, Any]],
-                 recvs: Sequence[tuple[int, Any]]) -> None:
+    def can_pipeline(self, tensor: Any) -> bool:
+        return True
+
+    def post(self, ctx: Any, sends: Sequence[tuple[int, Any]],
+             recvs: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
         for peer, t in sends:
             self.hub.boxes[(self.rank, peer)].put(t.clone())
-        for peer, t in recvs:
+        return list(recvs)
+
+    def wait(self, ctx: Any, handles: list[tuple[int, Any]]) -> None:
+        for peer, t in handles:
             remaining = ctx.deadline - time.monotonic()
             try:
                 msg = self.hub.boxes[(peer, self.rank)].get(timeout=max(remaining, 1e-3))

@@ -69,8 +69,13 @@ class TorchTransport:
         # torch < 2.6 addresses peers by global rank only.
         self._global = [dist.get_global_rank(group, r) for r in range(self.size)]
 
-    def exchange(self, ctx: Any, sends: Sequence[tuple[int, Any]],
-                 recvs: Sequence[tuple[int, Any]]) -> None:
+    def can_pipeline(self, tensor: Any) -> bool:
+        # NCCL runs a send and a receive to the same peer on one stream: posted apart, two
+        # ranks sending to each other deadlock. They must go in one group (see `post`).
+        return not tensor.is_cuda
+
+    def post(self, ctx: Any, sends: Sequence[tuple[int, Any]],
+             recvs: Sequence[tuple[int, Any]]) -> list[tuple[Any, str, int | None]]:
         import torch.distributed as dist
 
         g = self._global
@@ -88,20 +93,22 @@ class TorchTransport:
             if len(works) == len(ops):
                 labels = [("receive from", p) for p, _ in recvs] + [
                     ("send to", p) for p, _ in sends]
-                posted = [(w, a, p) for w, (a, p) in zip(works, labels, strict=True)]
-            else:  # NCCL coalesces the group into one work
-                posted = [(w, f"exchange messages with ranks {peers} via", only) for w in works]
-        else:
-            # Receives first, so that a peer's eager send finds its buffer posted.
-            for p, t in recvs:
-                try:
-                    posted.append((dist.irecv(t, g[p], group=self.group), "receive from", p))
-                except Exception as e:
-                    raise fail(ctx, "receive from", p, e) from e
-            for p, t in sends:
-                try:
-                    posted.append((dist.isend(t, g[p], group=self.group), "send to", p))
-                except Exception as e:
-                    raise fail(ctx, "send to", p, e) from e
-        for work, action, peer in posted:
+                return [(w, a, p) for w, (a, p) in zip(works, labels, strict=True)]
+            # NCCL coalesces the group into one work
+            return [(w, f"exchange messages with ranks {peers} via", only) for w in works]
+        # Receives first, so that a peer's eager send finds its buffer posted.
+        for p, t in recvs:
+            try:
+                posted.append((dist.irecv(t, g[p], group=self.group), "receive from", p))
+            except Exception as e:
+                raise fail(ctx, "receive from", p, e) from e
+        for p, t in sends:
+            try:
+                posted.append((dist.isend(t, g[p], group=self.group), "send to", p))
+            except Exception as e:
+                raise fail(ctx, "send to", p, e) from e
+        return posted
+
+    def wait(self, ctx: Any, handles: list[tuple[Any, str, int | None]]) -> None:
+        for work, action, peer in handles:
             wait_work(ctx, work, action, peer)

@@ -79,6 +79,8 @@ def _run_once(world_size: int, scenario: str, deadline_s: float,
                 WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                 PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
                 CUDA_VISIBLE_DEVICES="", GLOO_SOCKET_IFNAME=env.get("GLOO_SOCKET_IFNAME", "lo"),
+                # small pipeline chunks: messages from 8 KiB up take the chunked paths
+                HISTBOOST_COLLECTIVE_CHUNK_BYTES="4096",
             )
             env.update(extra_env)
             log = open(out / f"rank{r}.log", "w+")  # noqa: SIM115 (closed below)

@@ -157,3 +157,44 @@ def test_layout_helpers():
                     runs = rel_ranges(lo, hi, root, p)
                     ranks = [x for a, b in runs for x in range(a, b)]
                     assert sorted(ranks) == sorted((q + root) % p for q in range(lo, hi))
+
+
+@pytest.mark.parametrize("chunk_bytes", [8, 100])
+def test_pipelined_paths_match_numpy(monkeypatch, chunk_bytes):
+    """Tiny pipeline chunks, so every chunked code path runs on small buffers, with records
+    of 3 elements that chunks must not cut."""
+    from histboost.collective.algorithms import context
+
+    monkeypatch.setattr(context, "PIPELINE_MIN_CHUNK_BYTES", chunk_bytes)
+    for p in (2, 3, 5, 8):
+        xs = _inputs(p, (4 * p + 3, 3), "float64", p)
+        rows = [x.copy() for x in xs]
+
+        def body(comm, xs=xs, rows=rows, p=p):
+            r = comm.rank
+            return ([comm.allreduce(xs[r], algorithm=a) for a in OURS["allreduce"]],
+                    [comm.allreduce(rows[r], op=lambda a, b: np.maximum(a, b), algorithm=a)
+                     for a in OURS["allreduce"]],
+                    [comm.reduce_scatter(xs[r], algorithm=a) for a in OURS["reduce_scatter"]],
+                    [comm.allgather(xs[r], algorithm=a) for a in OURS["allgather"]],
+                    [comm.broadcast(xs[r], root=p - 1, algorithm=a)
+                     for a in OURS["broadcast"]],
+                    [comm.reduce(xs[r], root=1, algorithm=a) for a in OURS["reduce"]])
+
+        want, mx = _reduce(xs, "sum"), _reduce(xs, "max")
+        for r, (ar, cb, rs, ag, bc, rd) in enumerate(run_threads(p, body)):
+            for out in ar:
+                np.testing.assert_array_equal(out, want)
+            for out in cb:
+                np.testing.assert_array_equal(out, mx)
+            for out in rs:
+                np.testing.assert_array_equal(out, np.array_split(want, p)[r])
+            for out in ag:
+                np.testing.assert_array_equal(out, np.concatenate(xs))
+            for out in bc:
+                np.testing.assert_array_equal(out, xs[p - 1])
+            for out in rd:
+                if r == 1:
+                    np.testing.assert_array_equal(out, want)
+                else:
+                    assert out is None

@@ -12,8 +12,10 @@ Costs for ``p`` ranks and ``n`` elements in total (alpha: latency, beta: time pe
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..arrays import Buffer
-from .context import Ctx
+from .context import Ctx, chunk_bounds
 from .layout import FOLLOWER, LEADER, Fold, is_power_of_two, offsets_of
 
 ALGORITHMS = ("ring", "recursive_doubling", "bruck")
@@ -45,16 +47,37 @@ def run(algorithm: str, ctx: Ctx, buf: Buffer, counts: list[int]) -> None:
 
 def ring(ctx: Ctx, buf: Buffer, counts: list[int]) -> None:
     """p-1 steps; at step i rank r forwards block r-i to r+1 and receives block r-i-1 from
-    r-1, straight into place."""
+    r-1, straight into place. Pipelined where the transport allows: each chunk of a block is
+    forwarded as soon as it has arrived."""
     p, r = ctx.size, ctx.rank
     off = offsets_of(counts)
     right, left = (r + 1) % p, (r - 1) % p
+    k = ctx.chunks(buf, max(counts))
+    if k == 1:
+        for i in range(p - 1):
+            sb, rb = (r - i) % p, (r - i - 1) % p
+            ctx.exchange(
+                sends=[(right, buf.seg(off[sb], off[sb + 1]))],
+                recvs=[(left, buf.seg(off[rb], off[rb + 1]))],
+            )
+        return
+
+    def pieces(b: int) -> list[tuple[int, int]]:
+        return [(off[b] + a, off[b] + c) for a, c in pairwise(chunk_bounds(counts[b], k, 1))]
+
+    sent = ctx.post(sends=[(right, buf.seg(a, c)) for a, c in pieces(r)])
+    recvs = [ctx.post(recvs=[(left, buf.seg(a, c))]) for a, c in pieces((r - 1) % p)]
     for i in range(p - 1):
-        sb, rb = (r - i) % p, (r - i - 1) % p
-        ctx.exchange(
-            sends=[(right, buf.seg(off[sb], off[sb + 1]))],
-            recvs=[(left, buf.seg(off[rb], off[rb + 1]))],
-        )
+        rb = (r - i - 1) % p
+        nxt_pieces = pieces((r - i - 2) % p)
+        nxt = []
+        for j, (a, c) in enumerate(pieces(rb)):
+            ctx.wait(recvs[j])
+            if i < p - 2:  # forward what just arrived; receive the next block's piece
+                sent += ctx.post(sends=[(right, buf.seg(a, c))])
+                nxt.append(ctx.post(recvs=[(left, buf.seg(*nxt_pieces[j]))]))
+        recvs = nxt
+    ctx.wait(sent)
 
 
 def recursive_doubling(ctx: Ctx, buf: Buffer, counts: list[int]) -> None:

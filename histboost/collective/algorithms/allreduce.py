@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..arrays import Buffer
 from ..ops import BoundReducer
 from . import allgather, reduce_scatter
-from .context import Ctx, combine
+from .context import Ctx, combine, exchange_and_combine, send_pieces
 from .layout import FOLLOWER, LEADER, Fold, offsets_of, split_counts
 
 ALGORITHMS = ("ring", "recursive_doubling", "allgather_reduce", "reduce_scatter_allgather")
@@ -65,20 +65,24 @@ def recursive_doubling(ctx: Ctx, buf: Buffer, red: BoundReducer) -> None:
     n = buf.n
     role, v, partner = fold.role(ctx.rank)
     if role == FOLLOWER:
-        ctx.exchange(sends=[(partner, buf.seg(0, n))])
+        send_pieces(ctx, partner, buf, 0, n, red.rec_size)
         ctx.exchange(recvs=[(partner, buf.seg(0, n))])
         return
     tmp = ctx.scratch(buf, n)
     if role == LEADER:
-        ctx.exchange(recvs=[(partner, tmp.seg(0, n))])
-        combine(red, buf, 0, tmp, 0, n, dst_first=True)
+        exchange_and_combine(ctx, red, partner, buf, 0, 0, buf, 0, n, tmp, mine_first=True)
+    # Each step sends the whole buffer while folding the partner's into it, so results go
+    # to the other buffer (ping-pong) rather than over data still being sent.
+    cur, other = buf, tmp
     d = 1
     while d < fold.k:
         pv = v ^ d
-        peer = fold.real(pv)
-        ctx.exchange(sends=[(peer, buf.seg(0, n))], recvs=[(peer, tmp.seg(0, n))])
-        combine(red, buf, 0, tmp, 0, n, dst_first=v < pv)
+        exchange_and_combine(ctx, red, fold.real(pv), cur, 0, n, cur, 0, n, other,
+                             mine_first=v < pv, into_tmp=True)
+        cur, other = other, cur
         d <<= 1
+    if cur is not buf:
+        buf.copy_(0, cur, 0, n)
     if role == LEADER:
         ctx.exchange(sends=[(partner, buf.seg(0, n))])
 

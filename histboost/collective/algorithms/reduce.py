@@ -16,7 +16,7 @@ from ..arrays import Buffer
 from ..ops import BoundReducer
 from . import reduce_scatter
 from .broadcast import gather
-from .context import Ctx, combine
+from .context import Ctx, exchange_and_combine, send_pieces
 from .layout import split_counts
 
 ALGORITHMS = ("binomial", "reduce_scatter_gather")
@@ -47,11 +47,11 @@ def binomial(ctx: Ctx, buf: Buffer, root: int, red: BoundReducer) -> None:
     d = 1
     while d < p:
         if rel & d:
-            ctx.exchange(sends=[((rel - d + root) % p, buf.seg(0, n))])
+            send_pieces(ctx, (rel - d + root) % p, buf, 0, n, red.rec_size)
             return
         if rel + d < p:
-            ctx.exchange(recvs=[((rel + d + root) % p, tmp.seg(0, n))])
-            combine(red, buf, 0, tmp, 0, n, dst_first=True)
+            exchange_and_combine(ctx, red, (rel + d + root) % p, buf, 0, 0, buf, 0, n, tmp,
+                                 mine_first=True)
         d <<= 1
 
 

@@ -15,9 +15,11 @@ Costs (``n`` elements in all, ``p`` ranks):
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..arrays import Buffer
 from ..ops import BoundReducer
-from .context import Ctx, combine
+from .context import Ctx, chunk_bounds, combine, exchange_and_combine, send_pieces
 from .layout import FOLLOWER, LEADER, Fold, is_power_of_two, offsets_of
 
 ALGORITHMS = ("recursive_halving", "ring")
@@ -54,13 +56,13 @@ def recursive_halving(ctx: Ctx, buf: Buffer, counts: list[int], red: BoundReduce
     r = ctx.rank
     role, v, partner = fold.role(r)
     if role == FOLLOWER:
-        ctx.exchange(sends=[(partner, buf.seg(0, off[-1]))])
+        send_pieces(ctx, partner, buf, 0, off[-1], red.rec_size)
         ctx.exchange(recvs=[(partner, buf.seg(off[r], off[r + 1]))])
         return
     tmp = ctx.scratch(buf, off[-1])
     if role == LEADER:
-        ctx.exchange(recvs=[(partner, tmp.seg(0, off[-1]))])
-        combine(red, buf, 0, tmp, 0, off[-1], dst_first=True)
+        exchange_and_combine(ctx, red, partner, buf, 0, 0, buf, 0, off[-1], tmp,
+                             mine_first=True)
     lo, hi = 0, fold.k
     d = fold.k // 2
     while d >= 1:
@@ -71,9 +73,8 @@ def recursive_halving(ctx: Ctx, buf: Buffer, counts: list[int], red: BoundReduce
             keep, give, pv = (mid, hi), (lo, mid), v - d
         ks, ke = fold.span(*keep, off)
         gs, ge = fold.span(*give, off)
-        peer = fold.real(pv)
-        ctx.exchange(sends=[(peer, buf.seg(gs, ge))], recvs=[(peer, tmp.seg(0, ke - ks))])
-        combine(red, buf, ks, tmp, 0, ke - ks, dst_first=v < pv)
+        exchange_and_combine(ctx, red, fold.real(pv), buf, gs, ge - gs, buf, ks, ke - ks, tmp,
+                             mine_first=v < pv)
         lo, hi = keep
         d //= 2
     if role == LEADER:
@@ -83,15 +84,48 @@ def recursive_halving(ctx: Ctx, buf: Buffer, counts: list[int], red: BoundReduce
 def ring(ctx: Ctx, buf: Buffer, counts: list[int], red: BoundReducer) -> None:
     """p-1 steps; at step i rank r passes its partial of block r-1-i to r+1 and folds the
     partial of block r-2-i from r-1 into its own: f(incoming, mine). Block b is thus reduced
-    in ring order b+1, b+2, ..., b."""
+    in ring order b+1, b+2, ..., b.
+
+    Pipelined where the transport allows: blocks go in chunks, and each chunk is forwarded to
+    the next rank as soon as it is folded, so reducing overlaps the transfers (receives
+    alternate between two scratch halves, since chunk bounds differ between blocks)."""
     p, r = ctx.size, ctx.rank
     off = offsets_of(counts)
     right, left = (r + 1) % p, (r - 1) % p
-    tmp = ctx.scratch(buf, max(counts))
+    big = max(counts)
+    k = ctx.chunks(buf, big)
+    if k == 1:
+        tmp = ctx.scratch(buf, big)
+        for i in range(p - 1):
+            sb, rb = (r - 1 - i) % p, (r - 2 - i) % p
+            ctx.exchange(
+                sends=[(right, buf.seg(off[sb], off[sb + 1]))],
+                recvs=[(left, tmp.seg(0, counts[rb]))],
+            )
+            combine(red, buf, off[rb], tmp, 0, counts[rb], dst_first=False)
+        return
+    tmps = [ctx.scratch(buf, big), ctx.scratch(buf, big)]
+    rec = red.rec_size
+
+    def pieces(b: int) -> list[tuple[int, int]]:
+        return list(pairwise(chunk_bounds(counts[b], k, rec)))
+
+    def post_recvs(step: int, j: int | None = None) -> list:
+        b = (r - 2 - step) % p
+        sel = pieces(b) if j is None else [pieces(b)[j]]
+        return [ctx.post(recvs=[(left, tmps[step % 2].seg(a, c))]) for a, c in sel]
+
+    sb = (r - 1) % p
+    sent = ctx.post(sends=[(right, buf.seg(off[sb] + a, off[sb] + c)) for a, c in pieces(sb)])
+    recvs = post_recvs(0)
     for i in range(p - 1):
-        sb, rb = (r - 1 - i) % p, (r - 2 - i) % p
-        ctx.exchange(
-            sends=[(right, buf.seg(off[sb], off[sb + 1]))],
-            recvs=[(left, tmp.seg(0, counts[rb]))],
-        )
-        combine(red, buf, off[rb], tmp, 0, counts[rb], dst_first=False)
+        rb = (r - 2 - i) % p
+        nxt = []
+        for j, (a, c) in enumerate(pieces(rb)):
+            ctx.wait(recvs[j])
+            combine(red, buf, off[rb] + a, tmps[i % 2], a, c - a, dst_first=False)
+            if i < p - 2:  # block rb is what this rank sends at the next step
+                sent += ctx.post(sends=[(right, buf.seg(off[rb] + a, off[rb] + c))])
+                nxt += post_recvs(i + 1, j)
+        recvs = nxt
+    ctx.wait(sent)
