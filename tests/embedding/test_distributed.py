@@ -87,3 +87,35 @@ def test_two_and_three_processes_equal_one(tmp_path):
         out = served(ro, torch.cat([k[:-1], torch.tensor([123456789])]) if k.numel() else k,
                      wk.SLOTS)
         assert served.num_embeddings == before and out.shape == (wk.BATCH, wk.SLOTS, wk.DIM)
+
+
+class _OneRank:
+    """A communicator of world size 1 (the identity collectives)."""
+
+    rank, world_size = 0, 1
+
+    def reduce_scatter(self, x, op="sum"):
+        assert op == "sum"
+        return x.clone()
+
+    def allgather(self, x):
+        return x.clone()
+
+    def barrier(self):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["distributed_slot", "localized_slot"])
+def test_world_of_one_equals_single_module(mode):
+    from histboost.embedding import DistributedHashEmbeddingBag
+
+    wk = _worker_module()
+    for combiner in ("sum", "mean"):
+        data, gs = wk.batches(mode, 2), wk.grads(2)
+        ref = wk.make_module(combiner=combiner)
+        ref_outs, _ = wk.train(ref, data, gs)
+        dmod = wk.make_module(_OneRank(), mode, combiner)
+        assert isinstance(dmod, DistributedHashEmbeddingBag)
+        wk.train(dmod, data, gs, reference_out=ref_outs)
+        keys = ref.keys()
+        torch.testing.assert_close(dmod.local.embeddings(keys), ref.embeddings(keys), **wk.TOL)
