@@ -205,9 +205,9 @@ class HashTable:
             )
         size, status = (int(v) for v in self._state.tolist())
         self.size = size
-        if status == 1:
+        if status == k.STATUS_RESERVED_KEY:
             raise ReservedKeyError("key -2**63 is reserved as the empty-slot marker; remap it")
-        if status == 2:  # cannot happen while size + n < n_slots; kept as a guard
+        if status == k.STATUS_TABLE_FULL:  # impossible while size + n < n_slots; a guard
             raise RuntimeError("hash table probe wrapped around a full table")
         if self.size > self.capacity:
             self.reserve(self.size)
