@@ -5,8 +5,8 @@ CPU (Gloo over loopback; launches its own processes):
 GPUs (NCCL, one process per GPU):
     torchrun --nproc_per_node=2 bench/collective.py --nccl [--out DIR]
 
-For each collective, size (1 KiB .. --max-mb, bytes of the input per rank; for allgather of
-the output) and algorithm it prints the bus bandwidth in GB/s (NCCL's convention, so numbers
+For each collective, size (1 KiB .. --max-mb: the input per rank; allgather gathers size/p
+from each rank) and algorithm it prints the bus bandwidth in GB/s (NCCL's convention, so numbers
 compare across world sizes and with nccl-tests: allreduce algbw*2(p-1)/p, reduce_scatter and
 allgather algbw*(p-1)/p, broadcast algbw) and the time ratio of histboost's best algorithm to
 native. Times are the slowest rank's mean over enough iterations to fill --min-time seconds,
@@ -104,7 +104,7 @@ def worker(args: argparse.Namespace) -> None:
         for coll in COLLECTIVES:
             moved, native, ours = make_case(comm, coll, nbytes // 4, dev, A[coll])
             fns = {"native": native, **ours}
-            row = {"collective": coll, "bytes": moved, "world_size": p}
+            row = {"collective": coll, "size": nbytes, "bytes": moved, "world_size": p}
             # Best of --reps interleaved rounds: other load on the machine only adds time.
             for _ in range(args.reps):
                 for a, fn in fns.items():
@@ -246,14 +246,14 @@ def report(results: list[dict], p: int, engine: str, args: argparse.Namespace) -
         rows = [x for x in results if x["collective"] == coll]
         if not rows:
             continue
-        algs = [k for k in rows[0] if k not in ("collective", "bytes", "world_size")]
+        algs = [k for k in rows[0] if k not in ("collective", "size", "bytes", "world_size")]
         ours = [a for a in algs if a != "native"]
         head = f"{'size':>8} " + " ".join(f"{a[:13]:>13}" for a in algs) + f" {'best/native':>12}"
         lines += ["", f"## {coll}", head]
         for x in rows:
             bw = [x["bytes"] / x[a] / 1e9 * BUS_FACTOR[coll](p) for a in algs]
             best = min(x[a] for a in ours)
-            lines.append(f"{fmt_size(x['bytes']):>8} " + " ".join(f"{b:13.3f}" for b in bw)
+            lines.append(f"{fmt_size(x['size']):>8} " + " ".join(f"{b:13.3f}" for b in bw)
                          + f" {best / x['native']:11.2f}x")
     text = "\n".join(lines)
     print(text, flush=True)

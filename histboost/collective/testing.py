@@ -82,8 +82,13 @@ def run_threads(world_size: int, fn: Callable[[DistributedCommunicator], Any], *
                for r in range(world_size)]
     for t in threads:
         t.start()
+    # Every wait inside is bounded by ``timeout``; the margin covers local work.
+    end = time.monotonic() + timeout + 30.0
     for t in threads:
-        t.join()
+        t.join(max(end - time.monotonic(), 0.0))
+    stuck = [r for r, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        raise TimeoutError(f"ranks {stuck} did not finish within {timeout + 30.0:.0f}s")
     for e in errors:
         if e is not None:
             raise e

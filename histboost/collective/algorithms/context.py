@@ -40,7 +40,7 @@ class Transport(Protocol):
 # Pipelining: large messages go in chunks of at least this many bytes, at most this many per
 # message, so that reducing one chunk overlaps the transfer of the next. The environment
 # variable lets tests exercise the pipelined paths on small buffers.
-PIPELINE_MIN_CHUNK_BYTES = int(os.environ.get("HISTBOOST_COLLECTIVE_CHUNK_BYTES", 1 << 20))
+PIPELINE_MIN_CHUNK_BYTES = int(os.environ.get("HISTBOOST_COLLECTIVE_CHUNK_BYTES", 4 << 20))
 PIPELINE_MAX_CHUNKS = 8
 
 
