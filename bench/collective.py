@@ -59,7 +59,15 @@ def worker(args: argparse.Namespace) -> None:
     import histboost.collective as hc
 
     torch.set_num_threads(1 if not args.nccl else 4)
-    comm = hc.init(backend="nccl" if args.nccl else "gloo", timeout=120)
+    # Set up torch.distributed here (any world size, 1 included), for native calls; hc.init
+    # then wraps its default group.
+    kwargs = {}
+    if args.nccl:
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        kwargs["device_id"] = torch.device("cuda", local)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if args.nccl else "gloo", **kwargs)
+    comm = hc.init(timeout=120)
     p, r = comm.world_size, comm.rank
     dev = torch.device(f"cuda:{torch.cuda.current_device()}") if args.nccl else "cpu"
 
@@ -98,6 +106,7 @@ def worker(args: argparse.Namespace) -> None:
         comm.barrier()
         if args.check_only:
             comm.close()
+            dist.destroy_process_group()
             return
     results = []
     for nbytes in sizes(args.max_mb):
@@ -116,6 +125,7 @@ def worker(args: argparse.Namespace) -> None:
         report(results, p, "NCCL" if args.nccl else "Gloo", args)
     comm.barrier()
     comm.close()
+    dist.destroy_process_group()
 
 
 def make_case(comm, coll: str, n: int, dev, algorithms: list[str]):

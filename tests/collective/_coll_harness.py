@@ -1,6 +1,6 @@
 """Launch a group of worker processes on loopback, as torchrun would, and collect results.
 
-Each worker runs ``python _scenarios.py SCENARIO OUTDIR`` with MASTER_ADDR/MASTER_PORT/RANK/
+Each worker runs ``python _coll_scenarios.py SCENARIO OUTDIR`` with MASTER_ADDR/MASTER_PORT/RANK/
 WORLD_SIZE set, writes ``OUTDIR/rank{r}.json`` and exits. Every group has a hard deadline:
 stragglers are killed (each worker leads its own session, so its whole process group goes)
 and the test fails; nothing outlives the test.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-WORKER = HERE / "_scenarios.py"
+WORKER = HERE / "_coll_scenarios.py"
 
 
 @dataclass

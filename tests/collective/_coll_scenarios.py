@@ -1,6 +1,6 @@
-"""What the worker processes of the multi-process tests run (see _harness.py).
+"""What the worker processes of the multi-process tests run (see _coll_harness.py).
 
-``python _scenarios.py SCENARIO OUTDIR``: runs SCENARIOS[SCENARIO]() on this rank and writes
+``python _coll_scenarios.py SCENARIO OUTDIR``: runs SCENARIOS[SCENARIO]() on this rank and writes
 its JSON-able result to OUTDIR/rank{RANK}.json. Every rank can rebuild every rank's input
 (seeded by rank), so each checks its own outputs against a NumPy reference locally; output
 hashes go back to the test, which compares them across ranks (bit-identical results).

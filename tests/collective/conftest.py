@@ -1,5 +1,5 @@
 """Registers the ``timeout`` marker when pytest-timeout is missing (the launched process
-groups carry their own hard deadlines, see _harness.py)."""
+groups carry their own hard deadlines, see _coll_harness.py)."""
 
 
 def pytest_configure(config):

@@ -1,7 +1,7 @@
 """Fault tests over Gloo on loopback: a rank that dies, a rank that never calls, ranks that
 disagree. Each must end with a clear error on the others within the timeout, and leave no
 process behind (the harness asserts that after the launch). All cases share one launch of 3
-ranks (see _scenarios.faults)."""
+ranks (see _coll_scenarios.faults)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import describe, run_group  # noqa: E402
+from _coll_harness import describe, run_group  # noqa: E402
 
 pytestmark = pytest.mark.timeout(150)
 TIMEOUT = 2.0

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import describe, run_group  # noqa: E402
+from _coll_harness import describe, run_group  # noqa: E402
 
 pytestmark = pytest.mark.timeout(360)
 

@@ -215,3 +215,37 @@ def test_cupy_arrays_round_trip():
 
     for out in run_threads(3, body):
         np.testing.assert_array_equal(out, np.arange(7) * 3 + 3)
+
+
+def test_cuda_tensors_every_algorithm():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from histboost.collective.algorithms import context
+
+    p, n = 3, 3 * (1 << 20) + 5
+    xs = [torch.randint(-9, 9, (n,), device="cuda").float() for _ in range(p)]
+    want = sum(x.double() for x in xs).float()
+    old = context.PIPELINE_MIN_CHUNK_BYTES
+    context.PIPELINE_MIN_CHUNK_BYTES = 1 << 20  # the chunked paths too
+
+    def body(comm):
+        x = xs[comm.rank]
+        return ([comm.allreduce(x, algorithm=a) for a in OURS["allreduce"]],
+                [comm.reduce_scatter(x, algorithm=a) for a in OURS["reduce_scatter"]],
+                [comm.allgather(x, algorithm=a) for a in OURS["allgather"]],
+                [comm.broadcast(x, root=2, algorithm=a) for a in OURS["broadcast"]])
+
+    try:
+        res = run_threads(p, body)
+    finally:
+        context.PIPELINE_MIN_CHUNK_BYTES = old
+    for r, (ar, rs, ag, bc) in enumerate(res):
+        for out in ar:
+            assert out.is_cuda and torch.equal(out, want)
+        for out in rs:
+            assert torch.equal(out, torch.tensor_split(want, p)[r])
+        for out in ag:
+            assert torch.equal(out, torch.cat(xs))
+        for out in bc:
+            assert torch.equal(out, xs[2])
