@@ -12,8 +12,7 @@ def run_pair_kernel(kernel, margin: np.ndarray, y: np.ndarray, w: np.ndarray | N
                     n_outputs: int) -> np.ndarray:
     """Call a `histboost.kernels.cpu.gradients` kernel; float32 (K, n, 2)."""
     out = np.empty((n_outputs, y.shape[0], 2), np.float32)
-    weights = np.ones_like(y) if w is None else w
-    kernel(np.ascontiguousarray(margin), y, weights, out)
+    kernel(np.ascontiguousarray(margin), y, w, out)
     return out
 
 

@@ -20,20 +20,22 @@ def _sigmoid(x):
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def squared_error_pairs(margin, y, w, out):
-    """out[0, i] = ((m - y) w, w). margin: float64 (n, 1); y, w: float64 (n,) (w all ones when
-    unweighted); out: float32 (1, n, 2)."""
+    """out[0, i] = ((m - y) w, w). margin: float64 (n, 1); y: float64 (n,); w: float64 (n,) or
+    None (unweighted: Numba compiles that case without the loads); out: float32 (1, n, 2)."""
     for i in nb.prange(y.shape[0]):
-        out[0, i, 0] = (margin[i, 0] - y[i]) * w[i]
-        out[0, i, 1] = w[i]
+        wi = 1.0 if w is None else w[i]
+        out[0, i, 0] = (margin[i, 0] - y[i]) * wi
+        out[0, i, 1] = wi
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def logistic_pairs(margin, y, w, out):
     """out[0, i] = ((p - y) w, max(p (1 - p), floor) w) with p = sigmoid(margin)."""
     for i in nb.prange(y.shape[0]):
+        wi = 1.0 if w is None else w[i]
         p = _sigmoid(margin[i, 0])
-        out[0, i, 0] = (p - y[i]) * w[i]
-        out[0, i, 1] = max(p * (1.0 - p), HESS_FLOOR) * w[i]
+        out[0, i, 0] = (p - y[i]) * wi
+        out[0, i, 1] = max(p * (1.0 - p), HESS_FLOOR) * wi
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -49,7 +51,8 @@ def softmax_pairs(margin, y, w, out):
         for k in range(K):
             s += math.exp(margin[i, k] - mx)
         label = int(y[i])
+        wi = 1.0 if w is None else w[i]
         for k in range(K):
             p = math.exp(margin[i, k] - mx) / s
-            out[k, i, 0] = (p - (1.0 if k == label else 0.0)) * w[i]
-            out[k, i, 1] = max(2.0 * p * (1.0 - p), HESS_FLOOR) * w[i]
+            out[k, i, 0] = (p - (1.0 if k == label else 0.0)) * wi
+            out[k, i, 1] = max(2.0 * p * (1.0 - p), HESS_FLOOR) * wi
