@@ -42,6 +42,8 @@ def forced_paths(chunked: bool, min_rows: int = 1) -> Iterator[Counter]:
         for n in names:
             if chunked or "CHUNKED" not in n:
                 mp.setattr(cpu_backend, n, min_rows)
+        if chunked and hasattr(cpu_backend, "_PARTITION_CHUNKED_MIN_THREADS"):
+            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_THREADS", 2)
         for module, fn in _CHUNKED_KERNELS:
             mod = getattr(cpu_backend, module)
             orig = getattr(mod, fn)

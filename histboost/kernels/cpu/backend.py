@@ -14,6 +14,9 @@ from . import histogram, partition, predict, split
 # time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
 _CHUNKED_MIN_ROWS = 4_096
 _PARTITION_CHUNKED_MIN_ROWS = 65_536
+# The chunked partition reads the rows twice and copies them back: memory-bound, it beats the
+# serial kernel (~6 ns/row here) only with enough threads to share that traffic.
+_PARTITION_CHUNKED_MIN_THREADS = 4
 
 
 class CPUBackend:
@@ -132,6 +135,16 @@ class CPUBackend:
 
     def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        if len(starts) == 1 and (ends[0] - starts[0] < _PARTITION_CHUNKED_MIN_ROWS
+                                 or self.n_threads < _PARTITION_CHUNKED_MIN_THREADS):
+            # one node that chunks would not speed up (best-first growth splits one at a
+            # time): the serial kernel, without the parallel launch and bookkeeping below
+            f = int(features[0])
+            n = partition.partition_range(self.columns[f], self.rows, int(starts[0]),
+                                          int(ends[0]), int(split_bins[0]),
+                                          int(self.missing_bins[f]), bool(default_left[0]),
+                                          self._scratch)
+            return np.array([n], np.int64)
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
         threads = self._threads(int((ends - starts).sum()) >= _PARTITION_CHUNKED_MIN_ROWS)
@@ -139,7 +152,8 @@ class CPUBackend:
         split_bins = np.asarray(split_bins, dtype=np.int32)
         default_left = np.asarray(default_left, dtype=np.uint8)
         n_left = np.zeros(starts.shape[0], np.int64)
-        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (threads > 1)
+        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (
+            threads >= max(2, _PARTITION_CHUNKED_MIN_THREADS))
         counts = np.zeros(self.n_threads, np.int64)
         for k in np.flatnonzero(big):
             f = features[k]
