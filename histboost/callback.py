@@ -33,10 +33,11 @@ class TrainingCallback:
 class EvaluationMonitor(TrainingCallback):
     """Prints one line of evaluation results every `period` rounds (and the last round)."""
 
-    def __init__(self, period: int = 1, show_stdv: bool = False) -> None:
+    def __init__(self, period: int = 1) -> None:
         if period < 1:
             raise ValueError(f"period must be >= 1, got {period}")
         self.period = period
+        self._epoch = -1
         self._last_printed = -1
         self._last_line = ""
 
@@ -59,7 +60,7 @@ class EvaluationMonitor(TrainingCallback):
         return False
 
     def after_training(self, model: Booster) -> Booster:
-        if self._last_line and getattr(self, "_epoch", -1) != self._last_printed:
+        if self._last_line and self._epoch != self._last_printed:
             print(self._last_line, flush=True)
         return model
 

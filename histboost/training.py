@@ -29,7 +29,7 @@ from .timer import PhaseTimer
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
 
-Objective_ = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
+CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 
 
 def _max_bin_given(params: dict[str, Any]) -> bool:
@@ -89,7 +89,7 @@ class _EvalSet:
 
 
 def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
-          evals: Sequence[tuple[Dataset, str]] = (), obj: Objective_ | None = None,
+          evals: Sequence[tuple[Dataset, str]] = (), obj: CustomObjectiveFn | None = None,
           early_stopping_rounds: int | None = None, evals_result: EvalsLog | None = None,
           verbose_eval: bool | int = True, callbacks: Sequence[TrainingCallback] | None = None,
           xgb_model: Booster | str | None = None) -> Booster:
