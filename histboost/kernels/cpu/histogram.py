@@ -53,22 +53,9 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
 
     def pairs(slots, gh, rows, start, end, hist):
         n_features = slots.shape[1]
-        if hist.shape[1] == 3:  # row counts too (only when min_data_in_leaf needs them)
-            for k in range(start, end):
-                if k + _PREFETCH_DISTANCE < end:
-                    ahead = rows[k + _PREFETCH_DISTANCE]
-                    prefetch(slots[ahead], 0)
-                    prefetch(gh[ahead], 0)
-                r = rows[k]
-                g = gh[r, 0]
-                h = gh[r, 1]
-                s = slots[r]
-                for f in range(n_features):
-                    idx = s[f]
-                    hist[idx, 0] += g
-                    hist[idx, 1] += h
-                    hist[idx, 2] += 1
-            return
+        # row counts too, only when min_data_in_leaf needs them (a branch taken the same way
+        # for the whole call, so it costs nothing in the loop)
+        counted = hist.shape[1] == 3
         for k in range(start, end):
             if k + _PREFETCH_DISTANCE < end:
                 ahead = rows[k + _PREFETCH_DISTANCE]
@@ -82,6 +69,8 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
                 idx = s[f]
                 hist[idx, 0] += g
                 hist[idx, 1] += h
+                if counted:
+                    hist[idx, 2] += 1
     return pairs
 
 

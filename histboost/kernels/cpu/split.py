@@ -99,56 +99,34 @@ def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
         mh = hist[miss, 1]
         mc = hist[miss, 2] if counted else mh * cph
         has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
-        # pass 1: missing values go right; left = value bins 0..b
-        gl = 0.0
-        hl = 0.0
-        cl = 0.0
-        last = n_value_bins if has_missing else n_value_bins - 1
-        for b in range(last):
-            gl += hist[o + b, 0]
-            hl += hist[o + b, 1]
-            cl = cl + hist[o + b, 2] if counted else hl * cph
-            gr = G - gl
-            hr = H - hl
-            cr = C - cl
-            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
-                continue
-            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
-            if gain > best:
-                best = gain
-                rec[REC_GAIN] = gain
-                rec[REC_FEATURE] = f
-                rec[REC_BIN] = b
-                # with no missing values here, send unseen ones to the heavier side
-                rec[REC_DEFAULT_LEFT] = 1.0 if (not has_missing and hl >= hr) else 0.0
-                rec[REC_LEFT_G] = gl
-                rec[REC_LEFT_H] = hl
-                rec[REC_LEFT_C] = cl
-        if not has_missing:
-            continue
-        # pass 2: missing values go left; left = missing + value bins 0..b
-        gl = mg
-        hl = mh
-        cl = mc
-        for b in range(n_value_bins - 1):
-            gl += hist[o + b, 0]
-            hl += hist[o + b, 1]
-            cl = cl + hist[o + b, 2] if counted else hl * cph
-            gr = G - gl
-            hr = H - hl
-            cr = C - cl
-            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
-                continue
-            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
-            if gain > best:
-                best = gain
-                rec[REC_GAIN] = gain
-                rec[REC_FEATURE] = f
-                rec[REC_BIN] = b
-                rec[REC_DEFAULT_LEFT] = 1.0
-                rec[REC_LEFT_G] = gl
-                rec[REC_LEFT_H] = hl
-                rec[REC_LEFT_C] = cl
+        # pass 0: missing values go right, left = value bins 0..b (b may take all value bins
+        # when there are missing values); pass 1: missing values go left as well
+        for miss_left in range(2 if has_missing else 1):
+            gl = mg if miss_left else 0.0
+            hl = mh if miss_left else 0.0
+            cl = mc if miss_left else 0.0
+            last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
+            for b in range(last):
+                gl += hist[o + b, 0]
+                hl += hist[o + b, 1]
+                cl = cl + hist[o + b, 2] if counted else hl * cph
+                gr = G - gl
+                hr = H - hl
+                cr = C - cl
+                if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                    continue
+                gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+                if gain > best:
+                    best = gain
+                    rec[REC_GAIN] = gain
+                    rec[REC_FEATURE] = f
+                    rec[REC_BIN] = b
+                    # with no missing values here, unseen ones go to the heavier side
+                    rec[REC_DEFAULT_LEFT] = 1.0 if (
+                        miss_left or (not has_missing and hl >= hr)) else 0.0
+                    rec[REC_LEFT_G] = gl
+                    rec[REC_LEFT_H] = hl
+                    rec[REC_LEFT_C] = cl
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
