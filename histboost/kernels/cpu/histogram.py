@@ -26,7 +26,10 @@ from numba.extending import overload
 from ._intrinsics import prefetch
 
 _LOW32 = np.int64(0xFFFFFFFF)
-# rows ahead whose slots and gradients are prefetched: far enough to cover a memory access
+# rows ahead whose slots and gradients are prefetched: far enough to cover a memory access.
+# Both ends of a row's slots are prefetched: a row of 28 uint16 slots (56 bytes) straddles two
+# cache lines most of the time, and a deep node's rows are too sparse for the hardware
+# prefetcher (one miss per row otherwise: 2x slower below ~1/8 of the rows).
 _PREFETCH_DISTANCE = 16
 
 
@@ -43,6 +46,7 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
                 if k + _PREFETCH_DISTANCE < end:
                     ahead = rows[k + _PREFETCH_DISTANCE]
                     prefetch(slots[ahead], 0)
+                    prefetch(slots[ahead], n_features - 1)
                     prefetch(gh, ahead)
                 r = rows[k]
                 v = gh[r]
@@ -60,6 +64,7 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
             if k + _PREFETCH_DISTANCE < end:
                 ahead = rows[k + _PREFETCH_DISTANCE]
                 prefetch(slots[ahead], 0)
+                prefetch(slots[ahead], n_features - 1)
                 prefetch(gh[ahead], 0)
             r = rows[k]
             g = gh[r, 0]
