@@ -177,6 +177,36 @@ def bench_histboost(batches, warmup: int, steps: int, args, device, backend="aut
     }
 
 
+def profile_histboost(batches, args, device, steps: int = 5) -> None:
+    """Kernel and operator table (torch.profiler) of ``steps`` histboost training steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    m = HashEmbeddingBag(args.dim, "sum", capacity=args.capacity, device=device,
+                         check_inputs=False)
+    opt = SparseAdam(m, lr=1e-3)
+    grad = torch.randn(args.batch, args.slots, args.dim, device=device)
+
+    def step(ro, keys):
+        opt.zero_grad()
+        m(ro, keys, args.slots).backward(grad)
+        opt.step()
+
+    for ro, keys, _ in batches[: args.warmup]:
+        step(ro, keys)
+    sync(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
+                                            else [])
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for ro, keys, _ in batches[args.warmup: args.warmup + steps]:
+            step(ro, keys)
+        sync(device)
+    wall = (time.perf_counter() - t0) / steps * 1e3
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=60))
+    print(f"profiled wall time per step (profiler overhead included): {wall:.2f} ms", flush=True)
+
+
 def bench_torch(batches, warmup: int, steps: int, args, device) -> dict:
     eb = torch.nn.EmbeddingBag(args.vocab, args.dim, mode="sum", sparse=True,
                                include_last_offset=True, device=device)
@@ -215,6 +245,8 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--torch-steps", type=int, default=5)
+    p.add_argument("--profile", action="store_true",
+                   help="also print torch.profiler's kernel table of a few histboost steps")
     p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "embedding.json"))
     args = p.parse_args()
     device = torch.device(args.device)
@@ -228,6 +260,8 @@ def main() -> int:
     print("hash", res["hash"], flush=True)
     res["histboost"] = bench_histboost(batches, args.warmup, args.steps, args, device)
     print("histboost", res["histboost"], flush=True)
+    if args.profile:
+        profile_histboost(batches, args, device)
     if device.type == "cuda":
         res["histboost_torch_ops"] = bench_histboost(batches, args.warmup, args.torch_steps,
                                                      args, device, backend="torch")

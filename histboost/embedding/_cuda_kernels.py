@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from ..kernels.launch import CudaKernel
 from ._hashing import EMPTY_KEY, mix64_numba
 
 THREADS = 256
@@ -185,3 +186,39 @@ def rehash(slot_keys: Any, slot_rows: Any, row_keys: Any, size: int, stream: Any
     """Launch the rehash kernel into freshly emptied ``slot_keys``/``slot_rows``."""
     if size:
         _rehash_kernel[_blocks(size), THREADS, stream](slot_keys, slot_rows, row_keys, size)
+
+
+# ---------------------------------------------------------------------- torch wrappers
+# The launches above on CUDA tensors (int64, contiguous), through CudaKernel: fixed
+# signatures, torch's current stream, little host time per launch.
+_I1 = ("int64", 1)
+_INSERT = CudaKernel(_insert_kernel, (_I1,) * 6)
+_GATHER_ROWS = CudaKernel(_gather_rows_kernel, (_I1,) * 3)
+_LOOKUP = CudaKernel(_lookup_kernel, (_I1,) * 4)
+_REHASH = CudaKernel(_rehash_kernel, (_I1, _I1, _I1, "int64"))
+KERNELS = (_INSERT, _GATHER_ROWS, _LOOKUP, _REHASH)
+
+
+def get_or_insert_tensors(slot_keys, slot_rows, row_keys, state, keys, rows_out,
+                          slot_scratch) -> None:
+    """:func:`get_or_insert` on CUDA tensors."""
+    n = keys.shape[0]
+    if n:
+        dev = keys.device
+        _INSERT.launch(_blocks(n), THREADS, dev, slot_keys, slot_rows, row_keys, state, keys,
+                       slot_scratch)
+        _GATHER_ROWS.launch(_blocks(n), THREADS, dev, slot_rows, slot_scratch, rows_out)
+
+
+def lookup_tensors(slot_keys, slot_rows, keys, rows_out) -> None:
+    """:func:`lookup` on CUDA tensors."""
+    n = keys.shape[0]
+    if n:
+        _LOOKUP.launch(_blocks(n), THREADS, keys.device, slot_keys, slot_rows, keys, rows_out)
+
+
+def rehash_tensors(slot_keys, slot_rows, row_keys, size: int) -> None:
+    """:func:`rehash` on CUDA tensors."""
+    if size:
+        _REHASH.launch(_blocks(size), THREADS, slot_keys.device, slot_keys, slot_rows,
+                       row_keys, size)

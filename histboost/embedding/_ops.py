@@ -40,6 +40,26 @@ class RowSparseGrad:
         return RowSparseGrad(uniq, out)
 
 
+@dataclass
+class KeyRecord:
+    """What a training forward records about the keys besides pooling them.
+
+    Attributes:
+        key_bag: int64 ``[nnz]``, filled with the bag of every key (the backward's input).
+        row_slot: int32 ``[row_capacity + 1]`` or None; when given, rows ``>= old_size`` (the
+            keys this batch inserted) get ``slot_ids[bag % num_slots]``.
+        old_size: table size before the batch's inserts.
+        num_slots: slots per sample ``S``.
+        slot_ids: int32 ``[S]``, the global slot id of each local slot column.
+    """
+
+    key_bag: torch.Tensor
+    row_slot: torch.Tensor | None
+    old_size: int
+    num_slots: int
+    slot_ids: torch.Tensor
+
+
 def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -74,22 +94,36 @@ def pool(
     offsets: torch.Tensor,
     mean: bool,
     backend: str = "auto",
+    record: KeyRecord | None = None,
 ) -> torch.Tensor:
     """Sum (or mean) of the rows of each bag: float32 ``[n_bags, dim]``.
 
     Empty bags give zeros; ``mean`` divides by the number of keys in the bag, unknown keys
-    (row ``-1``, zero vectors) included.
+    (row ``-1``, zero vectors) included. With ``record``, also fills it (see
+    :class:`KeyRecord`); the CUDA kernel does so in the same pass.
     """
     n_bags = offsets.numel() - 1
     dim = weight.shape[1]
     if use_cuda_kernels(weight, backend):
         from . import _cuda_ops
 
-        if rows.numel() == 0:
-            return torch.zeros((n_bags, dim), dtype=torch.float32, device=weight.device)
         out = torch.empty((n_bags, dim), dtype=torch.float32, device=weight.device)
-        _cuda_ops.pool(weight, rows, offsets, mean, out)
+        if record is None:
+            _cuda_ops.pool(weight, rows, offsets, mean, out)
+        else:
+            row_slot = record.row_slot
+            if row_slot is None:  # nothing inserted: no row is >= old_size
+                row_slot = record.slot_ids
+            _cuda_ops.pool(weight, rows, offsets, mean, out, record.key_bag, row_slot,
+                           record.old_size, record.num_slots, record.slot_ids)
         return out
+    if record is not None:
+        record.key_bag.copy_(bag_of_keys(offsets, rows.numel()))
+        if record.row_slot is not None:
+            slot = record.slot_ids[record.key_bag % record.num_slots]
+            # Old rows write into the spare last element.
+            idx = torch.where(rows >= record.old_size, rows, record.row_slot.numel() - 1)
+            record.row_slot[idx] = slot
     if rows.numel() == 0:
         return torch.zeros((n_bags, dim), dtype=torch.float32, device=weight.device)
     known = rows >= 0
@@ -113,11 +147,13 @@ def row_grad(
     grad_out: torch.Tensor,
     mean: bool,
     use_cuda: bool = False,
+    all_known: bool = False,
 ) -> RowSparseGrad:
     """Row-sparse gradient of :func:`pool` given ``grad_out`` float ``[n_bags, dim]``.
 
     Duplicate rows are accumulated by sorting the keys by row (HugeCTR's sort/unique step):
-    each distinct row appears once in the result. Keys with row ``-1`` get no gradient.
+    each distinct row appears once in the result. Keys with row ``-1`` get no gradient;
+    ``all_known`` says there are none (rows of get-or-insert), which saves a device sync.
     """
     grad_out = grad_out.to(torch.float32).contiguous()
     dim = grad_out.shape[1]
@@ -144,6 +180,6 @@ def row_grad(
             src = src / counts[bag].unsqueeze(1)
         values.index_add_(0, seg, src)
     uniq = uniq.to(torch.int64)
-    if bool(uniq[0] < 0):  # unknown keys (eval mode) sort first: drop their segment
+    if not all_known and bool(uniq[0] < 0):  # unknown keys sort first: drop their segment
         uniq, values = uniq[1:], values[1:]
     return RowSparseGrad(uniq, values)

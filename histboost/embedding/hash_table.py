@@ -123,12 +123,7 @@ class HashTable:
         row_keys[: self.size] = old_rows
         self.row_keys = row_keys
         if self.device.type == "cuda":
-            k = _cuda()
-            with _numba_device(self.device):
-                k.rehash(
-                    _cai(self.slot_keys), _cai(self.slot_rows), _cai(self.row_keys), self.size,
-                    _stream(self.device),
-                )
+            _cuda().rehash_tensors(self.slot_keys, self.slot_rows, self.row_keys, self.size)
         else:
             _cpu_kernels.rehash(
                 self.slot_keys.numpy(), self.slot_rows.numpy(), self.row_keys.numpy(), self.size
@@ -194,15 +189,10 @@ class HashTable:
         if self.size + n >= self.n_slots:
             self._rehash_into(_next_pow2(self.size + n + 2))
         k = _cuda()
-        self._state[0] = self.size
-        self._state[1] = 0
+        self._state.copy_(torch.tensor([self.size, 0], dtype=torch.int64))
         scratch = torch.empty(n, dtype=torch.int64, device=self.device)
-        with _numba_device(self.device):
-            k.get_or_insert(
-                _cai(self.slot_keys), _cai(self.slot_rows), _cai(self.row_keys),
-                _cai(self._state), _cai(keys), _cai(rows), _cai(scratch),
-                _stream(self.device),
-            )
+        k.get_or_insert_tensors(self.slot_keys, self.slot_rows, self.row_keys, self._state, keys,
+                                rows, scratch)
         size, status = (int(v) for v in self._state.tolist())
         self.size = size
         if status == k.STATUS_RESERVED_KEY:
@@ -220,11 +210,7 @@ class HashTable:
         if keys.numel() == 0:
             return rows
         if self.device.type == "cuda":
-            with _numba_device(self.device):
-                _cuda().lookup(
-                    _cai(self.slot_keys), _cai(self.slot_rows), _cai(keys), _cai(rows),
-                    _stream(self.device),
-                )
+            _cuda().lookup_tensors(self.slot_keys, self.slot_rows, keys, rows)
         else:
             _cpu_kernels.lookup(
                 self.slot_keys.numpy(), self.slot_rows.numpy(), keys.numpy(), rows.numpy()
@@ -273,21 +259,3 @@ def _cuda():
     from . import _cuda_kernels
 
     return _cuda_kernels
-
-
-def _cai(t: torch.Tensor) -> Any:
-    from ._cuda_glue import cai
-
-    return cai(t)
-
-
-def _stream(device: torch.device) -> Any:
-    from ._cuda_glue import stream
-
-    return stream(device)
-
-
-def _numba_device(device: torch.device) -> Any:
-    from ._cuda_glue import numba_device
-
-    return numba_device(device)

@@ -32,20 +32,23 @@ class _PoolFunction(torch.autograd.Function):
     """Pooled bags with a row-sparse backward (``anchor`` is an empty leaf needing grad)."""
 
     @staticmethod
-    def forward(ctx, anchor, module, rows, offsets, key_bag, mean):  # noqa: ARG004
+    def forward(ctx, anchor, module, rows, offsets, record, mean, all_known):  # noqa: ARG004
         ctx.module = module
         ctx.mean = mean
-        ctx.save_for_backward(rows, offsets, key_bag)
-        return _ops.pool(module.weight, rows, offsets, mean, module.backend)
+        ctx.all_known = all_known
+        out = _ops.pool(module.weight, rows, offsets, mean, module.backend, record)
+        ctx.save_for_backward(rows, offsets, record.key_bag)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):
         rows, offsets, key_bag = ctx.saved_tensors
         module = ctx.module
         use_cuda = _ops.use_cuda_kernels(module.weight, module.backend)
-        grad = _ops.row_grad(rows, key_bag, offsets, grad_out, ctx.mean, use_cuda)
+        grad = _ops.row_grad(rows, key_bag, offsets, grad_out, ctx.mean, use_cuda,
+                             ctx.all_known)
         module._accumulate_grad(grad)
-        return None, None, None, None, None, None
+        return None, None, None, None, None, None, None
 
 
 class HashEmbeddingBag(nn.Module):
@@ -243,22 +246,25 @@ class HashEmbeddingBag(nn.Module):
         module too). ``slot_ids`` int64 ``[S]`` maps local slot columns to global slot ids for
         the ``row_slot`` record (default: identity)."""
         old = self.table.size
-        rows = self.rows(keys)
+        inserting = self.training
+        rows = self.rows(keys, insert=inserting)
+        grew = self.table.size > old
         need_grad = torch.is_grad_enabled()
-        key_bag = None
-        if need_grad or self.table.size > old:
-            key_bag = _ops.bag_of_keys(row_offsets, keys.numel())
-        if self.table.size > old:
-            slot = key_bag % num_slots
-            if slot_ids is not None:
-                slot = slot_ids.to(self.device)[slot]
-            # Record the slot of new rows only; old rows write into the spare last element.
-            idx = torch.where(rows >= old, rows, self.row_capacity)
-            self.row_slot[idx] = slot.to(torch.int32)
+        record = None
+        if need_grad or grew:
+            if slot_ids is None:
+                slot_ids = torch.arange(num_slots, dtype=torch.int32, device=self.device)
+            record = _ops.KeyRecord(
+                key_bag=torch.empty(keys.numel(), dtype=torch.int64, device=self.device),
+                row_slot=self.row_slot if grew else None,
+                old_size=old,
+                num_slots=num_slots,
+                slot_ids=slot_ids.to(device=self.device, dtype=torch.int32),
+            )
         if not need_grad:
-            return _ops.pool(self.weight, rows, row_offsets, mean, self.backend)
+            return _ops.pool(self.weight, rows, row_offsets, mean, self.backend, record)
         anchor = torch.empty(0, device=self.device, requires_grad=True)
-        return _PoolFunction.apply(anchor, self, rows, row_offsets, key_bag, mean)
+        return _PoolFunction.apply(anchor, self, rows, row_offsets, record, mean, inserting)
 
     def _accumulate_grad(self, grad: _ops.RowSparseGrad) -> None:
         self.sparse_grad = grad if self.sparse_grad is None else self.sparse_grad.merged(grad)

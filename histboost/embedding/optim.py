@@ -89,8 +89,6 @@ class SparseOptimizer:
             if _ops.use_cuda_kernels(table.weight, table.backend):
                 from . import _cuda_ops
 
-                if "step" in state:
-                    state["step"][rows] += 1
                 _cuda_ops.optimizer_update(self.kind, table.weight, state, rows,
                                            values.contiguous(), hp)
             else:

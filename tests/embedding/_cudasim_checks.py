@@ -91,6 +91,20 @@ def check_pool_and_segment_grad() -> None:
         out = np.full((60, dim), np.nan, np.float32)
         _cuda_ops.launch_pool(weight.numpy(), rows.numpy(), offsets.numpy(), mean, out)
         np.testing.assert_allclose(out, expected.numpy(), rtol=1e-6, atol=1e-6)
+        # With a record: the bag of every key, and the slot of rows >= old_size (here 5).
+        key_bag = np.full(rows.numel(), -7, np.int64)
+        row_slot = np.full(10, -1, np.int32)
+        slot_ids = np.array([10, 11, 12], np.int32)
+        _cuda_ops.launch_pool(weight.numpy(), rows.numpy(), offsets.numpy(), mean, out,
+                              key_bag, row_slot, 5, 3, slot_ids)
+        np.testing.assert_allclose(out, expected.numpy(), rtol=1e-6, atol=1e-6)
+        assert np.array_equal(key_bag, _ops.bag_of_keys(offsets, rows.numel()).numpy())
+        for r in range(10):
+            bags = key_bag[rows.numpy() == r]
+            if r < 5 or bags.size == 0:
+                assert row_slot[r] == -1
+            else:
+                assert row_slot[r] in slot_ids[bags % 3]
 
         grad_out = torch.randn(60, dim)
         key_bag = _ops.bag_of_keys(offsets, rows.numel())
@@ -131,8 +145,6 @@ def check_optimizer_kernels() -> None:
         grad = m.sparse_grad
         w = before_w.numpy().copy()
         state = {k: t.numpy().copy() for k, t in before_state.items()}
-        if "step" in state:
-            state["step"][grad.rows.numpy()] += 1
         hp = opt.param_groups[0]
         r, g = grad.rows.numpy(), grad.values.numpy()
         if kind == "sgd":

@@ -54,11 +54,16 @@ def test_cuda_training_matches_cpu(combiner, opt_name):
             out.backward(g.to(d))
             opts[d].step()
             outs[d] = out.detach().cpu()
-        torch.testing.assert_close(outs["cuda"], outs["cpu"], rtol=1e-5, atol=1e-5)
+        # Long segments of a hot key are summed in another order on the GPU (float atomics),
+        # so the error scales with the largest entries: 2**-18 of the largest output.
+        atol = max(1e-5, outs["cpu"].abs().max().item() * 2.0**-18)
+        torch.testing.assert_close(outs["cuda"], outs["cpu"], rtol=1e-5, atol=atol)
     keys = mods["cpu"].keys()
     assert mods["cuda"].num_embeddings == keys.numel()
+    # A hot key's gradient sums thousands of terms of size ~1 in another order: float32
+    # rounding of ~1e-4 of such a sum, times the learning rate, over three steps.
     torch.testing.assert_close(mods["cuda"].embeddings(keys.cuda()).cpu(),
-                               mods["cpu"].embeddings(keys), rtol=1e-4, atol=1e-5)
+                               mods["cpu"].embeddings(keys), rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_kernels_match_torch_ops_on_gpu():

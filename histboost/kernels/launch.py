@@ -1,0 +1,134 @@
+"""Low-overhead launches of Numba-CUDA kernels on torch CUDA tensors.
+
+A regular Numba launch (``kernel[grid, block, stream](*args)``) types every argument, wraps
+each tensor in a Numba device array through ``__cuda_array_interface__`` and builds a stream
+object: about 0.1-0.5 ms of host time per launch, measured on an H100 host, against a few
+microseconds for a torch operator. A training step of a few milliseconds with several launches
+becomes host-bound. :class:`CudaKernel` compiles a kernel once per device for one fixed
+signature and launches it through ``cuda.core`` with the arguments flattened as Numba's own
+launcher flattens them (array: meminfo, parent, size, itemsize, data pointer, shape, strides
+in bytes), from the tensors' pointers and shapes alone. Each tensor is checked against the
+signature (dtype, rank, C-contiguity, device) so a wrong argument raises instead of reading
+garbage.
+
+Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
+float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+
+ArgSpec = tuple[str, int] | str
+
+_TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "uint8": torch.uint8,
+}
+_SCALARS = {
+    "int64": ctypes.c_int64,
+    "int32": ctypes.c_int32,
+    "float64": ctypes.c_double,
+    "float32": ctypes.c_float,
+    "boolean": None,  # passed as a Python bool, as Numba does
+}
+
+
+def numba_signature(spec: tuple[ArgSpec, ...]) -> str:
+    """Numba signature string of ``spec``, e.g. ``"void(float32[:, ::1], int64)"``."""
+    parts = []
+    for arg in spec:
+        if isinstance(arg, tuple):
+            dtype, ndim = arg
+            parts.append(f"{dtype}[{', '.join([':'] * (ndim - 1) + ['::1'])}]")
+        else:
+            parts.append(arg)
+    return f"void({', '.join(parts)})"
+
+
+def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torch.device
+                 ) -> list:
+    """Kernel parameters of ``args`` in Numba's flattened layout, after checking each one.
+
+    Raises TypeError naming the kernel and argument when a tensor does not match the spec.
+    """
+    if len(args) != len(spec):
+        raise TypeError(f"{name}: expected {len(spec)} arguments, got {len(args)}")
+    out: list = []
+    for i, (arg, val) in enumerate(zip(spec, args, strict=True)):
+        if isinstance(arg, tuple):
+            dtype, ndim = arg
+            if (
+                not isinstance(val, torch.Tensor)
+                or val.dtype != _TORCH_DTYPES[dtype]
+                or val.ndim != ndim
+                or not val.is_contiguous()
+                or val.device != device
+            ):
+                got = (f"{val.dtype} {val.ndim}-D on {val.device}, contiguous="
+                       f"{val.is_contiguous()}") if isinstance(val, torch.Tensor) else type(val)
+                raise TypeError(
+                    f"{name}: argument {i} must be a contiguous {ndim}-D {dtype} tensor on "
+                    f"{device}, got {got}"
+                )
+            itemsize = val.element_size()
+            out += [0, 0, val.numel(), itemsize, val.data_ptr(), *val.shape,
+                    *(s * itemsize for s in val.stride())]
+        else:
+            ctype = _SCALARS[arg]
+            out.append(bool(val) if ctype is None else ctype(val))
+    return out
+
+
+class CudaKernel:
+    """A Numba-CUDA kernel compiled for one signature, launched on torch's current stream.
+
+    Args:
+        dispatcher: the ``@cuda.jit`` kernel.
+        spec: the argument specs (module docstring).
+    """
+
+    def __init__(self, dispatcher: Any, spec: tuple[ArgSpec, ...]) -> None:
+        self.dispatcher = dispatcher
+        self.spec = spec
+        self.name = getattr(dispatcher, "__name__", repr(dispatcher))
+        self._kernels: dict[int, Any] = {}  # device index -> cuda.core Kernel
+        self._streams: dict[int, Any] = {}  # stream handle -> cuda.core Stream
+
+    def _kernel(self, index: int) -> Any:
+        kernel = self._kernels.get(index)
+        if kernel is None:
+            from numba import cuda
+
+            with cuda.gpus[index]:
+                compiled = self.dispatcher.compile(numba_signature(self.spec))
+                kernel = compiled._codelibrary.get_cufunc().kernel
+            self._kernels[index] = kernel
+        return kernel
+
+    def _stream(self, handle: int) -> Any:
+        stream = self._streams.get(handle)
+        if stream is None:
+            from cuda.core import Stream
+
+            stream = Stream.from_handle(handle)
+            self._streams[handle] = stream
+        return stream
+
+    def launch(self, grid: int | tuple, block: int | tuple, device: torch.device,
+               *args: Any) -> None:
+        """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream."""
+        from cuda.core import LaunchConfig, launch
+
+        params = flatten_args(self.name, self.spec, args, device)
+        index = device.index
+        handle = torch.cuda.current_stream(index).cuda_stream
+        config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+        with torch.cuda.device(index):  # makes the device's primary context current
+            launch(self._stream(handle), config, self._kernel(index), *params)
