@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -247,7 +246,7 @@ def main() -> int:
     p.add_argument("--torch-steps", type=int, default=5)
     p.add_argument("--profile", action="store_true",
                    help="also print torch.profiler's kernel table of a few histboost steps")
-    p.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "embedding.json"))
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args()
     device = torch.device(args.device)
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
@@ -276,8 +275,9 @@ def main() -> int:
     # reads it once and Adam reads and writes weight, exp_avg and exp_avg_sq.
     floor_bytes = 2 * out_bytes + nnz * 8 + h["unique_rows_per_step"] * args.dim * 4 * 7
     res["floor_ms"] = floor_bytes / res["copy_bytes_per_s"] * 1e3
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(res, indent=1))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(res, indent=1))
 
     rows = [
         ("histboost HashEmbeddingBag + SparseAdam", h["step_ms"], h["eval_forward_ms"]),
