@@ -14,9 +14,6 @@ from . import histogram, partition, predict, split
 # time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
 _CHUNKED_MIN_ROWS = 4_096
 _PARTITION_CHUNKED_MIN_ROWS = 65_536
-# The chunked partition reads the rows twice and copies them back: memory-bound, it beats the
-# serial kernel (~6 ns/row here) only with enough threads to share that traffic.
-_PARTITION_CHUNKED_MIN_THREADS = 4
 
 
 class CPUBackend:
@@ -47,6 +44,7 @@ class CPUBackend:
         self._channels = 3 if count_rows else 2
         self.hist_dtype = np.dtype(np.int64 if quantized else np.float64)
         self.rows = np.zeros(0, np.int32)
+        self._scratch = np.zeros(0, np.int32)
         self.gh: np.ndarray = np.zeros((0, 2), np.float32)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
@@ -74,8 +72,12 @@ class CPUBackend:
         shape = (self.n_threads, *self._hist_shape)
         if self._chunk_buffers.shape != shape:
             self._chunk_buffers = np.zeros(shape, self.hist_dtype)
-        self.rows = np.array(rows, dtype=np.int32, copy=True)
-        self._scratch = np.empty_like(self.rows)
+        # the row and scratch arrays are reused from tree to tree: fresh ones would take a
+        # page fault per 4 KiB on their first writes, every tree
+        if self.rows.shape != rows.shape:
+            self.rows = np.empty(rows.shape, np.int32)
+            self._scratch = np.empty(rows.shape, np.int32)
+        np.copyto(self.rows, rows)
 
     def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
@@ -136,7 +138,7 @@ class CPUBackend:
     def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
         if len(starts) == 1 and (ends[0] - starts[0] < _PARTITION_CHUNKED_MIN_ROWS
-                                 or self.n_threads < _PARTITION_CHUNKED_MIN_THREADS):
+                                 or self.n_threads < 2):
             # one node that chunks would not speed up (best-first growth splits one at a
             # time): the serial kernel, without the parallel launch and bookkeeping below
             f = int(features[0])
@@ -152,8 +154,7 @@ class CPUBackend:
         split_bins = np.asarray(split_bins, dtype=np.int32)
         default_left = np.asarray(default_left, dtype=np.uint8)
         n_left = np.zeros(starts.shape[0], np.int64)
-        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (
-            threads >= max(2, _PARTITION_CHUNKED_MIN_THREADS))
+        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (threads >= 2)
         counts = np.zeros(self.n_threads, np.int64)
         for k in np.flatnonzero(big):
             f = features[k]

@@ -25,27 +25,41 @@ def _goes_left(b, threshold_bin, missing_bin, default_left):
     return is_missing * np.int64(default_left) + (1 - is_missing) * np.int64(b <= threshold_bin)
 
 
-@nb.njit(cache=True, nogil=True)
-def partition_range(column, rows, start, end, threshold_bin, missing_bin, default_left,
-                    scratch):
-    """Partition one node's range rows[start:end] on one thread; returns the rows going left.
-    column: (n,) bins of the split feature; scratch: int32 (n,)."""
-    n_left = start
-    n_right = start
-    for k in range(start, end):
-        if k + _PREFETCH_DISTANCE < end:
-            prefetch(column, rows[k + _PREFETCH_DISTANCE])
+@nb.njit(cache=True, inline="always")
+def _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left, scratch):
+    """One pass over rows[start:end]: the rows going left move, in order, to the front of the
+    range, the others to scratch[start:...] in order; returns the number going left.
+
+    Indices are unsigned: Numba then drops the negative-index wraparound of every access,
+    which halves the time per row of this loop."""
+    hi = np.uintp(end)
+    ahead = np.uintp(_PREFETCH_DISTANCE)
+    n_left = np.uintp(start)
+    n_right = np.uintp(start)
+    for k in range(np.uintp(start), hi):
+        if k + ahead < hi:
+            prefetch(column, np.uintp(rows[k + ahead]))
         r = rows[k]
-        left = _goes_left(column[r], threshold_bin, missing_bin, default_left)
+        left = np.uintp(_goes_left(column[np.uintp(r)], threshold_bin, missing_bin,
+                                   default_left))
         # write both candidates, advance one cursor: n_left <= k, so no unread entry of rows
         # is overwritten, and a slot written for a right-going row is rewritten later
         rows[n_left] = r
         scratch[n_right] = r
         n_left += left
-        n_right += 1 - left
-    for k in range(n_right - start):
-        rows[n_left + k] = scratch[start + k]
-    return n_left - start
+        n_right += np.uintp(1) - left
+    return np.int64(n_left) - start
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_range(column, rows, start, end, threshold_bin, missing_bin, default_left,
+                    scratch):
+    """Partition one node's range rows[start:end] on one thread; returns the rows going left.
+    column: (n,) bins of the split feature; scratch: int32 (n,)."""
+    n_left = _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left,
+                      scratch)
+    rows[start + n_left:end] = scratch[start:end - n_left]
+    return n_left
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -67,19 +81,25 @@ def partition_nodes(columns, rows, starts, ends, features, threshold_bins, missi
 @nb.njit(parallel=True, cache=True, nogil=True)
 def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
                            default_left, n_chunks, scratch, counts):
-    """Partition one large node with all threads: count per chunk, scatter by prefix sums,
-    copy back. column: (n,) bins of the split feature; counts: int64 (n_chunks,) scratch.
-    Returns the number of rows going left."""
+    """Partition one large node with all threads, in one pass over its rows.
+
+    Each chunk of rows[start:end] is partitioned on its own (`partition_range`'s scatter:
+    lefts in place, rights to scratch) and parks its lefts behind its rights in scratch; then
+    every chunk copies both runs to their final places in rows. Both phases run in parallel,
+    and past the scatter only sequential copies remain. column: (n,) bins of the split feature;
+    scratch: int32 (n,); counts: int64 (n_chunks,) scratch, rows going left per chunk.
+    Returns the number of rows going left.
+    """
     n = end - start
     left = default_left != 0
     for c in nb.prange(n_chunks):
-        cnt = 0
+        lo = start + n * c // n_chunks
         hi = start + n * (c + 1) // n_chunks
-        for k in range(start + n * c // n_chunks, hi):
-            if k + _PREFETCH_DISTANCE < hi:
-                prefetch(column, rows[k + _PREFETCH_DISTANCE])
-            cnt += _goes_left(column[rows[k]], threshold_bin, missing_bin, left)
-        counts[c] = cnt
+        counts[c] = _scatter(column, rows, lo, hi, threshold_bin, missing_bin, left, scratch)
+        # chunk c's rights now fill scratch[lo:hi - counts[c]]; park its lefts after them
+        # (chunk 0's lefts are already in place)
+        if c > 0:
+            scratch[hi - counts[c]:hi] = rows[lo:lo + counts[c]]
     total_left = 0
     for c in range(n_chunks):
         total_left += counts[c]
@@ -89,13 +109,9 @@ def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
         lpos = start
         for cc in range(c):
             lpos += counts[cc]
-        rpos = start + total_left + (lo - start) - (lpos - start)
-        for k in range(lo, hi):
-            r = rows[k]
-            go = _goes_left(column[r], threshold_bin, missing_bin, left)
-            scratch[lpos if go else rpos] = r  # a select, not a branch
-            lpos += go
-            rpos += 1 - go
-    for k in nb.prange(start, end):
-        rows[k] = scratch[k]
+        n_right = hi - lo - counts[c]
+        if c > 0:
+            rows[lpos:lpos + counts[c]] = scratch[lo + n_right:hi]
+        rpos = start + total_left + (lo - lpos)
+        rows[rpos:rpos + n_right] = scratch[lo:lo + n_right]
     return total_left
