@@ -31,3 +31,39 @@ def prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def add_pair(typingctx, hist, idx, a, b):
+    """``hist[idx, 0] += a; hist[idx, 1] += b`` as one two-lane vector load, add and store.
+
+    hist: C-ordered (m, C) float64 or int64 with C >= 2; a, b: numbers, converted to hist's
+    dtype as ``+=`` would. Each lane is the scalar add, so the sums are bit-identical; the
+    histogram loop then issues one read-modify-write per (row, feature) instead of two.
+    """
+    if not (isinstance(hist, types.Array) and hist.ndim == 2 and hist.layout == "C"
+            and hist.dtype in (types.float64, types.int64)):
+        return None
+    dtype = hist.dtype
+    sig = types.void(hist, idx, a, b)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], signature.args[1], types.intp)
+        zero = context.get_constant(types.intp, 0)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i, zero],
+                                       wraparound=False)
+        lane = context.get_value_type(dtype)
+        vty = ir.VectorType(lane, 2)
+        vptr = builder.bitcast(ptr, vty.as_pointer())
+        pair = ir.Constant(vty, ir.Undefined)
+        for j in range(2):
+            v = context.cast(builder, args[2 + j], signature.args[2 + j], dtype)
+            pair = builder.insert_element(pair, v, ir.Constant(ir.IntType(32), j))
+        old = builder.load(vptr, align=8)
+        new = builder.fadd(old, pair) if dtype == types.float64 else builder.add(old, pair)
+        builder.store(new, vptr, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen

@@ -23,7 +23,7 @@ import numba as nb
 import numpy as np
 from numba.extending import overload
 
-from ._intrinsics import prefetch
+from ._intrinsics import add_pair, prefetch
 
 _LOW32 = np.int64(0xFFFFFFFF)
 # rows ahead whose slots and gradients are prefetched: far enough to cover a memory access.
@@ -72,8 +72,7 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
             s = slots[r]
             for f in range(n_features):
                 idx = s[f]
-                hist[idx, 0] += g
-                hist[idx, 1] += h
+                add_pair(hist, idx, g, h)
                 if counted:
                     hist[idx, 2] += 1
     return pairs
