@@ -239,17 +239,16 @@ class TreeGrower:
         pending: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
         def push(ids: list[int], hists: np.ndarray) -> None:
-            ids_ok = [i for i in ids if p.max_depth == 0 or nodes.depth[i] < p.max_depth]
-            if not ids_ok:
+            # ids: the root, or two siblings (one depth)
+            if p.max_depth > 0 and nodes.depth[ids[0]] >= p.max_depth:
                 return
-            sel = np.array([ids.index(i) for i in ids_ok])
             masks = np.stack([self._sample_features(
                 self._sample_features(tree_mask, p.colsample_bylevel, rng),
-                p.colsample_bynode, rng) for _ in ids_ok])
-            recs = self._search(hists[sel], ids_ok, masks, nodes)
-            for j, i in enumerate(ids_ok):
+                p.colsample_bynode, rng) for _ in ids])
+            recs = self._search(hists, ids, masks, nodes)
+            for j, i in enumerate(ids):
                 if recs[j, REC_GAIN] > MIN_SPLIT_GAIN and recs[j, REC_FEATURE] >= 0:
-                    pending[i] = (recs[j], hists[sel[j]])
+                    pending[i] = (recs[j], hists[j])
                     heapq.heappush(heap, (-float(recs[j, REC_GAIN]), i))
 
         push([0], root_hist)
