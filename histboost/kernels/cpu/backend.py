@@ -13,7 +13,7 @@ from . import histogram, partition, predict, split
 # costs more than it saves there, and on a busy machine every parallel region waits for a
 # time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
 _CHUNKED_MIN_ROWS = 4_096
-_PARTITION_CHUNKED_MIN_ROWS = 65_536
+_PARTITION_CHUNKED_MIN_ROWS = 16_384
 
 
 class CPUBackend:
