@@ -168,38 +168,40 @@ class TreeGrower:
         with self.timer("partition"):
             n_left = be.partition(starts, ends, feats, bins, dleft)
         children: list[int] = []
-        for j, p in enumerate(parents):
-            rec = recs[j]
-            f, b = int(feats[j]), int(bins[j])
+        # Python scalars from here: numpy scalar arithmetic costs several times more per op
+        for p, rec, s, e, nl in zip(parents, recs.tolist(), starts.tolist(), ends.tolist(),
+                                    n_left.tolist(), strict=True):
+            f, b = int(rec[REC_FEATURE]), int(rec[REC_BIN])
             nodes.split_feature[p] = f
             nodes.split_bin[p] = b
             nodes.threshold[p] = self._threshold(f, b)
-            nodes.default_left[p] = int(dleft[j])
-            nodes.gain[p] = float(rec[REC_GAIN])
+            nodes.default_left[p] = int(rec[REC_DEFAULT_LEFT])
+            nodes.gain[p] = rec[REC_GAIN]
             pt = nodes.totals[p]
-            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], float(n_left[j])])
+            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], float(nl)])
             rt = pt - lt
-            mid = int(starts[j] + n_left[j])
             d = nodes.depth[p] + 1
-            li = nodes.add(int(starts[j]), mid, d, lt, self._leaf_value(lt))
-            ri = nodes.add(mid, int(ends[j]), d, rt, self._leaf_value(rt))
+            li = nodes.add(s, s + nl, d, lt, self._leaf_value(lt))
+            ri = nodes.add(s + nl, e, d, rt, self._leaf_value(rt))
             nodes.left_child[p] = li
             nodes.right_child[p] = ri
             children += [li, ri]
         if parent_hists is None:
             return children, None
         # build the smaller child of each pair, subtract for the larger
-        left_small = n_left <= (ends - starts - n_left)
-        small = [children[2 * j] if left_small[j] else children[2 * j + 1]
-                 for j in range(len(parents))]
+        mid = starts + n_left
+        left_small = n_left <= ends - mid
         with self.timer("histogram"):
-            small_h = be.build_histograms(np.array([nodes.start[c] for c in small]),
-                                          np.array([nodes.end[c] for c in small]))
+            small_h = be.build_histograms(np.where(left_small, starts, mid),
+                                          np.where(left_small, mid, ends))
             large_h = be.subtract_histograms(parent_hists, small_h)
+        if len(parents) == 1:
+            pair = (small_h, large_h) if left_small[0] else (large_h, small_h)
+            return children, np.concatenate(pair)
         hists = np.empty((2 * len(parents),) + small_h.shape[1:], small_h.dtype)
-        pair = 2 * np.arange(len(parents))
-        hists[pair + ~left_small] = small_h  # left child at 2j, right at 2j + 1
-        hists[pair + left_small] = large_h
+        pair_idx = 2 * np.arange(len(parents))
+        hists[pair_idx + ~left_small] = small_h  # left child at 2j, right at 2j + 1
+        hists[pair_idx + left_small] = large_h
         return children, hists
 
     # -- depth-wise --
