@@ -13,6 +13,8 @@ from . import histogram, partition, predict, split
 # costs more than it saves there, and on a busy machine every parallel region waits for a
 # time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
 _CHUNKED_MIN_ROWS = 4_096
+# measured on 2 threads: from 16k rows the one-pass chunked partition beats the serial one
+# (1.2 vs 1.7 ns/row at 16k-64k rows, 0.9 vs 1.4 ns/row on the root)
 _PARTITION_CHUNKED_MIN_ROWS = 16_384
 
 
