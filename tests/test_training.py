@@ -515,6 +515,45 @@ def test_quantized_models_identical_for_any_thread_count(params):
     assert np.array_equal(one.predict(X), chunked.predict(X))
 
 
+@pytest.mark.parametrize("params", [
+    {"objective": "binary:logistic", "grow_policy": "lossguide", "max_leaves": 16,
+     "max_depth": 0},
+    {"objective": "multi:softprob", "num_class": 3, "max_depth": 5, "subsample": 0.8},
+    {"objective": "reg:squarederror", "grow_policy": "oblivious", "max_depth": 4},
+    {"objective": "binary:logistic", "max_depth": 5, "min_data_in_leaf": 10},  # counted rows
+])
+def test_float_models_identical_for_any_thread_count(params):
+    """Float histograms sum a node's rows in chunks set by its size alone, so the thread
+    count changes no sum. Chunking from 16 rows here, so that nodes hold up to a dozen chunks.
+    Weights over 12 decades make the float sums depend on their order (float32 gradients of
+    one scale add up exactly in float64)."""
+    X, y = {"binary:logistic": (X_BIN, Y_BIN), "multi:softprob": (X_MC, Y_MC),
+            "reg:squarederror": (X_REG, Y_REG)}[params["objective"]]
+    if nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    w = 10.0 ** np.random.default_rng(3).uniform(-6, 6, len(y))
+    models = []
+    for n_threads in (1, 2, 3):
+        with forced_paths(True, min_rows=16) as calls:
+            models.append(_train({**params, "nthread": n_threads}, X, y, 6, weight=w))
+        assert calls["build_histogram_chunked"]
+    assert _json(models[0]) == _json(models[1]) == _json(models[2])
+    assert np.array_equal(models[0].predict(X), models[2].predict(X))
+    # the test can fail: the forced chunks sum in another order than one chunk per node does
+    assert _json(_train({**params, "nthread": 1}, X, y, 6, weight=w)) != _json(models[0])
+
+
+def test_float_models_identical_for_any_thread_count_at_default_sizes():
+    """The same on a dataset whose top nodes take several chunks at the default sizes."""
+    X, y = make_classification(40_000, 6, n_classes=2, seed=5)
+    if nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    w = 10.0 ** np.random.default_rng(3).uniform(-6, 6, len(y))
+    params = {"objective": "binary:logistic", "max_depth": 4}
+    one, two = (_train({**params, "nthread": n}, X, y, 3, weight=w) for n in (1, 2))
+    assert _json(one) == _json(two)
+
+
 def test_quantized_quality_close_to_float(higgs):
     X, y, Xt, yt = higgs
     X, y = X[:3000], y[:3000]

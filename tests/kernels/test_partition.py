@@ -1,5 +1,5 @@
 """The partition kernels against a NumPy stable partition, for any number of chunks (the
-backend uses one per thread; chunk counts here go past the node size, so chunks can be
+backend uses one per 8k rows, up to nthread; chunk counts here go past the node size, so chunks can be
 empty or hold only left or only right rows)."""
 
 from __future__ import annotations

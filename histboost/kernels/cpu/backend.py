@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 
 from . import histogram, partition, predict, split
 
-# Nodes with at least this many rows are histogrammed / partitioned by all threads, each
-# thread taking a chunk of the rows; smaller nodes go one thread per node, several at once,
-# and a call whose nodes hold fewer rows in all runs on one thread: waking the thread team
-# costs more than it saves there, and on a busy machine every parallel region waits for a
-# time slice on each core. Partitioning a row is ~10x cheaper than histogramming it.
+# Every parallel call takes a team of threads proportional to its work (at most nthread):
+# waking a thread costs tens of microseconds on a many-core machine, as much as building a
+# small node's histogram, and on a busy machine every parallel region waits for a time slice
+# on each of its cores. Calls with one thread's worth of work run serial kernels.
+#
+# Histograms: a node of n >= _CHUNKED_MIN_ROWS rows is summed in row chunks, each in row order,
+# then the chunks in chunk order, by one thread per chunk up to nthread. The chunk count is the
+# largest power of two whose square is at most 4n / _CHUNKED_MIN_ROWS (2 at 4k rows, 4 at 16k,
+# 8 at 64k, 16 at 256k; at most _MAX_SUM_CHUNKS): it follows from the node's size alone, so
+# float histograms, and the models, are the same for any thread count. Each chunk past the
+# first costs a zeroed scratch histogram and its share of the reduction (~6 us at 28 x 256
+# slots, ~10% of a 2k-row chunk's sums): the square root keeps chunks of 2-4k rows on small
+# nodes, where threads must pay off early, and grows them on large ones, where the overhead
+# would add up. Powers of two split evenly over 2, 4, 8... threads (3 chunks on 2 threads
+# would take as long as 2 chunks' worth of rows on one: measured 10% more histogram time).
 _CHUNKED_MIN_ROWS = 4_096
+_MAX_SUM_CHUNKS = 64
+_MAX_CHUNK_BUFFER_BYTES = 256 << 20
+# nodes below _CHUNKED_MIN_ROWS go one thread per node, several nodes at once, with one
+# thread per this many rows of the call
+_HISTOGRAM_THREAD_MIN_ROWS = 2_048
 # measured on 2 threads: from 16k rows the one-pass chunked partition beats the serial one
-# (1.2 vs 1.7 ns/row at 16k-64k rows, 0.9 vs 1.4 ns/row on the root)
+# (1.2 vs 1.7 ns/row at 16k-64k rows, 0.9 vs 1.4 ns/row on the root); one chunk (thread) per
+# this many rows. Partitions are exact, so their chunking may follow the thread count.
 _PARTITION_CHUNKED_MIN_ROWS = 16_384
+_PARTITION_THREAD_MIN_ROWS = 8_192
+# split search: one thread per this many histogram slots scanned, at most one per node (a
+# slot costs about as much as histogramming a row: 20-40 us for a node of 28 x 256 slots)
+_SPLIT_THREAD_MIN_SLOTS = 4_096
+# elementwise histogram work (subtraction, unpacking): one thread per this many values
+_ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
 
 
 class CPUBackend:
@@ -36,11 +60,13 @@ class CPUBackend:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
+        self.n_threads = max(1, int(n_threads))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
+        self._team(self.n_threads)
         histogram.global_slots(bins, self.offsets, self.slots)
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
-        self.n_threads = max(1, int(n_threads))
+        self.n_features = int(bins.shape[1])
         self.quantized = quantized
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
@@ -50,11 +76,22 @@ class CPUBackend:
         self.gh: np.ndarray = np.zeros((0, 2), np.float32)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
+        self._max_chunks = 1
+        self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
 
-    def _threads(self, parallel: bool = True) -> int:
-        n = min(self.n_threads if parallel else 1, nb.config.NUMBA_NUM_THREADS)
+    def _team(self, limit: int) -> int:
+        """Set the thread count of the next parallel call to `limit` (>= 1), at most nthread
+        and Numba's pool; returns it."""
+        n = max(1, min(self.n_threads, int(limit), nb.config.NUMBA_NUM_THREADS))
         nb.set_num_threads(n)
         return n
+
+    def _sum_chunks(self, n_rows: int) -> int:
+        """Row chunks of a node's histogram: a function of its size only (see the top)."""
+        if n_rows < _CHUNKED_MIN_ROWS:
+            return 1
+        root = math.isqrt(4 * n_rows // _CHUNKED_MIN_ROWS)
+        return min(1 << (root.bit_length() - 1), self._max_chunks)
 
     def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
         if self.quantized:
@@ -66,14 +103,17 @@ class CPUBackend:
                     and int(used[:, 1].astype(np.int64).sum()) < 2**32
                     and int(used[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
+                self._team(self.n_threads)
                 histogram.pack_pairs(gh, packed)
                 gh = packed
         self.gh = gh
         self._hist_shape = ((self.total_bins,) if gh.ndim == 1
                             else (self.total_bins, self._channels))
-        shape = (self.n_threads, *self._hist_shape)
-        if self._chunk_buffers.shape != shape:
-            self._chunk_buffers = np.zeros(shape, self.hist_dtype)
+        slot_bytes = int(np.prod(self._hist_shape)) * self.hist_dtype.itemsize
+        cap = max(1, min(_MAX_SUM_CHUNKS, _MAX_CHUNK_BUFFER_BYTES // slot_bytes))
+        self._max_chunks = 1 << (cap.bit_length() - 1)
+        if self._chunk_buffers.shape[1:] != self._hist_shape:
+            self._chunk_buffers = np.zeros((0, *self._hist_shape), self.hist_dtype)
         # the row and scratch arrays are reused from tree to tree: fresh ones would take a
         # page fault per 4 KiB on their first writes, every tree
         if self.rows.shape != rows.shape:
@@ -81,49 +121,62 @@ class CPUBackend:
             self._scratch = np.empty(rows.shape, np.int32)
         np.copyto(self.rows, rows)
 
+    def _build_chunked(self, start: int, end: int, chunks: int, out: np.ndarray) -> None:
+        """Histogram of one node into out (total_bins[, C]), in `chunks` row chunks."""
+        if self._chunk_buffers.shape[0] < chunks - 1:  # as many as the largest node needs
+            self._chunk_buffers = np.zeros((chunks - 1, *self._hist_shape), self.hist_dtype)
+        self._team(chunks)
+        histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
+                                          self._chunk_buffers[:chunks - 1], out)
+
+    def _build_batch(self, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
+        """Histograms of nodes of one chunk each, one thread per node."""
+        threads = self._team(min(starts.shape[0],
+                                 int((ends - starts).sum()) // _HISTOGRAM_THREAD_MIN_ROWS))
+        kernel = histogram.build_histograms if threads > 1 else histogram.build_histograms_serial
+        kernel(self.slots, self.gh, self.rows, starts, ends, out)
+
     def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         if len(starts) == 1:  # best-first growth: one node a call, without the batching below
             start, end = int(starts[0]), int(ends[0])
             out = np.empty((1, *self._hist_shape), self.hist_dtype)
-            if self._threads(end - start >= _CHUNKED_MIN_ROWS) > 1:
-                histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
-                                                  self._chunk_buffers, out[0])
+            chunks = self._sum_chunks(end - start)
+            if chunks > 1:
+                self._build_chunked(start, end, chunks, out[0])
             else:
-                histogram.build_histograms(self.slots, self.gh, self.rows,
-                                           np.array([start], np.int64),
-                                           np.array([end], np.int64), out)
+                histogram.build_histograms_serial(self.slots, self.gh, self.rows,
+                                                  np.array([start], np.int64),
+                                                  np.array([end], np.int64), out)
             return out
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        threads = self._threads(int((ends - starts).sum()) >= _CHUNKED_MIN_ROWS)
         out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
-        big = (ends - starts) >= _CHUNKED_MIN_ROWS
-        if threads > 1:
-            for k in np.flatnonzero(big):
-                histogram.build_histogram_chunked(self.slots, self.gh, self.rows, starts[k],
-                                                  ends[k], self._chunk_buffers, out[k])
-            small = np.flatnonzero(~big)
-        else:
-            small = np.arange(starts.shape[0])
-        if small.size == starts.shape[0]:
-            histogram.build_histograms(self.slots, self.gh, self.rows, starts, ends, out)
-        elif small.size:
-            sub = np.empty((small.size, *self._hist_shape), self.hist_dtype)
-            histogram.build_histograms(self.slots, self.gh, self.rows, starts[small],
-                                       ends[small], sub)
-            out[small] = sub
+        chunks = [self._sum_chunks(int(n)) for n in (ends - starts).tolist()]
+        batch = [k for k, c in enumerate(chunks) if c == 1]
+        for k, c in enumerate(chunks):
+            if c > 1:
+                self._build_chunked(int(starts[k]), int(ends[k]), c, out[k])
+        if len(batch) == len(chunks):
+            self._build_batch(starts, ends, out)
+        elif batch:
+            idx = np.array(batch)
+            sub = np.empty((idx.size, *self._hist_shape), self.hist_dtype)
+            self._build_batch(starts[idx], ends[idx], sub)
+            out[idx] = sub
         return out
 
     def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
         out = np.empty_like(parents)
-        k = parents.shape[0]
-        histogram.subtract_histograms(parents.reshape(k, -1), children.reshape(k, -1),
-                                      out.reshape(k, -1))
+        parallel = self._team(parents.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
+        kernel = (histogram.subtract_histograms if parallel
+                  else histogram.subtract_histograms_serial)
+        kernel(parents.reshape(-1), children.reshape(-1), out.reshape(-1))
         return out
 
     def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
         if hists.ndim == 2:  # packed quantised sums
             out = np.empty((*hists.shape, 2), np.float64)
+            self._team(min(hists.shape[0], hists.size // _ELEMENTWISE_THREAD_MIN_VALUES))
             histogram.unpack_to_float(hists, g_scale, h_scale, out)
             return out
         if hists.dtype == np.float64 and g_scale == 1.0 and h_scale == 1.0:
@@ -133,29 +186,34 @@ class CPUBackend:
 
     def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
-        # nodes run in parallel; scanning a slot costs about as much as histogramming a row
-        # (20-40 us per node here), so two nodes already pay for the parallel launch
-        self._threads(hists.shape[0] > 1
-                      and hists.shape[0] * self.total_bins >= _CHUNKED_MIN_ROWS)
+        k = hists.shape[0]
+        threads = self._team(min(k, k * self.total_bins // _SPLIT_THREAD_MIN_SLOTS))
         out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
-        split.find_best_splits(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
+        kernel = split.find_best_splits if threads > 1 else split.find_best_splits_serial
+        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
                                feature_masks, reg, out)
         return out
 
     def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
-        self._threads(hists.shape[0] * self.total_bins // 4 >= _CHUNKED_MIN_ROWS)
+        self._team(min(self.n_features,
+                       hists.shape[0] * self.total_bins // (4 * _SPLIT_THREAD_MIN_SLOTS)))
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, feature_mask, reg, out)
         return out
 
+    def _partition_chunks(self, n_rows: int) -> int:
+        """Chunks (threads) of a node's partition; 1: the serial kernel."""
+        if n_rows < _PARTITION_CHUNKED_MIN_ROWS or self.n_threads < 2:
+            return 1
+        return min(self.n_threads, max(2, n_rows // _PARTITION_THREAD_MIN_ROWS))
+
     def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        if len(starts) == 1 and (ends[0] - starts[0] < _PARTITION_CHUNKED_MIN_ROWS
-                                 or self.n_threads < 2):
+        if len(starts) == 1 and self._partition_chunks(int(ends[0] - starts[0])) == 1:
             # one node that chunks would not speed up (best-first growth splits one at a
-            # time): the serial kernel, without the parallel launch and bookkeeping below
+            # time): the serial kernel, without the bookkeeping below
             f = int(features[0])
             n = partition.partition_range(self.columns[f], self.rows, int(starts[0]),
                                           int(ends[0]), int(split_bins[0]),
@@ -164,30 +222,36 @@ class CPUBackend:
             return np.array([n], np.int64)
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
-        threads = self._threads(int((ends - starts).sum()) >= _PARTITION_CHUNKED_MIN_ROWS)
         features = np.asarray(features, dtype=np.int32)
         split_bins = np.asarray(split_bins, dtype=np.int32)
         default_left = np.asarray(default_left, dtype=np.uint8)
         n_left = np.zeros(starts.shape[0], np.int64)
-        big = ((ends - starts) >= _PARTITION_CHUNKED_MIN_ROWS) & (threads >= 2)
-        counts = np.zeros(self.n_threads, np.int64)
-        for k in np.flatnonzero(big):
+        small = []
+        for k in range(starts.shape[0]):
+            chunks = self._partition_chunks(int(ends[k] - starts[k]))
+            if chunks == 1:
+                small.append(k)
+                continue
+            self._team(chunks)
             f = features[k]
             n_left[k] = partition.partition_node_chunked(
                 self.columns[f], self.rows, starts[k], ends[k], split_bins[k],
-                self.missing_bins[f], default_left[k], self.n_threads, self._scratch, counts)
-        small = np.flatnonzero(~big)
-        if small.size:
-            sub = np.zeros(small.size, np.int64)
-            partition.partition_nodes(self.columns, self.rows, starts[small], ends[small],
-                                      features[small], split_bins[small], self.missing_bins,
-                                      default_left[small], self._scratch, sub)
-            n_left[small] = sub
+                self.missing_bins[f], default_left[k], chunks, self._scratch,
+                self._partition_counts)
+        if small:
+            idx = np.array(small)
+            sub = np.zeros(idx.size, np.int64)
+            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
+                                     // _PARTITION_THREAD_MIN_ROWS))
+            kernel = partition.partition_nodes if threads > 1 else partition.partition_nodes_serial
+            kernel(self.columns, self.rows, starts[idx], ends[idx], features[idx],
+                   split_bins[idx], self.missing_bins, default_left[idx], self._scratch, sub)
+            n_left[idx] = sub
         return n_left
 
     def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
                         margin: np.ndarray, column: int) -> None:
-        self._threads(int(self.rows.shape[0]) >= _PARTITION_CHUNKED_MIN_ROWS)
+        self._team(int(self.rows.shape[0]) // _PARTITION_THREAD_MIN_ROWS)
         predict.add_leaf_values(self.rows, np.asarray(starts, np.int64),
                                 np.asarray(ends, np.int64), np.asarray(values, np.float64),
                                 margin, column)

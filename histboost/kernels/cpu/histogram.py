@@ -34,7 +34,8 @@ _PREFETCH_DISTANCE = 16
 
 
 def _accumulate(slots, gh, rows, start, end, hist):
-    """hist += sums of gh over rows[start:end] (layout chosen at compile time by hist.ndim)."""
+    """hist += sums of gh over rows[start:end], in row order (layout chosen at compile time by
+    hist.ndim)."""
 
 
 @overload(_accumulate, inline="always")
@@ -89,7 +90,7 @@ def global_slots(bins, offsets, out):
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def build_histograms(slots, gh, rows, starts, ends, out):
-    """One histogram per node, nodes in parallel.
+    """One histogram per node, nodes in parallel, each summed in row order.
 
     slots: (n, F) global slot indices (`global_slots`); gh: gradient pairs in one of the
     module's layouts; rows: int32 row indices, node k owning ``rows[starts[k]:ends[k]]``;
@@ -101,33 +102,54 @@ def build_histograms(slots, gh, rows, starts, ends, out):
         _accumulate(slots, gh, rows, starts[k], ends[k], h)
 
 
+@nb.njit(cache=True, nogil=True)
+def build_histograms_serial(slots, gh, rows, starts, ends, out):
+    """`build_histograms` on the calling thread, without a parallel launch."""
+    for k in range(starts.shape[0]):
+        h = out[k]
+        h[...] = 0
+        _accumulate(slots, gh, rows, starts[k], ends[k], h)
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def build_histogram_chunked(slots, gh, rows, start, end, buffers, out):
-    """One histogram of a large node: its rows split into ``buffers.shape[0]`` chunks built in
-    parallel, then summed in chunk order (a fixed order, so float results repeat run to run
-    for a given thread count). buffers: (n_chunks,) + out.shape scratch of out's dtype."""
-    n_chunks = buffers.shape[0]
+    """One histogram of a large node: its rows split into ``buffers.shape[0] + 1`` equal
+    chunks built in parallel, each summed in row order (the first into out, the others into
+    buffers), then added in chunk order. The float result depends on the chunk count only,
+    not on the threads. buffers: (n_chunks - 1,) + out.shape scratch of out's dtype."""
+    n_chunks = buffers.shape[0] + 1
     n = end - start
     for c in nb.prange(n_chunks):
-        b = buffers[c]
-        b[...] = 0
-        _accumulate(slots, gh, rows, start + n * c // n_chunks, start + n * (c + 1) // n_chunks,
-                    b)
-    flat = buffers.reshape((n_chunks, -1))
+        lo = start + n * c // n_chunks
+        hi = start + n * (c + 1) // n_chunks
+        if c == 0:
+            out[...] = 0
+            _accumulate(slots, gh, rows, lo, hi, out)
+        else:
+            b = buffers[c - 1]
+            b[...] = 0
+            _accumulate(slots, gh, rows, lo, hi, b)
+    flat = buffers.reshape((n_chunks - 1, -1))
     dst = out.reshape(-1)
     for i in nb.prange(dst.shape[0]):
-        acc = flat[0, i]
-        for c in range(1, n_chunks):
+        acc = dst[i]
+        for c in range(n_chunks - 1):
             acc += flat[c, i]
         dst[i] = acc
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def subtract_histograms(parents, children, out):
-    """out = parents - children, elementwise (the siblings' histograms); 2-D (k, m) views."""
-    for k in nb.prange(parents.shape[0]):
-        for i in range(parents.shape[1]):
-            out[k, i] = parents[k, i] - children[k, i]
+    """out = parents - children, elementwise (the siblings' histograms); 1-D (m,) views."""
+    for i in nb.prange(parents.shape[0]):
+        out[i] = parents[i] - children[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_histograms_serial(parents, children, out):
+    """`subtract_histograms` on the calling thread, without a parallel launch."""
+    for i in range(parents.shape[0]):
+        out[i] = parents[i] - children[i]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)

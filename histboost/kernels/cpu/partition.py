@@ -78,10 +78,20 @@ def partition_nodes(columns, rows, starts, ends, features, threshold_bins, missi
                                     missing_bins[f], default_left[k] != 0, scratch)
 
 
+@nb.njit(cache=True, nogil=True)
+def partition_nodes_serial(columns, rows, starts, ends, features, threshold_bins, missing_bins,
+                           default_left, scratch, n_left):
+    """`partition_nodes` on the calling thread, without a parallel launch."""
+    for k in range(starts.shape[0]):
+        f = features[k]
+        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k], threshold_bins[k],
+                                    missing_bins[f], default_left[k] != 0, scratch)
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
                            default_left, n_chunks, scratch, counts):
-    """Partition one large node with all threads, in one pass over its rows.
+    """Partition one large node in n_chunks chunks run in parallel, in one pass over its rows.
 
     Each chunk of rows[start:end] is partitioned on its own (`partition_range`'s scatter:
     lefts in place, rights to scratch) and parks its lefts behind its rights in scratch; then
