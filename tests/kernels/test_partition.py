@@ -1,6 +1,6 @@
 """The partition kernels against a NumPy stable partition, for any number of chunks (the
-backend uses one per 8k rows, up to nthread; chunk counts here go past the node size, so chunks can be
-empty or hold only left or only right rows)."""
+backend uses one per 8k rows, up to nthread; chunk counts here go past the node size, so
+chunks can be empty or hold only left or only right rows)."""
 
 from __future__ import annotations
 
