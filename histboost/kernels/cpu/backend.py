@@ -132,9 +132,12 @@ class CPUBackend:
         """Histogram of one node into out (total_bins[, C]), in `chunks` row chunks."""
         if self._chunk_buffers.shape[0] < chunks:  # as many as the largest node needs
             self._chunk_buffers = np.zeros((chunks, *self._hist_shape), self.hist_dtype)
-        self._team(chunks)
-        histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
-                                          self._chunk_buffers[:chunks], out)
+        if self._team(chunks) > 1:
+            histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
+                                              self._chunk_buffers[:chunks], out)
+        else:
+            histogram.build_histogram_chunked_serial(self.slots, self.gh, self.rows, start, end,
+                                                     chunks, self._chunk_buffers[0], out)
 
     def _build_batch(self, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
         """Histograms of nodes of one chunk each, one thread per node."""

@@ -134,6 +134,25 @@ def build_histogram_chunked(slots, gh, rows, start, end, buffers, out):
         dst[i] = acc
 
 
+@nb.njit(cache=True, nogil=True)
+def build_histogram_chunked_serial(slots, gh, rows, start, end, n_chunks, buffer, out):
+    """`build_histogram_chunked` on the calling thread, without a parallel launch: the same
+    chunks added in the same order, so the same sums, with chunk 0 summed into out and each
+    later chunk into one reused buffer (out.shape, out's dtype) then added to out, which keeps
+    the scratch in cache."""
+    n = end - start
+    out[...] = 0
+    _accumulate(slots, gh, rows, start, start + n // n_chunks, out)
+    src = buffer.reshape(-1)
+    dst = out.reshape(-1)
+    for c in range(1, n_chunks):
+        buffer[...] = 0
+        _accumulate(slots, gh, rows, start + n * c // n_chunks, start + n * (c + 1) // n_chunks,
+                    buffer)
+        for i in range(dst.shape[0]):
+            dst[i] += src[i]
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def subtract_histograms(parents, children, out):
     """out = parents - children, elementwise (the siblings' histograms); 1-D (m,) views."""
