@@ -205,8 +205,8 @@ class CPUBackend:
             threads = 1
         out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
         kernel = split.find_best_splits if threads > 1 else split.find_best_splits_serial
-        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
-                               feature_masks, reg, out)
+        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets, feature_masks, reg,
+               out)
         return out
 
     def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
