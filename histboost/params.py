@@ -217,14 +217,21 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     device = str(values.get("device", "cpu")).lower()
     if device.startswith("gpu"):
         device = "cuda" + device[3:]
-    if not (device == "cpu" or device.startswith("cuda")):
-        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")
-    values["device"] = device
-
+    if not (device == "cpu" or device == "cuda" or (
+            device.startswith("cuda:") and device[5:].isdigit())):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     tree_method = str(values.get("tree_method", "hist"))
-    if tree_method not in ("hist", "auto", "approx", "gpu_hist"):
-        raise ValueError(f"tree_method must be 'hist' (histboost only builds histograms), "
-                         f"got {tree_method!r}")
+    if tree_method == "gpu_hist":  # XGBoost < 2.0's spelling of tree_method=hist, device=cuda
+        if "device" in values and device == "cpu":
+            raise ValueError("tree_method='gpu_hist' trains on the GPU but device='cpu'; drop "
+                             "one of them (XGBoost 2+ spells it tree_method='hist', "
+                             "device='cuda')")
+        if device == "cpu":
+            device = "cuda"
+    elif tree_method not in ("hist", "auto"):
+        raise ValueError(f"tree_method must be 'hist' (or 'auto', or 'gpu_hist' for the GPU): "
+                         f"histboost only builds histograms, got {tree_method!r}")
+    values["device"] = device
     values["tree_method"] = "hist"
 
     p = TrainParams(**values, extra=extra)

@@ -9,7 +9,6 @@ callbacks run. The tree-level algorithm lives in `histboost.tree.grower`; the ho
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,8 +17,7 @@ import numpy as np
 from .booster import Booster
 from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallback
 from .data.dataset import Dataset
-from .kernels.cpu.backend import CPUBackend
-from .kernels.cpu.quantize import quantize_gradients
+from .kernels.backend import make_backend
 from .metrics import MULTICLASS, get_metric
 from .objectives import CustomObjective, get_objective
 from .objectives.base import Objective
@@ -28,6 +26,7 @@ from .params import ALIASES, TrainParams, parse_params
 from .timer import PhaseTimer
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
+from .tree.quantize import make_quantisation, round_key
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 
@@ -45,33 +44,6 @@ def _metric_input(objective: Objective, margin: np.ndarray, metric: str) -> np.n
     if metric in MULTICLASS:
         return margin
     return margin[:, 0] if margin.shape[1] == 1 else margin
-
-
-def _quantize(gh: np.ndarray, bits: int, key: int) -> tuple[np.ndarray, float, float]:
-    """Stochastically rounded int32 (n, 2) pairs of float32 (n, 2) `gh`, and their
-    power-of-two scales.
-
-    The largest |g| (and h) maps to at most 2**(bits-1) - 1, so int64 histogram sums of up to
-    2**32 rows cannot overflow; power-of-two scales keep the float conversion exact.
-    """
-    top = float(2 ** (bits - 1) - 1)
-
-    def inv_scale(v: np.ndarray) -> float:
-        m = float(np.max(np.abs(v))) if v.size else 0.0
-        if m == 0.0 or not math.isfinite(m):
-            return 1.0
-        return 2.0 ** math.floor(math.log2(top / m))
-
-    gi, hi = inv_scale(gh[:, 0]), inv_scale(gh[:, 1])
-    out = np.empty(gh.shape, np.int32)
-    quantize_gradients(gh, gi, hi, np.uint64(key), out)
-    return out, 1.0 / gi, 1.0 / hi
-
-
-def _round_key(seed: int, round_: int, k: int) -> int:
-    """A 64-bit key per (seed, round, output) for the counter-based rounding RNG."""
-    return (np.random.SeedSequence([seed & 0xFFFFFFFF, round_, k])
-            .generate_state(1, np.uint64)[0].item())
 
 
 class _EvalSet:
@@ -115,9 +87,6 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
     raw_params = dict(params or {})
     p = parse_params(raw_params)
-    if p.device != "cpu":
-        raise ValueError(f"device={p.device!r}: this build of histboost trains on the CPU only; "
-                         "use device='cpu'")
     if dtrain.label is None:
         raise ValueError("dtrain has no label")
     if obj is not None and not callable(obj):
@@ -156,11 +125,12 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history: EvalsLog = evals_result if evals_result is not None else {}
     history.clear()
 
-    backend = CPUBackend(dtrain.bins, mapper.bin_offsets, p.n_threads, p.quantized_grad,
-                         count_rows=p.min_data_in_leaf > 0)
-    grower = TreeGrower(backend, p, mapper.cut_values, mapper.cut_ptr, n_features, timer)
-    missing_bins = (mapper.n_bins - 1).astype(np.int32)
-    all_rows = np.arange(n, dtype=np.int32)
+    with timer("binning"):
+        backend = make_backend(p.device, dtrain.bins, mapper.bin_offsets, n_threads=p.n_threads,
+                               label=y, weight=w, n_outputs=K,
+                               count_rows=p.min_data_in_leaf > 0)
+        backend.set_margin(margin)
+    grower = TreeGrower(backend, p, mapper, timer)
     start_round = booster.num_boosted_rounds()
 
     for cb in cbs:
@@ -168,33 +138,32 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     for epoch in range(start_round, start_round + num_boost_round):
         rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
         with timer("gradient"):
-            pairs = objective.gradient_pairs(margin, y, w)
-        rows = all_rows
+            if objective.loss is None:
+                backend.set_gradients(objective.gradient_pairs(backend.margin()))
+            else:
+                backend.compute_gradients(objective.loss)
+        rows = None
         if p.subsample < 1.0:
             keep = max(1, int(round(p.subsample * n)))
             rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
         trees = []
         for k in range(K):
-            gh, gs, hs = pairs[k], 1.0, 1.0
+            quantisation = None
             if p.quantized_grad:
                 with timer("gradient"):
-                    gh, gs, hs = _quantize(pairs[k], p.grad_quant_bits,
-                                           _round_key(p.seed, epoch, k))
-            grown = grower.grow(gh, rows, gs, hs, k, rng)
+                    quantisation = make_quantisation(*backend.gradient_bounds(k),
+                                                     p.grad_quant_bits,
+                                                     round_key(p.seed, epoch, k))
+            grown = grower.grow(k, rows, quantisation, rng)
             trees.append(grown.tree)
             with timer("predict"):
-                if rows is all_rows:
-                    backend.add_leaf_values(grown.leaf_starts, grown.leaf_ends,
-                                            grown.leaf_values, margin, k)
-                else:  # rows outside the sample are in no leaf range: traverse
-                    PackedForest([grown.tree]).add_margin_binned(dtrain.bins, missing_bins,
-                                                                 margin)
+                backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
         booster.append_round(trees)
         with timer("eval"):
             new = PackedForest(trees)
             for es in eval_sets:
                 if es.data is dtrain:
-                    es.margin = margin
+                    es.margin = backend.margin()
                 else:
                     new.add_margin(es.data.data, es.margin)
                 log = history.setdefault(es.name, {})

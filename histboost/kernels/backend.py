@@ -1,53 +1,137 @@
-"""The kernel interface the tree growers are written against.
+"""The kernel interface the boosting loop and the tree growers are written against.
 
-A backend owns the binned matrix and the row partition of the tree being grown, and offers the
-few data-parallel steps of growing a tree. The CPU backend (`histboost.kernels.cpu.backend`)
-works on NumPy arrays with Numba kernels; a CUDA backend implements the same methods on device
-arrays, and a distributed wrapper can allreduce what `build_histograms` returns before the
-grower searches it. Histograms (layouts in `histboost.kernels.cpu.histogram`) hold gradient
-and hessian sums per (feature, bin) slot: float64 (k, total_bins, 2), or exact int64 in
-quantised mode, (k, total_bins, 2) or packed (k, total_bins); `to_float` turns any of them into
-float64 (k, total_bins, 2) for the split search. Row counts come from the partition. Split
-records are float64 (k, REC_WIDTH) rows (see `histboost.kernels.cpu.split`).
+A backend owns everything that is as large as the data: the binned training matrix, labels and
+weights, the training margins, the gradient pairs of the round (and their quantisation), the
+row partition of the tree being grown (each node's rows are a contiguous range of a row-index
+array), and the histograms of its nodes. The grower (`histboost.tree.grower`) holds only small
+host-side records: node ids, node totals, split records and the tree it writes. It names nodes
+by id and never reads a histogram, a row index or a margin.
+
+Implementations: `histboost.kernels.cpu.backend.CPUBackend` (NumPy arrays, Numba kernels),
+`histboost.kernels.cuda.backend.CUDABackend` (device arrays, Numba-CUDA kernels). A distributed
+wrapper reduces across workers what the methods below return, at the points marked "reduce":
+the quantisation bounds (max), the root totals and every histogram that was built from rows
+(sum, before any subtraction), and the child row counts (sum). Everything else is computed
+from reduced quantities, so every worker makes the same choices.
+
+Conventions
+-----------
+- Node ids are small non-negative ints chosen by the grower; the root is node 0.
+- Totals are float64 (3,) or (k, 3): gradient sum G, hessian sum H, row count C.
+- Split records are float64 (k, REC_WIDTH) rows (layout in `histboost.tree.split`).
+- ``reg`` is the float64 (5,) regularisation vector of `histboost.tree.split`.
+- Quantised trees: gradient pairs are stochastically rounded to integers
+  (`histboost.tree.quantize`); histogram sums are then exact integers and every float result
+  (totals, records, gains) is the integer sum times a power-of-two scale, the same on any
+  backend, thread count or worker count.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..tree.quantize import Quantisation
+    from ..tree.tree import Tree
 
 
 class Backend(Protocol):
     name: str
+    n_rows: int
+    n_features: int
     total_bins: int
-    hist_dtype: np.dtype
 
-    def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
-        """Start a tree: gh (n, 2) gradient pairs (float32, or int32 when quantised), rows int32
-        sorted indices of the rows used by this tree; all rows start in the root."""
+    # -- margins and gradients (one boosting round) --------------------------------------
+    def set_margin(self, margin: np.ndarray) -> None:
+        """Take the training margins, float64 (n_rows, K), before the first round."""
 
-    def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Histograms of the nodes owning partition ranges [start, end), one per node."""
+    def margin(self) -> np.ndarray:
+        """The training margins as a host float64 (n_rows, K) array (a copy on a device)."""
 
-    def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
-        """parents - children, elementwise: the siblings' histograms."""
+    def compute_gradients(self, loss: str) -> None:
+        """Gradient pairs of every output from the margins, labels and weights with the fused
+        kernel of built-in `loss` (an `Objective.loss` name)."""
 
-    def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
-        """float64 (k, total_bins, 2) histograms, quantised sums scaled to gradient units."""
+    def set_gradients(self, pairs: np.ndarray) -> None:
+        """Take host gradient pairs, float32 (K, n_rows, 2) (custom objectives)."""
 
-    def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
-                         feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
-        """Best split record per node from float64 histograms and node totals (k, 3)."""
+    def gradients(self, output: int) -> np.ndarray:
+        """Host copy of the float32 (n_rows, 2) gradient pairs of `output` (for checks)."""
 
-    def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
+    def gradient_bounds(self, output: int) -> tuple[float, float]:
+        """(max |g|, max |h|) of output `output` over all rows (a bound for any sample of
+        them). Reduce: max."""
+
+    # -- one tree ------------------------------------------------------------------------
+    def begin_tree(self, output: int, rows: np.ndarray | None,
+                   quantisation: Quantisation | None) -> int:
+        """Start a tree on the gradients of `output`: rows int32 sorted (None: all rows), all
+        in the root (node 0); quantise the pairs if asked. Drops every histogram of the last
+        tree. Returns the root's row count. Reduce: sum."""
+
+    def build_histograms(self, nodes: list[int]) -> Any:
+        """Histograms of `nodes` summed over their rows. Returns the backend's buffer of the
+        new histograms, (k, total_bins, channels) on the backend's device, for a distributed
+        wrapper to reduce in place (sum); the grower never reads it."""
+
+    def subtract_histograms(self, parents: list[int], built: list[int],
+                            targets: list[int]) -> None:
+        """hist[targets[j]] = hist[parents[j]] - hist[built[j]] (the sibling of a built
+        child); the parents' histograms are released."""
+
+    def read_histograms(self, nodes: list[int]) -> np.ndarray:
+        """Host float64 (k, total_bins, channels) histograms of `nodes` in gradient units
+        (channels: G, H, and the row count when histograms count rows). For checks."""
+
+    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
+        feature's slots, which hold every row once), so they match the histogram exactly."""
+
+    def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
+                         reg: np.ndarray) -> np.ndarray:
+        """Best split record of each node (feature -1: none with a positive gain).
+        totals (k, 3); feature_masks bool (k, n_features). Ties go to the lowest feature, then
+        the lowest bin, then missing-right."""
+
+    def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
-        """(total_bins, 2) gain of every shared split candidate summed over the nodes."""
+        """float64 (total_bins, 2): the gain of every shared split candidate (slot
+        offsets[f] + b, missing right 0 / left 1) summed over `nodes`; -inf where it is a
+        split of none of them."""
 
-    def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
-                  split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        """Split each node's range in place (stable); returns int64 rows going left per node."""
+    def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
+                       default_left: bool) -> np.ndarray:
+        """Left-child sums float64 (k, 2) (G, H) of one split applied to each of `nodes`."""
 
-    def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
-                        margin: np.ndarray, column: int) -> None:
-        """margin[rows in each leaf range, column] += the leaf's value."""
+    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
+                     records: np.ndarray) -> np.ndarray:
+        """Partition the rows of each parent by its record (bin <= REC_BIN goes left, the
+        missing slot to REC_DEFAULT_LEFT) into nodes lefts[j], rights[j]. Returns int64 (k, 2)
+        row counts of the children. Reduce: sum."""
+
+    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
+                      output: int) -> None:
+        """margin[:, output] += the tree's leaf value for every training row: from the leaf
+        nodes' rows (`leaves`, `values` float64) when the tree used all rows, by traversing
+        `tree` over the binned matrix otherwise."""
+
+
+def make_backend(device: str, bins: np.ndarray, bin_offsets: np.ndarray, *, n_threads: int,
+                 label: np.ndarray | None, weight: np.ndarray | None, n_outputs: int,
+                 count_rows: bool) -> Backend:
+    """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
+    bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). Raises ValueError for an unknown
+    device and RuntimeError naming what is missing when CUDA cannot be used."""
+    if device == "cpu":
+        from .cpu.backend import CPUBackend
+
+        return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
+                          n_outputs=n_outputs, count_rows=count_rows)
+    if device == "cuda" or device.startswith("cuda:"):
+        from .cuda.backend import CUDABackend
+
+        return CUDABackend(bins, bin_offsets, device, label=label, weight=weight,
+                           n_outputs=n_outputs, count_rows=count_rows)
+    raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")

@@ -8,22 +8,17 @@ from typing import Any
 import numpy as np
 
 
-def run_pair_kernel(kernel, margin: np.ndarray, y: np.ndarray, w: np.ndarray | None,
-                    n_outputs: int) -> np.ndarray:
-    """Call a `histboost.kernels.cpu.gradients` kernel; float32 (K, n, 2)."""
-    out = np.empty((n_outputs, y.shape[0], 2), np.float32)
-    kernel(np.ascontiguousarray(margin), y, w, out)
-    return out
-
-
 class Objective:
     """A twice-differentiable loss on margins.
 
-    Margins are float64 (n, K) with K = `n_outputs`; gradients and hessians have the same shape
-    and already include the row weights.
+    Margins are float64 (n, K) with K = `n_outputs`. A built-in loss names its fused gradient
+    kernel in `loss`; every backend implements those kernels (`compute_gradients`), so the
+    gradients are computed where the margins live. A custom objective (``loss is None``)
+    computes them on the host with `gradient_pairs`.
     """
 
     default_metric = "rmse"
+    loss: str | None = None
 
     def __init__(self, name: str, num_class: int = 1) -> None:
         self.name = name
@@ -44,17 +39,6 @@ class Objective:
         """A user's `base_score` (in prediction space) as margins (K,)."""
         return np.full(self.n_outputs, float(base_score))
 
-    def gradients(self, margin: np.ndarray, y: np.ndarray,
-                  w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def gradient_pairs(self, margin: np.ndarray, y: np.ndarray,
-                       w: np.ndarray | None) -> np.ndarray:
-        """float32 (K, n, 2) (gradient, hessian) pairs per output, the layout the tree
-        kernels read. Built-in losses override this with a fused kernel."""
-        grad, hess = self.gradients(margin, y, w)
-        return np.ascontiguousarray(np.stack([grad.T, hess.T], axis=2), dtype=np.float32)
-
     def transform(self, margin: np.ndarray) -> np.ndarray:
         """Margins (n, K) to predictions ((n,) when K == 1)."""
         return margin[:, 0] if margin.shape[1] == 1 else margin
@@ -74,8 +58,9 @@ class CustomObjective(Objective):
     def n_outputs(self) -> int:
         return self.num_class if self.num_class > 1 else 1
 
-    def gradients(self, margin: np.ndarray, y: np.ndarray,
-                  w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def gradient_pairs(self, margin: np.ndarray) -> np.ndarray:
+        """float32 (K, n, 2) (gradient, hessian) pairs of the user's function at float64
+        margins (n, K), checked (finite, hessians >= 0)."""
         preds = margin[:, 0].copy() if margin.shape[1] == 1 else margin.copy()
         grad, hess = self.func(preds, self.dtrain)
         grad = np.asarray(grad, dtype=np.float64).reshape(margin.shape)
@@ -84,4 +69,4 @@ class CustomObjective(Objective):
             raise ValueError("custom objective returned NaN or infinite gradients/hessians")
         if np.any(hess < 0):
             raise ValueError("custom objective returned negative hessians")
-        return grad, hess
+        return np.ascontiguousarray(np.stack([grad.T, hess.T], axis=2), dtype=np.float32)

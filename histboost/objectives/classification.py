@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.cpu.gradients import HESS_FLOOR as _HESS_FLOOR
-from ..kernels.cpu.gradients import logistic_pairs, softmax_pairs
-from .base import Objective, run_pair_kernel
+from .base import Objective
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -22,6 +20,7 @@ class Logistic(Objective):
     """binary:logistic: log loss on sigmoid(margin); labels in [0, 1]."""
 
     default_metric = "logloss"
+    loss = "logistic"
 
     def check_label(self, y: np.ndarray) -> None:
         if np.any((y < 0) | (y > 1)):
@@ -34,18 +33,6 @@ class Logistic(Objective):
 
     def score_to_margin(self, base_score: float) -> np.ndarray:
         return np.array([np.log(base_score / (1 - base_score))])
-
-    def gradients(self, margin, y, w):
-        p = sigmoid(margin[:, 0])
-        grad = p - y
-        hess = np.maximum(p * (1.0 - p), _HESS_FLOOR)
-        if w is not None:
-            grad = grad * w
-            hess = hess * w
-        return grad[:, None], hess[:, None]
-
-    def gradient_pairs(self, margin, y, w):
-        return run_pair_kernel(logistic_pairs, margin, y, w, 1)
 
     def transform(self, margin: np.ndarray) -> np.ndarray:
         return sigmoid(margin[:, 0])
@@ -71,6 +58,7 @@ class Softmax(Objective):
     integers 0..num_class-1. Hessian 2 p (1 - p) as XGBoost uses."""
 
     default_metric = "mlogloss"
+    loss = "softmax"
 
     @property
     def n_outputs(self) -> int:
@@ -84,19 +72,6 @@ class Softmax(Objective):
 
     def score_to_margin(self, base_score: float) -> np.ndarray:
         return np.full(self.num_class, float(base_score))
-
-    def gradients(self, margin, y, w):
-        p = softmax(margin)
-        grad = p.copy()
-        grad[np.arange(y.shape[0]), y.astype(np.int64)] -= 1.0
-        hess = np.maximum(2.0 * p * (1.0 - p), _HESS_FLOOR)
-        if w is not None:
-            grad *= w[:, None]
-            hess *= w[:, None]
-        return grad, hess
-
-    def gradient_pairs(self, margin, y, w):
-        return run_pair_kernel(softmax_pairs, margin, y, w, self.num_class)
 
     def transform(self, margin: np.ndarray) -> np.ndarray:
         if self.name == "multi:softmax":

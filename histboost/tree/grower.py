@@ -1,8 +1,10 @@
 """Tree growers: depth-wise (level at a time), loss-guided (best-first) and oblivious (one
 shared split per level). One algorithm, written once against `histboost.kernels.backend`.
 
-Every grower keeps the rows of each node as a contiguous range of the backend's row-index array,
-builds the histogram of the smaller child and gets the larger one by subtraction from the parent.
+The grower names nodes by id and keeps their host-side records (totals, depth, split); the
+backend keeps their rows and histograms. Of each pair of children, the one with fewer rows
+(row counts are reduced across workers, so every worker picks the same child) gets its
+histogram built from its rows and the other one by subtraction from the parent.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data.binning import BinMapper
 from ..kernels.backend import Backend
 from ..params import TrainParams
 from ..timer import PhaseTimer
+from .quantize import Quantisation
 from .split import (
     MIN_SPLIT_GAIN,
     REC_BIN,
@@ -32,7 +36,7 @@ from .tree import Tree
 
 @dataclass
 class _Nodes:
-    """Growing tree: node fields (see `Tree`) plus the partition range of every node."""
+    """Growing tree: node fields (see `Tree`), depth and totals of every node."""
 
     left_child: list = field(default_factory=list)
     right_child: list = field(default_factory=list)
@@ -44,12 +48,10 @@ class _Nodes:
     gain: list = field(default_factory=list)
     cover: list = field(default_factory=list)
     count: list = field(default_factory=list)
-    start: list = field(default_factory=list)
-    end: list = field(default_factory=list)
     depth: list = field(default_factory=list)
     totals: list = field(default_factory=list)  # float64 (3,) G, H, count
 
-    def add(self, start: int, end: int, depth: int, totals: np.ndarray, value: float) -> int:
+    def add(self, depth: int, totals: np.ndarray, value: float) -> int:
         self.left_child.append(-1)
         self.right_child.append(-1)
         self.split_feature.append(-1)
@@ -60,20 +62,17 @@ class _Nodes:
         self.gain.append(0.0)
         self.cover.append(float(totals[1]))
         self.count.append(int(round(totals[2])))
-        self.start.append(start)
-        self.end.append(end)
         self.depth.append(depth)
         self.totals.append(totals)
-        return len(self.start) - 1
+        return len(self.depth) - 1
 
 
 @dataclass
 class GrownTree:
-    """A grown tree and, for each leaf, its range of the backend's row array."""
+    """A grown tree, the backend's node ids of its leaves and their values (float64)."""
 
     tree: Tree
-    leaf_starts: np.ndarray
-    leaf_ends: np.ndarray
+    leaves: list[int]
     leaf_values: np.ndarray
 
 
@@ -81,21 +80,20 @@ class TreeGrower:
     """Grows one tree per call with the policy of `params.grow_policy`.
 
     backend: the kernel backend holding the binned training matrix.
-    cut_values, cut_ptr: the bin mapper's cuts, to store raw thresholds in the tree.
+    mapper: the training data's cuts: raw thresholds for the tree, and the slot layout
+    (`BinMapper.bin_offsets`) of the oblivious gain table.
     """
 
-    def __init__(self, backend: Backend, params: TrainParams, cut_values: np.ndarray,
-                 cut_ptr: np.ndarray, n_features: int, timer: PhaseTimer | None = None) -> None:
+    def __init__(self, backend: Backend, params: TrainParams, mapper: BinMapper,
+                 timer: PhaseTimer | None = None) -> None:
         self.backend = backend
         self.params = params
-        self.cut_values = cut_values
-        self.cut_ptr = cut_ptr
-        self.n_features = n_features
+        self.cut_values = mapper.cut_values
+        self.cut_ptr = mapper.cut_ptr
+        self.n_features = mapper.n_features
+        self._offsets = mapper.bin_offsets
         self.reg = regularisation_vector(params)
         self.timer = timer or PhaseTimer()
-        offsets = np.asarray(backend.offsets)  # type: ignore[attr-defined]
-        self._feature0_slots = slice(int(offsets[0]), int(offsets[1]))
-        self._offsets = offsets
 
     # -- helpers --
     def _sample_features(self, base: np.ndarray, fraction: float,
@@ -108,12 +106,6 @@ class TreeGrower:
         mask[rng.choice(idx, size=keep, replace=False)] = True
         return mask
 
-    def _totals(self, fhists: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Node sums (k, 3) of (G, H, rows): G and H from the first feature's slots (every row
-        falls in one of them), the row counts from the partition."""
-        gh = fhists[:, self._feature0_slots, :2].sum(axis=1)
-        return np.column_stack([gh, np.asarray(counts, np.float64)])
-
     def _leaf_value(self, totals: np.ndarray) -> float:
         return float(leaf_weight(totals[0], totals[1], self.reg)) * self.params.learning_rate
 
@@ -121,56 +113,51 @@ class TreeGrower:
         return float(self.cut_values[self.cut_ptr[feature] + bin_])
 
     # -- entry point --
-    def grow(self, gh: np.ndarray, rows: np.ndarray, g_scale: float, h_scale: float,
-             class_index: int, rng: np.random.Generator) -> GrownTree:
-        """Grow a tree on rows (int32 sorted) with gradient pairs gh (n, 2); quantised pairs
-        are scaled back by g_scale / h_scale (powers of two; 1.0 for float gradients)."""
+    def grow(self, output: int, rows: np.ndarray | None, quantisation: Quantisation | None,
+             rng: np.random.Generator) -> GrownTree:
+        """Grow a tree of output `output` on rows (int32 sorted; None: all rows) from the
+        backend's gradient pairs, quantised if `quantisation` is given."""
         be = self.backend
-        self._scales = (g_scale, h_scale)
         with self.timer("partition"):
-            be.begin_tree(gh, rows)
+            count = be.begin_tree(output, rows, quantisation)
         tree_mask = self._sample_features(np.ones(self.n_features, bool),
                                           self.params.colsample_bytree, rng)
         with self.timer("histogram"):
-            root_hist = be.build_histograms(np.array([0]), np.array([rows.shape[0]]))
-        totals = self._totals(be.to_float(root_hist, g_scale, h_scale), [rows.shape[0]])[0]
+            be.build_histograms([0])
+            gh = be.histogram_totals([0])[0]
+        totals = np.array([gh[0], gh[1], float(count)])
         nodes = _Nodes()
-        nodes.add(0, rows.shape[0], 0, totals, self._leaf_value(totals))
+        nodes.add(0, totals, self._leaf_value(totals))
         policy = self.params.grow_policy
         if policy == "oblivious":
-            return self._grow_oblivious(nodes, root_hist, tree_mask, class_index, rng)
+            return self._grow_oblivious(nodes, tree_mask, output, rng)
         if policy == "lossguide":
-            self._grow_lossguide(nodes, root_hist, tree_mask, rng)
+            self._grow_lossguide(nodes, tree_mask, rng)
         else:
-            self._grow_depthwise(nodes, root_hist, tree_mask, rng)
+            self._grow_depthwise(nodes, tree_mask, rng)
         if self.params.gamma > 0:
             self._prune(nodes)
-        return self._finish(nodes, class_index)
+        return self._finish(nodes, output)
 
     # -- shared steps --
-    def _search(self, hists: np.ndarray, node_ids: list[int], masks: np.ndarray,
-                nodes: _Nodes) -> np.ndarray:
+    def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
         with self.timer("split"):
-            fh = self.backend.to_float(hists, *self._scales)
             totals = np.stack([nodes.totals[i] for i in node_ids])
-            return self.backend.find_best_splits(fh, totals, masks, self.reg)
+            return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
 
     def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
-               parent_hists: np.ndarray | None) -> tuple[list[int], np.ndarray | None]:
-        """Split `parents` by their records; return the children (left, right per parent) and
-        their histograms (None when `parent_hists` is None: children that will not split)."""
+               histograms: bool) -> list[int]:
+        """Split `parents` by their records; return the children (left, right per parent).
+        With `histograms`, the children's histograms are made (children that may split)."""
         be = self.backend
-        starts = np.array([nodes.start[i] for i in parents], np.int64)
-        ends = np.array([nodes.end[i] for i in parents], np.int64)
-        feats = recs[:, REC_FEATURE].astype(np.int32)
-        bins = recs[:, REC_BIN].astype(np.int32)
-        dleft = recs[:, REC_DEFAULT_LEFT].astype(np.uint8)
+        first = len(nodes.depth)
+        lefts = list(range(first, first + 2 * len(parents), 2))
+        rights = [i + 1 for i in lefts]
         with self.timer("partition"):
-            n_left = be.partition(starts, ends, feats, bins, dleft)
+            counts = be.apply_splits(parents, lefts, rights, recs)
         children: list[int] = []
         # Python scalars from here: numpy scalar arithmetic costs several times more per op
-        for p, rec, s, e, nl in zip(parents, recs.tolist(), starts.tolist(), ends.tolist(),
-                                    n_left.tolist(), strict=True):
+        for p, rec, (nl, nr) in zip(parents, recs.tolist(), counts.tolist(), strict=True):
             f, b = int(rec[REC_FEATURE]), int(rec[REC_BIN])
             nodes.split_feature[p] = f
             nodes.split_bin[p] = b
@@ -179,42 +166,34 @@ class TreeGrower:
             nodes.gain[p] = rec[REC_GAIN]
             pt = nodes.totals[p]
             lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], float(nl)])
-            rt = pt - lt
+            rt = np.array([pt[0] - lt[0], pt[1] - lt[1], float(nr)])
             d = nodes.depth[p] + 1
-            li = nodes.add(s, s + nl, d, lt, self._leaf_value(lt))
-            ri = nodes.add(s + nl, e, d, rt, self._leaf_value(rt))
+            li = nodes.add(d, lt, self._leaf_value(lt))
+            ri = nodes.add(d, rt, self._leaf_value(rt))
             nodes.left_child[p] = li
             nodes.right_child[p] = ri
             children += [li, ri]
-        if parent_hists is None:
-            return children, None
-        # build the smaller child of each pair, subtract for the larger
-        mid = starts + n_left
-        left_small = n_left <= ends - mid
-        with self.timer("histogram"):
-            small_h = be.build_histograms(np.where(left_small, starts, mid),
-                                          np.where(left_small, mid, ends))
-            large_h = be.subtract_histograms(parent_hists, small_h)
-        if len(parents) == 1:
-            pair = (small_h, large_h) if left_small[0] else (large_h, small_h)
-            return children, np.concatenate(pair)
-        hists = np.empty((2 * len(parents),) + small_h.shape[1:], small_h.dtype)
-        pair_idx = 2 * np.arange(len(parents))
-        hists[pair_idx + ~left_small] = small_h  # left child at 2j, right at 2j + 1
-        hists[pair_idx + left_small] = large_h
-        return children, hists
+        if histograms:
+            # build the child with fewer rows (ties: the left one), subtract for the other
+            left_small = counts[:, 0] <= counts[:, 1]
+            small = [l if s else r for l, r, s in zip(lefts, rights, left_small, strict=True)]
+            large = [r if s else l for l, r, s in zip(lefts, rights, left_small, strict=True)]
+            with self.timer("histogram"):
+                be.build_histograms(small)
+                be.subtract_histograms(parents, small, large)
+        return children
 
     # -- depth-wise --
-    def _grow_depthwise(self, nodes: _Nodes, root_hist: np.ndarray, tree_mask: np.ndarray,
+    def _grow_depthwise(self, nodes: _Nodes, tree_mask: np.ndarray,
                         rng: np.random.Generator) -> None:
         p = self.params
-        frontier, hists = [0], root_hist
+        frontier = [0]
         n_leaves = 1
         for depth in range(p.max_depth):
             level_mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
             masks = np.stack([self._sample_features(level_mask, p.colsample_bynode, rng)
                               for _ in frontier])
-            recs = self._search(hists, frontier, masks, nodes)
+            recs = self._search(frontier, masks, nodes)
             ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN) & (recs[:, REC_FEATURE] >= 0))
             if p.max_leaves > 0:
                 room = p.max_leaves - n_leaves
@@ -227,61 +206,58 @@ class TreeGrower:
             last_level = depth + 1 >= p.max_depth or (p.max_leaves > 0
                                                       and n_leaves >= p.max_leaves)
             parents = [frontier[j] for j in ok]
-            frontier, hists = self._apply(nodes, parents, recs[ok],
-                                          None if last_level else hists[ok])
+            frontier = self._apply(nodes, parents, recs[ok], histograms=not last_level)
             if last_level:
                 break
 
     # -- loss-guided --
-    def _grow_lossguide(self, nodes: _Nodes, root_hist: np.ndarray, tree_mask: np.ndarray,
+    def _grow_lossguide(self, nodes: _Nodes, tree_mask: np.ndarray,
                         rng: np.random.Generator) -> None:
         p = self.params
         max_leaves = p.max_leaves if p.max_leaves > 0 else np.iinfo(np.int64).max
         heap: list[tuple[float, int]] = []
-        pending: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        pending: dict[int, np.ndarray] = {}
 
-        def push(ids: list[int], hists: np.ndarray) -> None:
+        def push(ids: list[int]) -> None:
             # ids: the root, or two siblings (one depth)
             if p.max_depth > 0 and nodes.depth[ids[0]] >= p.max_depth:
                 return
             masks = np.stack([self._sample_features(
                 self._sample_features(tree_mask, p.colsample_bylevel, rng),
                 p.colsample_bynode, rng) for _ in ids])
-            recs = self._search(hists, ids, masks, nodes)
+            recs = self._search(ids, masks, nodes)
             for j, i in enumerate(ids):
                 if recs[j, REC_GAIN] > MIN_SPLIT_GAIN and recs[j, REC_FEATURE] >= 0:
-                    pending[i] = (recs[j], hists[j])
+                    pending[i] = recs[j]
                     heapq.heappush(heap, (-float(recs[j, REC_GAIN]), i))
 
-        push([0], root_hist)
+        push([0])
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             _, i = heapq.heappop(heap)
-            rec, hist = pending.pop(i)
+            rec = pending.pop(i)
             n_leaves += 1
             # children need histograms only if they may split later
             may_split = n_leaves < max_leaves and (p.max_depth == 0
                                                    or nodes.depth[i] + 1 < p.max_depth)
-            children, hists = self._apply(nodes, [i], rec[None, :],
-                                          hist[None] if may_split else None)
-            if hists is not None:
-                push(children, hists)
+            children = self._apply(nodes, [i], rec[None, :], histograms=may_split)
+            if may_split:
+                push(children)
 
     # -- oblivious --
-    def _grow_oblivious(self, nodes: _Nodes, root_hist: np.ndarray, tree_mask: np.ndarray,
-                        class_index: int, rng: np.random.Generator) -> GrownTree:
+    def _grow_oblivious(self, nodes: _Nodes, tree_mask: np.ndarray, class_index: int,
+                        rng: np.random.Generator) -> GrownTree:
         p = self.params
         be = self.backend
-        frontier, hists = [0], root_hist
+        frontier = [0]
         levels: dict[str, list] = {k: [] for k in ("level_feature", "level_bin",
                                                    "level_threshold", "level_default_left",
                                                    "level_gain")}
         for depth in range(p.max_depth):
             mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
             with self.timer("split"):
-                fh = be.to_float(hists, *self._scales)
                 totals = np.stack([nodes.totals[i] for i in frontier])
-                table = be.oblivious_gains(fh, totals, mask, self.reg)
+                table = be.oblivious_gains(frontier, totals, mask, self.reg)
             best = int(np.argmax(table))  # first maximum: lowest feature, bin, missing-right
             gain = float(table.flat[best])
             if not np.isfinite(gain) or gain <= max(MIN_SPLIT_GAIN, p.gamma):
@@ -289,35 +265,32 @@ class TreeGrower:
             slot, d = divmod(best, 2)
             f = int(np.searchsorted(self._offsets, slot, side="right") - 1)
             b = slot - int(self._offsets[f])
-            miss = int(self._offsets[f + 1]) - 1
             recs = np.zeros((len(frontier), REC_WIDTH))
+            recs[:, REC_GAIN] = gain
             recs[:, REC_FEATURE] = f
             recs[:, REC_BIN] = b
             recs[:, REC_DEFAULT_LEFT] = d
-            left = fh[:, self._offsets[f]:self._offsets[f] + b + 1, :2].sum(axis=1)
-            if d:
-                left = left + fh[:, miss, :2]
-            recs[:, REC_LEFT_G:REC_LEFT_H + 1] = left
+            with self.timer("split"):
+                recs[:, REC_LEFT_G:REC_LEFT_H + 1] = be.evaluate_split(frontier, f, b, bool(d))
             for k, v in (("level_feature", f), ("level_bin", b),
                          ("level_threshold", self._threshold(f, b)),
                          ("level_default_left", d), ("level_gain", gain)):
                 levels[k].append(v)
             last = depth + 1 >= p.max_depth
-            frontier, hists = self._apply(nodes, frontier, recs, None if last else hists)
+            frontier = self._apply(nodes, frontier, recs, histograms=not last)
         leaf_totals = np.stack([nodes.totals[i] for i in frontier])
         values = np.array([nodes.value[i] for i in frontier])
         levels["leaf_value"] = values
         levels["leaf_cover"] = leaf_totals[:, 1]
         levels["leaf_count"] = np.rint(leaf_totals[:, 2]).astype(np.int64)
         tree = Tree.oblivious(levels, class_index)
-        return GrownTree(tree, np.array([nodes.start[i] for i in frontier], np.int64),
-                         np.array([nodes.end[i] for i in frontier], np.int64), values)
+        return GrownTree(tree, list(frontier), values)
 
     # -- pruning and output --
     def _prune(self, nodes: _Nodes) -> None:
         """Bottom-up: a split whose children are leaves and whose gain is below gamma is undone
         (XGBoost's pruning rule)."""
-        for i in range(len(nodes.start) - 1, -1, -1):
+        for i in range(len(nodes.depth) - 1, -1, -1):
             l, r = nodes.left_child[i], nodes.right_child[i]
             if l == -1:
                 continue
@@ -329,13 +302,13 @@ class TreeGrower:
 
     def _finish(self, nodes: _Nodes, class_index: int) -> GrownTree:
         # renumber reachable nodes in creation order (pruning can orphan nodes)
-        reachable = np.zeros(len(nodes.start), bool)
+        reachable = np.zeros(len(nodes.depth), bool)
         reachable[0] = True
-        for i in range(len(nodes.start)):
+        for i in range(len(nodes.depth)):
             if reachable[i] and nodes.left_child[i] != -1:
                 reachable[nodes.left_child[i]] = reachable[nodes.right_child[i]] = True
         old = np.flatnonzero(reachable)
-        new_id = -np.ones(len(nodes.start), np.int64)
+        new_id = -np.ones(len(nodes.depth), np.int64)
         new_id[old] = np.arange(old.size)
         arrays: dict[str, list] = {}
         for name in ("split_feature", "split_bin", "threshold", "default_left", "value", "gain",
@@ -352,7 +325,5 @@ class TreeGrower:
                 arrays["threshold"][j] = 0.0
                 arrays["default_left"][j] = 0
         tree = Tree.from_nodes(arrays, class_index)
-        leaves = [i for i in old if nodes.left_child[i] == -1]
-        return GrownTree(tree, np.array([nodes.start[i] for i in leaves], np.int64),
-                         np.array([nodes.end[i] for i in leaves], np.int64),
-                         np.array([nodes.value[i] for i in leaves], np.float64))
+        leaves = [int(i) for i in old if nodes.left_child[i] == -1]
+        return GrownTree(tree, leaves, np.array([nodes.value[i] for i in leaves], np.float64))

@@ -1,7 +1,12 @@
 """Property tests of the CPU backend's histogram and partition kernels on small random data,
 against the float64 row-by-row reference (`histboost.testing.reference.histogram`) and a NumPy
 stable partition. The multi-thread and chunked kernels are forced onto small nodes by lowering
-the backend's ``*_MIN_ROWS`` thresholds (`histboost.testing.threads.forced_paths`)."""
+the backend's ``*_MIN_ROWS`` thresholds (`histboost.testing.threads.forced_paths`).
+
+White-box: these drive the backend's range-level helpers (`_begin` with given integer pairs,
+`_build_ranges`, `_partition`, `_subtract`, `_to_float`) to reach every histogram layout
+(float, wide and packed integers, with and without counts) on arbitrary row ranges; the
+node-level protocol is checked by the conformance suite (`test_conformance.py`)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ from hypothesis import strategies as st
 from histboost.kernels.cpu.backend import CPUBackend
 from histboost.testing import reference as ref
 from histboost.testing.threads import forced_paths
+from histboost.tree.quantize import Quantisation
+
+UNIT = Quantisation(1.0, 1.0, 0)  # integer pairs given as they are, sums in integer units
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 
@@ -83,17 +91,16 @@ def _ref_hist(p, gh, rows):
 def _as_float(be, hists, p):
     """Any histogram layout (float pairs, wide or packed integers, with or without counts) as
     float64 (k, bins, 2 or 3); integer sums here stay below 2**53, so this is exact."""
-    out = be.to_float(hists, 1.0, 1.0)
+    out = be._to_float(hists)
     channels = 3 if p["count_rows"] else 2
     assert out.dtype == np.float64 and out.shape == (hists.shape[0], be.total_bins, channels)
     return out
 
 
 def _backend(p, quantized, n_threads):
-    be = CPUBackend(p["bins"], p["offsets"], n_threads=n_threads, quantized=quantized,
-                    count_rows=p["count_rows"])
+    be = CPUBackend(p["bins"], p["offsets"], n_threads=n_threads, count_rows=p["count_rows"])
     gh = p["gh_int"] if quantized else p["gh_float"]
-    be.begin_tree(gh, p["rows"])
+    be._begin(gh, p["rows"], UNIT if quantized else None)
     return be, gh
 
 
@@ -116,7 +123,7 @@ def test_node_histogram_is_sum_over_its_rows(p, quantized, n_threads, chunked):
     cut = rows.size // 2
     starts, ends = np.array([0, 0, cut]), np.array([rows.size, cut, rows.size])
     with _paths(n_threads, chunked, [rows.size]):
-        hists = be.build_histograms(starts, ends)
+        hists = be._build_ranges(starts, ends)
     assert hists.shape[:2] == (3, be.total_bins) and hists.dtype == be.hist_dtype
     fh = _as_float(be, hists, p)
     for k in range(3):
@@ -152,12 +159,13 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
     dleft = np.array([data.draw(st.integers(0, 1)) for _ in starts], np.uint8)
     before = be.rows.copy()
     with _paths(n_threads, chunked, list(ends - starts)):
-        parents = be.build_histograms(starts, ends)
-        n_left = be.partition(starts, ends, feats, split_bins, dleft)
+        parents = be._build_ranges(starts, ends)
+        n_left = be._partition(list(zip(starts.tolist(), ends.tolist(), strict=True)), feats,
+                               split_bins, dleft)
         mids = starts + n_left
-        lefts = be.build_histograms(starts, mids)
-        rights = be.build_histograms(mids, ends)
-        siblings = be.subtract_histograms(parents, lefts)
+        lefts = be._build_ranges(starts, mids)
+        rights = be._build_ranges(mids, ends)
+        siblings = be._subtract(parents, lefts)
     after = be.rows
     touched = np.zeros(rows.size, bool)
     for k in range(starts.size):
@@ -193,18 +201,18 @@ def test_quantised_histograms_do_not_depend_on_thread_count(p):
     for n_threads, chunked in MODES:
         be, _ = _backend(p, True, n_threads)
         with _paths(n_threads, chunked, [p["rows"].size]):
-            out.append(be.build_histograms(np.array([0]), np.array([p["rows"].size])))
+            out.append(be._build_ranges(np.array([0]), np.array([p["rows"].size])))
     np.testing.assert_array_equal(out[0], out[1])
     np.testing.assert_array_equal(out[0], out[2])
 
 
 def test_to_float_scales_quantised_sums():
     bins = np.zeros((4, 1), np.uint8)
-    be = CPUBackend(bins, np.array([0, 2]), n_threads=1, quantized=True)
-    be.begin_tree(np.array([[3, 5], [-1, 2], [4, 4], [0, 1]], np.int32),
-                  np.arange(4, dtype=np.int32))
-    hist = be.build_histograms(np.array([0]), np.array([4]))
-    f = be.to_float(hist, 0.25, 0.5)
+    be = CPUBackend(bins, np.array([0, 2]), n_threads=1)
+    be._begin(np.array([[3, 5], [-1, 2], [4, 4], [0, 1]], np.int32),
+              np.arange(4, dtype=np.int32), Quantisation(4.0, 2.0, 0))
+    hist = be._build_ranges(np.array([0]), np.array([4]))
+    f = be._to_float(hist)
     assert f.dtype == np.float64
     np.testing.assert_array_equal(f[0, 0, :2], [6 * 0.25, 12 * 0.5])
     np.testing.assert_array_equal(f[0, 1, :2], [0, 0])

@@ -7,7 +7,10 @@ import math
 import numba as nb
 import numpy as np
 
-from . import histogram, partition, predict, split
+from ...tree.predictor import PackedForest
+from ...tree.quantize import Quantisation
+from ...tree.tree import Tree
+from . import gradients, histogram, partition, predict, quantize, split
 
 # Every call splits into units of work proportional to its size (at most nthread), and calls
 # of one unit run serial kernels: waking the threads of a parallel region costs tens of
@@ -43,20 +46,22 @@ _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
 
 
 class CPUBackend:
-    """Kernels on host memory.
+    """Kernels on host memory (see `histboost.kernels.backend.Backend`).
 
-    bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,). The histogram kernel
-    reads a row-major copy holding global slot indices, the partition a column-major copy.
-    quantized: gradient pairs arrive as int32 (n, 2); histograms are then exact int64 sums,
-    packed into one int64 per slot when the tree's totals fit (see `kernels.cpu.histogram`).
+    bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,); label: float64 (n,);
+    weight: float64 (n,) or None; n_outputs: margins per row (K). The histogram kernel reads
+    a row-major copy holding global slot indices, the partition a column-major copy.
     count_rows: histograms carry per-slot row counts as a third channel (for
     min_data_in_leaf); otherwise the split search estimates child counts from hessians.
+    Quantised trees have exact int64 histograms, packed into one int64 per slot when the
+    tree's totals fit (see `kernels.cpu.histogram`); float trees float64 ones.
     """
 
     name = "cpu"
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
-                 quantized: bool, count_rows: bool = False) -> None:
+                 label: np.ndarray | None = None, weight: np.ndarray | None = None,
+                 n_outputs: int = 1, count_rows: bool = False) -> None:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
@@ -66,19 +71,31 @@ class CPUBackend:
         histogram.global_slots(bins, self.offsets, self.slots)
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
+        self.n_rows = int(bins.shape[0])
         self.n_features = int(bins.shape[1])
-        self.quantized = quantized
+        self.n_outputs = int(n_outputs)
+        self.label = None if label is None else np.ascontiguousarray(label, np.float64)
+        self.weight = None if weight is None else np.ascontiguousarray(weight, np.float64)
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
-        self.hist_dtype = np.dtype(np.int64 if quantized else np.float64)
+        self._margin = np.zeros((self.n_rows, self.n_outputs), np.float64)
+        self._pairs = np.zeros((self.n_outputs, self.n_rows, 2), np.float32)
+        self._quantised = np.zeros((0, 2), np.int32)
+        self._all_rows = np.arange(self.n_rows, dtype=np.int32)
         self.rows = np.zeros(0, np.int32)
         self._scratch = np.zeros(0, np.int32)
         self.gh: np.ndarray = np.zeros((0, 2), np.float32)
+        self._uses_all_rows = True
+        self._quantisation: Quantisation | None = None
+        self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
+        self._hists: dict[int, tuple[np.ndarray, int]] = {}
+        self._ranges: dict[int, tuple[int, int]] = {}
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
         self._max_chunks = 1
         self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
 
+    # -- thread teams ---------------------------------------------------------------------
     def _team(self, limit: int) -> int:
         """Threads worth using on `limit` units of work (>= 1, at most nthread and Numba's
         pool): a caller runs its serial kernel on 1. The parallel kernels always get the
@@ -100,26 +117,82 @@ class CPUBackend:
         root = math.isqrt(4 * n_rows // _CHUNKED_MIN_ROWS)
         return min(1 << (root.bit_length() - 1), self._max_chunks)
 
-    def begin_tree(self, gh: np.ndarray, rows: np.ndarray) -> None:
-        if self.quantized:
-            gh = np.ascontiguousarray(gh, dtype=np.int32)
-            used = gh  # all rows: a bound for any sample of them, without a gather
-            # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32
-            if (not self.count_rows
-                    and int(np.abs(used[:, 0], dtype=np.int64).sum()) < 2**31
-                    and int(used[:, 1].astype(np.int64).sum()) < 2**32
-                    and int(used[:, 1].min(initial=0)) >= 0):
+    # -- margins and gradients ------------------------------------------------------------
+    def set_margin(self, margin: np.ndarray) -> None:
+        if margin.shape != self._margin.shape:
+            raise ValueError(f"margin must have shape {self._margin.shape}, got {margin.shape}")
+        np.copyto(self._margin, margin)
+
+    def margin(self) -> np.ndarray:
+        return self._margin
+
+    def compute_gradients(self, loss: str) -> None:
+        try:
+            kernel = gradients.PAIR_KERNELS[loss]
+        except KeyError:
+            raise ValueError(f"the CPU backend has no gradient kernel for loss {loss!r}") \
+                from None
+        if self.label is None:
+            raise ValueError("the backend holds no labels")
+        self._team(self.n_threads)
+        kernel(self._margin, self.label, self.weight, self._pairs)
+
+    def set_gradients(self, pairs: np.ndarray) -> None:
+        if pairs.shape != self._pairs.shape:
+            raise ValueError(f"gradient pairs must have shape {self._pairs.shape}, got "
+                             f"{pairs.shape}")
+        np.copyto(self._pairs, pairs, casting="same_kind")
+
+    def gradients(self, output: int) -> np.ndarray:
+        return self._pairs[output].copy()
+
+    def gradient_bounds(self, output: int) -> tuple[float, float]:
+        gh = self._pairs[output]
+        if gh.shape[0] == 0:
+            return 0.0, 0.0
+        return float(np.abs(gh[:, 0]).max()), float(np.abs(gh[:, 1]).max())
+
+    # -- one tree -------------------------------------------------------------------------
+    def begin_tree(self, output: int, rows: np.ndarray | None,
+                   quantisation: Quantisation | None) -> int:
+        gh = self._pairs[output]
+        if quantisation is not None:
+            if self._quantised.shape != gh.shape:
+                self._quantised = np.empty(gh.shape, np.int32)
+            self._team(self.n_threads)
+            quantize.quantize_gradients(gh, quantisation.g_inv_scale, quantisation.h_inv_scale,
+                                        np.uint64(quantisation.key), self._quantised)
+            gh = self._quantised
+        self._begin(gh, self._all_rows if rows is None else rows, quantisation)
+        self._uses_all_rows = rows is None
+        self._hists.clear()
+        self._ranges = {0: (0, int(self.rows.shape[0]))}
+        return int(self.rows.shape[0])
+
+    def _begin(self, gh: np.ndarray, rows: np.ndarray, quantisation: Quantisation | None
+               ) -> None:
+        """Take the tree's pairs (float32 (n, 2), or int32 (n, 2) when quantised, packed here
+        when their sums fit) and rows (int32 sorted)."""
+        self._quantisation = quantisation
+        if quantisation is not None and not self.count_rows:
+            # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32;
+            # all rows bound any sample of them, without a gather
+            if (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31
+                    and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
+                    and int(gh[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
                 self._team(self.n_threads)
                 histogram.pack_pairs(gh, packed)
                 gh = packed
         self.gh = gh
+        self.hist_dtype = np.dtype(np.float64 if quantisation is None else np.int64)
         self._hist_shape = ((self.total_bins,) if gh.ndim == 1
                             else (self.total_bins, self._channels))
         slot_bytes = int(np.prod(self._hist_shape)) * self.hist_dtype.itemsize
         cap = max(1, min(_MAX_SUM_CHUNKS, _MAX_CHUNK_BUFFER_BYTES // slot_bytes))
         self._max_chunks = 1 << (cap.bit_length() - 1)
-        if self._chunk_buffers.shape[1:] != self._hist_shape:
+        if (self._chunk_buffers.shape[1:] != self._hist_shape
+                or self._chunk_buffers.dtype != self.hist_dtype):
             self._chunk_buffers = np.zeros((0, *self._hist_shape), self.hist_dtype)
         # the row and scratch arrays are reused from tree to tree: fresh ones would take a
         # page fault per 4 KiB on their first writes, every tree
@@ -146,22 +219,26 @@ class CPUBackend:
         kernel = histogram.build_histograms if threads > 1 else histogram.build_histograms_serial
         kernel(self.slots, self.gh, self.rows, starts, ends, out)
 
-    def build_histograms(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        if len(starts) == 1:  # best-first growth: one node a call, without the batching below
+    def build_histograms(self, nodes: list[int]) -> np.ndarray:
+        bounds = [self._ranges[i] for i in nodes]
+        out = self._build_ranges(np.array([b[0] for b in bounds], np.int64),
+                                 np.array([b[1] for b in bounds], np.int64))
+        self._store(nodes, out)
+        return out
+
+    def _build_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Histograms (k, *hist_shape) of the row ranges [starts[j], ends[j]) (int64)."""
+        out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
+        if starts.shape[0] == 1:  # best-first growth: one node a call, without batching
             start, end = int(starts[0]), int(ends[0])
-            out = np.empty((1, *self._hist_shape), self.hist_dtype)
             chunks = self._sum_chunks(end - start)
             if chunks > 1:
                 self._build_chunked(start, end, chunks, out[0])
             else:
-                histogram.build_histograms_serial(self.slots, self.gh, self.rows,
-                                                  np.array([start], np.int64),
-                                                  np.array([end], np.int64), out)
+                histogram.build_histograms_serial(self.slots, self.gh, self.rows, starts, ends,
+                                                  out)
             return out
-        starts = np.asarray(starts, dtype=np.int64)
-        ends = np.asarray(ends, dtype=np.int64)
-        out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
-        chunks = [self._sum_chunks(int(n)) for n in (ends - starts).tolist()]
+        chunks = [self._sum_chunks(int(e - s)) for s, e in zip(starts, ends, strict=True)]
         batch = [k for k, c in enumerate(chunks) if c == 1]
         for k, c in enumerate(chunks):
             if c > 1:
@@ -175,27 +252,60 @@ class CPUBackend:
             out[idx] = sub
         return out
 
-    def subtract_histograms(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
-        out = np.empty_like(parents)
-        parallel = self._team(parents.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
+    def subtract_histograms(self, parents: list[int], built: list[int],
+                            targets: list[int]) -> None:
+        self._store(targets, self._subtract(self._stack(parents), self._stack(built)))
+        for i in parents:
+            del self._hists[i]
+
+    def _subtract(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.empty_like(a)
+        parallel = self._team(a.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
         kernel = (histogram.subtract_histograms if parallel
                   else histogram.subtract_histograms_serial)
-        kernel(parents.reshape(-1), children.reshape(-1), out.reshape(-1))
+        kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
         return out
 
-    def to_float(self, hists: np.ndarray, g_scale: float, h_scale: float) -> np.ndarray:
+    def _store(self, nodes: list[int], buffer: np.ndarray) -> None:
+        for j, i in enumerate(nodes):
+            self._hists[i] = (buffer, j)
+
+    def _stack(self, nodes: list[int]) -> np.ndarray:
+        """The histograms of `nodes` as one (k, ...) array: a view when they are consecutive
+        rows of one buffer (a level built or subtracted in one call), else a copy."""
+        entries = [self._hists[i] for i in nodes]
+        buffer, first = entries[0]
+        if all(b is buffer and j == first + m for m, (b, j) in enumerate(entries)):
+            return buffer[first:first + len(nodes)]
+        return np.stack([b[j] for b, j in entries])
+
+    def _float_histograms(self, nodes: list[int]) -> np.ndarray:
+        """float64 (k, total_bins, C) histograms of `nodes` in gradient units."""
+        return self._to_float(self._stack(nodes))
+
+    def _to_float(self, hists: np.ndarray) -> np.ndarray:
+        """Histograms of any layout as float64 (k, total_bins, C) in gradient units."""
+        q = self._quantisation
+        if q is None:
+            return hists
         if hists.ndim == 2:  # packed quantised sums
             out = np.empty((*hists.shape, 2), np.float64)
             self._team(min(hists.shape[0], hists.size // _ELEMENTWISE_THREAD_MIN_VALUES))
-            histogram.unpack_to_float(hists, g_scale, h_scale, out)
+            histogram.unpack_to_float(hists, q.g_scale, q.h_scale, out)
             return out
-        if hists.dtype == np.float64 and g_scale == 1.0 and h_scale == 1.0:
-            return hists
         # scales are powers of two, so these products and all later sums are exact
-        return hists.astype(np.float64) * np.array([g_scale, h_scale, 1.0][:hists.shape[2]])
+        return hists.astype(np.float64) * np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
 
-    def find_best_splits(self, hists: np.ndarray, totals: np.ndarray,
-                         feature_masks: np.ndarray, reg: np.ndarray) -> np.ndarray:
+    def read_histograms(self, nodes: list[int]) -> np.ndarray:
+        return np.array(self._float_histograms(nodes), dtype=np.float64, copy=True)
+
+    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        hists = self._float_histograms(nodes)
+        return hists[:, self.offsets[0]:self.offsets[1], :2].sum(axis=1)
+
+    def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
+                         reg: np.ndarray) -> np.ndarray:
+        hists = self._float_histograms(nodes)
         k = hists.shape[0]
         threads = self._team(min(k, k * self.total_bins // _SPLIT_THREAD_MIN_SLOTS))
         # a parallel region wakes the whole pool: worth it when half of it has a node to search
@@ -203,20 +313,31 @@ class CPUBackend:
         # of 2, for two nodes a call)
         if 2 * threads < self._pool():
             threads = 1
-        out = np.zeros((hists.shape[0], split.REC_WIDTH), np.float64)
+        out = np.zeros((k, split.REC_WIDTH), np.float64)
         kernel = split.find_best_splits if threads > 1 else split.find_best_splits_serial
-        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets, feature_masks, reg,
-               out)
+        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
+               np.ascontiguousarray(feature_masks, np.bool_), reg, out)
         return out
 
-    def oblivious_gains(self, hists: np.ndarray, totals: np.ndarray, feature_mask: np.ndarray,
+    def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
+        hists = self._float_histograms(nodes)
         self._team(min(self.n_features,
                        hists.shape[0] * self.total_bins // (4 * _SPLIT_THREAD_MIN_SLOTS)))
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
-                                   self.offsets, feature_mask, reg, out)
+                                   self.offsets, np.ascontiguousarray(feature_mask, np.bool_),
+                                   reg, out)
         return out
+
+    def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
+                       default_left: bool) -> np.ndarray:
+        hists = self._float_histograms(nodes)
+        o = int(self.offsets[feature])
+        left = hists[:, o:o + split_bin + 1, :2].sum(axis=1)
+        if default_left:
+            left = left + hists[:, int(self.offsets[feature + 1]) - 1, :2]
+        return left
 
     def _partition_chunks(self, n_rows: int) -> int:
         """Chunks (threads) of a node's partition; 1: the serial kernel."""
@@ -226,22 +347,32 @@ class CPUBackend:
         # a parallel region wakes the whole pool: worth it when half of it has a chunk
         return chunks if 2 * chunks >= self._pool() else 1
 
-    def partition(self, starts: np.ndarray, ends: np.ndarray, features: np.ndarray,
-                  split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        if len(starts) == 1 and self._partition_chunks(int(ends[0] - starts[0])) == 1:
+    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
+                     records: np.ndarray) -> np.ndarray:
+        bounds = [self._ranges[i] for i in parents]
+        n_left = self._partition(bounds, records[:, split.REC_FEATURE].astype(np.int32),
+                                 records[:, split.REC_BIN].astype(np.int32),
+                                 records[:, split.REC_DEFAULT_LEFT].astype(np.uint8))
+        counts = np.empty((len(parents), 2), np.int64)
+        for j, ((s, e), nl) in enumerate(zip(bounds, n_left.tolist(), strict=True)):
+            self._ranges[lefts[j]] = (s, s + nl)
+            self._ranges[rights[j]] = (s + nl, e)
+            counts[j] = nl, e - s - nl
+        return counts
+
+    def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
+                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        if len(bounds) == 1 and self._partition_chunks(bounds[0][1] - bounds[0][0]) == 1:
             # one node that chunks would not speed up (best-first growth splits one at a
             # time): the serial kernel, without the bookkeeping below
             f = int(features[0])
-            n = partition.partition_range(self.columns[f], self.rows, int(starts[0]),
-                                          int(ends[0]), int(split_bins[0]),
+            n = partition.partition_range(self.columns[f], self.rows, bounds[0][0],
+                                          bounds[0][1], int(split_bins[0]),
                                           int(self.missing_bins[f]), bool(default_left[0]),
                                           self._scratch)
             return np.array([n], np.int64)
-        starts = np.asarray(starts, dtype=np.int64)
-        ends = np.asarray(ends, dtype=np.int64)
-        features = np.asarray(features, dtype=np.int32)
-        split_bins = np.asarray(split_bins, dtype=np.int32)
-        default_left = np.asarray(default_left, dtype=np.uint8)
+        starts = np.array([b[0] for b in bounds], np.int64)
+        ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
         small = []
         for k in range(starts.shape[0]):
@@ -266,9 +397,16 @@ class CPUBackend:
             n_left[idx] = sub
         return n_left
 
-    def add_leaf_values(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray,
-                        margin: np.ndarray, column: int) -> None:
-        self._team(int(self.rows.shape[0]) // _PARTITION_THREAD_MIN_ROWS)
-        predict.add_leaf_values(self.rows, np.asarray(starts, np.int64),
-                                np.asarray(ends, np.int64), np.asarray(values, np.float64),
-                                margin, column)
+    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
+                      output: int) -> None:
+        if self._uses_all_rows:
+            self._team(self.n_rows // _PARTITION_THREAD_MIN_ROWS)
+            bounds = [self._ranges[i] for i in leaves]
+            predict.add_leaf_values(self.rows, np.array([b[0] for b in bounds], np.int64),
+                                    np.array([b[1] for b in bounds], np.int64),
+                                    np.asarray(values, np.float64), self._margin, output)
+        else:  # rows outside the sample are in no leaf range: traverse
+            if tree.class_index != output:
+                raise ValueError(f"tree of output {tree.class_index} added to output {output}")
+            self._team(self.n_threads)
+            PackedForest([tree]).add_margin_binned(self.bins, self.missing_bins, self._margin)

@@ -60,3 +60,12 @@ def softmax_pairs(margin, y, w, out):
             p = math.exp(margin[i, k] - mx) / s
             out[k, i, 0] = (p - (1.0 if k == label else 0.0)) * wi
             out[k, i, 1] = max(2.0 * p * (1.0 - p), HESS_FLOOR) * wi
+
+
+# The fused kernel of each built-in loss (`Objective.loss`), all with the signature
+# (margin float64 (n, K), y float64 (n,), w float64 (n,) or None, out float32 (K, n, 2)).
+PAIR_KERNELS = {
+    "squared_error": squared_error_pairs,
+    "logistic": logistic_pairs,
+    "softmax": softmax_pairs,
+}

@@ -1,0 +1,390 @@
+"""Backend conformance checks: one suite for every implementation of
+`histboost.kernels.backend.Backend` (the CPU backend, the CUDA backend on a GPU and under Numba's
+CUDA simulator, and the distributed wrapper), each step compared with the float64 NumPy
+references of `histboost.testing.reference`, never with another backend.
+
+A check takes a factory ``make(bins, bin_offsets, *, label, weight, n_outputs, count_rows)``
+returning a fresh backend, and a seed; it raises AssertionError on a mismatch. `CHECKS` lists
+them all; the test suites parametrise over it (see ``tests/kernels/test_conformance.py``). The
+inputs are tiny (a few hundred rows) so the simulator runs them in seconds.
+
+Float histograms may be summed in any order, or in fixed point on a GPU; they are compared
+with a tolerance relative to the sum of magnitudes. Quantised histograms are exact integers and
+are compared for equality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.binning import BinMapper, compute_bin_mapper
+from ..params import parse_params
+from ..tree.grower import TreeGrower
+from ..tree.predictor import PackedForest
+from ..tree.quantize import Quantisation, make_quantisation
+from ..tree.split import (
+    REC_BIN,
+    REC_DEFAULT_LEFT,
+    REC_FEATURE,
+    REC_GAIN,
+    REC_LEFT_G,
+    REC_LEFT_H,
+    REC_WIDTH,
+    regularisation_vector,
+)
+from . import reference as ref
+
+Factory = Callable[..., object]
+
+# float histograms: |error| <= FLOAT_RTOL * (sum of |values| in the slot's rows) + tiny
+FLOAT_RTOL = 1e-6
+
+
+@dataclass
+class Problem:
+    """Raw data, its bins and cuts, labels, weights and random gradient pairs."""
+
+    X: np.ndarray
+    bins: np.ndarray
+    mapper: BinMapper
+    label: np.ndarray
+    weight: np.ndarray | None
+    gh: np.ndarray  # float32 (n, 2)
+
+    @property
+    def n_slots(self) -> np.ndarray:
+        return self.mapper.n_bins
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.mapper.bin_offsets
+
+
+def make_problem(seed: int, n: int = 240, n_features: int = 4, max_bin: int = 12,
+                 missing: float = 0.15, weighted: bool = True,
+                 exact_gradients: bool = False) -> Problem:
+    """A small random problem: features with few distinct values, missing ones, and gradient
+    pairs (multiples of 1/64 when `exact_gradients`, so every float sum is exact)."""
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(n, n_features)) * 3) / 2
+    X[rng.random(X.shape) < missing] = np.nan
+    weight = rng.random(n) * 2 + 0.1 if weighted else None
+    mapper = compute_bin_mapper(X, weight, max_bin)
+    bins = mapper.transform(X)
+    g = rng.normal(size=n)
+    h = rng.random(n) + 0.05
+    if exact_gradients:
+        g, h = np.round(g * 64) / 64, np.round(h * 64) / 64 + 1 / 64
+    gh = np.stack([g, h], 1).astype(np.float32)
+    label = (rng.random(n) < 0.4).astype(np.float64)
+    return Problem(X, bins, mapper, label, weight, gh)
+
+
+def _backend(make: Factory, p: Problem, n_outputs: int = 1, count_rows: bool = False):
+    return make(p.bins, p.offsets, label=p.label, weight=p.weight, n_outputs=n_outputs,
+                count_rows=count_rows)
+
+
+def _with_gradients(make: Factory, p: Problem, count_rows: bool = False):
+    be = _backend(make, p, 1, count_rows)
+    be.set_gradients(p.gh[None])
+    return be
+
+
+def _ref_hist(p: Problem, rows: np.ndarray, gh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reference sums float64 (total_bins, 3) (G, H, count) over `rows`, and the sums of
+    magnitudes (total_bins, 2) that bound a float histogram's rounding error."""
+    g, h = gh[:, 0].astype(np.float64), gh[:, 1].astype(np.float64)
+    sums = np.concatenate(ref.histogram(p.bins, g, h, rows, p.n_slots))
+    mags = np.concatenate(ref.histogram(p.bins, np.abs(g), np.abs(h), rows, p.n_slots))
+    return sums, mags[:, :2]
+
+
+def _assert_float_hist(got: np.ndarray, want: np.ndarray, mags: np.ndarray, what: str) -> None:
+    err = np.abs(got[:, :2] - want[:, :2])
+    tol = FLOAT_RTOL * mags + 1e-12
+    if np.any(err > tol):
+        i = np.unravel_index(np.argmax(err - tol), err.shape)
+        raise AssertionError(f"{what}: slot {i[0]} channel {i[1]}: got {got[i]!r}, want "
+                             f"{want[i]!r}")
+    if got.shape[1] == 3:
+        np.testing.assert_array_equal(got[:, 2], want[:, 2], err_msg=f"{what}: row counts")
+
+
+def _split_rows(p: Problem, rows: np.ndarray, f: int, b: int, d: int) -> np.ndarray:
+    """bool (len(rows),): rows going left on (feature f, bin <= b, missing left iff d)."""
+    col = p.bins[rows, f].astype(np.int64)
+    missing = col == int(p.n_slots[f]) - 1
+    return np.where(missing, d == 1, col <= b)
+
+
+def _record(f: int, b: int, d: int) -> np.ndarray:
+    rec = np.zeros((1, REC_WIDTH))
+    rec[0, REC_FEATURE], rec[0, REC_BIN], rec[0, REC_DEFAULT_LEFT] = f, b, d
+    return rec
+
+
+def _quantised_reference(gh: np.ndarray, q: Quantisation) -> np.ndarray:
+    """int64 (n, 2) stochastic rounding of float32 pairs, written with Python integers (an
+    independent splitmix64): floor(v * inv_scale + u), u from the top 53 bits of
+    splitmix64(key ^ splitmix64(2 * row + channel))."""
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        z = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    out = np.empty(gh.shape, np.int64)
+    for i in range(gh.shape[0]):
+        for c, inv in ((0, q.g_inv_scale), (1, q.h_inv_scale)):
+            u = (mix(q.key ^ mix(2 * i + c)) >> 11) * (1.0 / 9007199254740992.0)
+            out[i, c] = int(np.floor(np.float64(gh[i, c]) * inv + u))
+    return out
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+def check_gradients(make: Factory, seed: int) -> None:
+    """compute_gradients of every built-in loss against float64 NumPy, weights included,
+    with saturated margins; margins round-trip through set_margin / margin."""
+    rng = np.random.default_rng(seed)
+    p = make_problem(seed, n=150)
+    for loss, K in (("squared_error", 1), ("logistic", 1), ("softmax", 3)):
+        for weight in (p.weight, None):
+            m = rng.normal(0, 3, (p.bins.shape[0], K))
+            m[:3] = np.array([40.0, -40.0, 0.0])[:, None]
+            y = (rng.integers(0, K, p.bins.shape[0]) if K > 1 else
+                 rng.normal(size=p.bins.shape[0]) if loss == "squared_error" else
+                 rng.integers(0, 2, p.bins.shape[0])).astype(np.float64)
+            be = make(p.bins, p.offsets, label=y, weight=weight, n_outputs=K, count_rows=False)
+            be.set_margin(m)
+            np.testing.assert_array_equal(be.margin(), m)
+            be.compute_gradients(loss)
+            w = np.ones_like(y) if weight is None else weight
+            if loss == "squared_error":
+                g, h = (m[:, 0] - y)[None], np.ones((1, y.size))
+            elif loss == "logistic":
+                pr = 1.0 / (1.0 + np.exp(-m[:, 0]))
+                g, h = (pr - y)[None], np.maximum(pr * (1 - pr), 1e-16)[None]
+            else:
+                e = np.exp(m - m.max(axis=1, keepdims=True))
+                pr = e / e.sum(axis=1, keepdims=True)
+                g = (pr - np.eye(K)[y.astype(int)]).T
+                h = np.maximum(2 * pr * (1 - pr), 1e-16).T
+            for k in range(K):
+                got = be.gradients(k)
+                assert got.dtype == np.float32 and got.shape == (y.size, 2), (loss, got.shape)
+                np.testing.assert_allclose(got[:, 0], g[k] * w, rtol=2e-6, atol=1e-7,
+                                           err_msg=f"{loss} gradient")
+                np.testing.assert_allclose(got[:, 1], h[k] * w, rtol=2e-6, atol=1e-30,
+                                           err_msg=f"{loss} hessian")
+            bounds = be.gradient_bounds(K - 1)
+            last = be.gradients(K - 1)
+            assert bounds == (float(np.abs(last[:, 0]).max()), float(np.abs(last[:, 1]).max()))
+
+
+def check_root_histogram(make: Factory, seed: int) -> None:
+    """The root histogram of a row sample (and of all rows) is the sum over its rows; its
+    totals are the sums of the first feature's slots; counts when asked for."""
+    p = make_problem(seed)
+    rng = np.random.default_rng(seed + 100)
+    for count_rows in (False, True):
+        be = _with_gradients(make, p, count_rows)
+        for rows in (None, np.flatnonzero(rng.random(p.bins.shape[0]) < 0.6).astype(np.int32)):
+            n = be.begin_tree(0, rows, None)
+            use = np.arange(p.bins.shape[0]) if rows is None else rows
+            assert n == use.size, (n, use.size)
+            be.build_histograms([0])
+            got = be.read_histograms([0])
+            assert got.shape == (1, int(p.offsets[-1]), 3 if count_rows else 2), got.shape
+            want, mags = _ref_hist(p, use, p.gh)
+            _assert_float_hist(got[0], want, mags, "root histogram")
+            tot = be.histogram_totals([0])[0]
+            f0 = slice(int(p.offsets[0]), int(p.offsets[1]))
+            np.testing.assert_allclose(tot, got[0, f0, :2].sum(axis=0), rtol=1e-12, atol=1e-12)
+
+
+def check_quantised_histograms(make: Factory, seed: int) -> None:
+    """Quantised trees: the pairs are rounded exactly as the reference rounding, and every
+    histogram (built, or subtracted) is the exact integer sum times the scales."""
+    p = make_problem(seed)
+    for bits, count_rows in ((8, False), (16, True), (3, False)):
+        be = _with_gradients(make, p, count_rows)
+        g_bound, h_bound = be.gradient_bounds(0)
+        q = make_quantisation(g_bound, h_bound, bits, key=0xDEADBEEF + seed)
+        ints = _quantised_reference(p.gh, q)
+        rows = np.arange(0, p.bins.shape[0], 2, dtype=np.int32)
+        be.begin_tree(0, rows, q)
+        be.build_histograms([0])
+        sums = np.concatenate(ref.histogram(p.bins, ints[:, 0].astype(np.float64),
+                                            ints[:, 1].astype(np.float64), rows, p.n_slots))
+        want = sums[:, :3 if count_rows else 2] * np.array([q.g_scale, q.h_scale, 1.0][
+            :3 if count_rows else 2])
+        np.testing.assert_array_equal(be.read_histograms([0])[0], want, err_msg=f"bits {bits}")
+        f, b, d = 1, 2, 1
+        counts = be.apply_splits([0], [1], [2], _record(f, b, d))
+        left = _split_rows(p, rows, f, b, d)
+        be.build_histograms([2])
+        be.subtract_histograms([0], [2], [1])
+        for node, sel in ((1, rows[left]), (2, rows[~left])):
+            s = np.concatenate(ref.histogram(p.bins, ints[:, 0].astype(np.float64),
+                                             ints[:, 1].astype(np.float64), sel, p.n_slots))
+            w = s[:, :want.shape[1]] * np.array([q.g_scale, q.h_scale, 1.0][:want.shape[1]])
+            np.testing.assert_array_equal(be.read_histograms([node])[0], w,
+                                          err_msg=f"node {node}, bits {bits}")
+        assert counts.tolist() == [[int(left.sum()), int((~left).sum())]]
+
+
+def check_partition_and_subtraction(make: Factory, seed: int) -> None:
+    """Two levels of splits (one node, then two at once): child row counts, built and
+    subtracted histograms against the reference sums over each child's rows, left sums of
+    evaluate_split."""
+    p = make_problem(seed)
+    rng = np.random.default_rng(seed + 7)
+    for count_rows in (False, True):
+        be = _with_gradients(make, p, count_rows)
+        rows = np.flatnonzero(rng.random(p.bins.shape[0]) < 0.8).astype(np.int32)
+        be.begin_tree(0, rows, None)
+        be.build_histograms([0])
+        members = {0: rows}
+        f, b, d = int(rng.integers(p.bins.shape[1])), 1, int(rng.integers(2))
+        counts = be.apply_splits([0], [1], [2], _record(f, b, d))
+        left = _split_rows(p, rows, f, b, d)
+        members[1], members[2] = rows[left], rows[~left]
+        assert counts.tolist() == [[members[1].size, members[2].size]], counts
+        be.build_histograms([1])
+        be.subtract_histograms([0], [1], [2])
+        # level 2: both nodes split at once, the right child of one built, the left of other
+        recs = np.concatenate([_record(0, 2, 0), _record(p.bins.shape[1] - 1, 0, 1)])
+        counts = be.apply_splits([1, 2], [3, 5], [4, 6], recs)
+        for j, (parent, lc, rc) in enumerate(((1, 3, 4), (2, 5, 6))):
+            r = members[parent]
+            sel = _split_rows(p, r, int(recs[j, REC_FEATURE]), int(recs[j, REC_BIN]),
+                              int(recs[j, REC_DEFAULT_LEFT]))
+            members[lc], members[rc] = r[sel], r[~sel]
+            assert counts[j].tolist() == [members[lc].size, members[rc].size], (j, counts)
+        be.build_histograms([4, 5])
+        be.subtract_histograms([1, 2], [4, 5], [3, 6])
+        for node in (3, 4, 5, 6):
+            want, mags = _ref_hist(p, members[node], p.gh)
+            _assert_float_hist(be.read_histograms([node])[0], want, mags, f"node {node}")
+        got = be.evaluate_split([3, 4, 5, 6], 2, 1, True)
+        for j, node in enumerate((3, 4, 5, 6)):
+            r = members[node]
+            sel = r[_split_rows(p, r, 2, 1, 1)]
+            want = [p.gh[sel, 0].astype(np.float64).sum(), p.gh[sel, 1].astype(np.float64).sum()]
+            mag = np.abs(p.gh[r].astype(np.float64)).sum(axis=0)
+            assert np.all(np.abs(got[j] - want) <= FLOAT_RTOL * mag + 1e-12), (node, got[j], want)
+
+
+def _reg(**kw) -> np.ndarray:
+    return regularisation_vector(parse_params(kw))
+
+
+def check_split_search(make: Factory, seed: int) -> None:
+    """find_best_splits against the brute-force best split (exact gradients: every sum is
+    exact in any order), with L1, min_child_weight, min_data_in_leaf and a feature mask."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    settings = [ref.Reg(1.0, 0.0, 0.5, 0), ref.Reg(0.5, 0.3, 1.0, 5)]
+    for reg in settings:
+        vec = _reg(reg_lambda=reg.reg_lambda, reg_alpha=reg.reg_alpha,
+                   min_child_weight=reg.min_child_weight, min_data_in_leaf=reg.min_data_in_leaf)
+        be = _with_gradients(make, p, count_rows=reg.min_data_in_leaf > 0)
+        rows = np.arange(p.bins.shape[0], dtype=np.int32)
+        be.begin_tree(0, None, None)
+        be.build_histograms([0])
+        totals = np.array([[g.sum(), h.sum(), rows.size]] * 2)
+        mask = np.ones((2, p.bins.shape[1]), bool)
+        gain, f, b, d = ref.best_split(p.bins, g, h, rows, p.n_slots, reg)
+        assert f >= 0, "the problem should have a split"
+        mask[1, f] = False  # the second search may not use the best feature
+        # the same node searched twice, with two masks
+        recs = be.find_best_splits([0, 0], totals, mask, vec)
+        assert recs.shape == (2, REC_WIDTH)
+        assert abs(recs[0, REC_GAIN] - gain) <= 1e-9 * abs(gain), (recs[0], gain)
+        mine = ref.split_gain(p.bins, g, h, rows, p.n_slots, reg, int(recs[0, REC_FEATURE]),
+                              int(recs[0, REC_BIN]), int(recs[0, REC_DEFAULT_LEFT]))
+        assert abs(mine - gain) <= 1e-9 * abs(gain), (mine, gain)
+        sel = rows[_split_rows(p, rows, int(recs[0, REC_FEATURE]), int(recs[0, REC_BIN]),
+                               int(recs[0, REC_DEFAULT_LEFT]))]
+        assert recs[0, REC_LEFT_G] == g[sel].sum() and recs[0, REC_LEFT_H] == h[sel].sum()
+        masked = max((c for c in ref.split_candidates(p.bins, g, h, rows, p.n_slots, reg)
+                      if c[1] != f), key=lambda c: c[0], default=(0.0, -1))
+        assert int(recs[1, REC_FEATURE]) != f
+        assert abs(recs[1, REC_GAIN] - max(masked[0], 0.0)) <= 1e-9 * abs(gain), recs[1]
+
+
+def check_oblivious_gains(make: Factory, seed: int) -> None:
+    """The shared-split gain table of two nodes against the brute-force gains, summed."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    reg = ref.Reg(1.0, 0.0, 0.5, 0)
+    be = _with_gradients(make, p)
+    rows = np.arange(p.bins.shape[0], dtype=np.int32)
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    f0, b0 = 0, 3
+    counts = be.apply_splits([0], [1], [2], _record(f0, b0, 0))
+    left = _split_rows(p, rows, f0, b0, 0)
+    be.build_histograms([1, 2])
+    members = [rows[left], rows[~left]]
+    totals = np.array([[g[r].sum(), h[r].sum(), r.size] for r in members])
+    assert counts.tolist() == [[members[0].size, members[1].size]]
+    mask = np.ones(p.bins.shape[1], bool)
+    mask[2] = False
+    table = be.oblivious_gains([1, 2], totals, mask,
+                               _reg(reg_lambda=1.0, min_child_weight=0.5))
+    assert table.shape == (int(p.offsets[-1]), 2)
+    want = np.full(table.shape, -np.inf)
+    for r in members:
+        for gain, f, b, d, _ in ref.split_candidates(p.bins, g, h, r, p.n_slots, reg):
+            if f == 2:
+                continue
+            slot = int(p.offsets[f]) + b
+            want[slot, d] = (0.0 if want[slot, d] == -np.inf else want[slot, d]) + gain
+    # a candidate that is a valid split of no node is -inf
+    np.testing.assert_array_equal(np.isneginf(table), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(table[finite], want[finite], rtol=1e-9, atol=1e-12)
+    o = int(p.offsets[2])
+    assert np.all(np.isneginf(table[o:int(p.offsets[3])])), "masked feature"
+
+
+def check_grown_tree_and_margin(make: Factory, seed: int) -> None:
+    """The grower on this backend against the brute-force depth-wise tree, and the margin
+    update from the leaves (all rows) and by traversal (a row sample)."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    params = parse_params({"max_depth": 3, "learning_rate": 0.5, "reg_alpha": 0.2,
+                           "min_child_weight": 0.5})
+    reg = ref.Reg(1.0, 0.2, 0.5, 0)
+    be = _with_gradients(make, p)
+    m0 = np.random.default_rng(seed).normal(size=(p.bins.shape[0], 1))
+    be.set_margin(m0)
+    grower = TreeGrower(be, params, p.mapper)
+    grown = grower.grow(0, None, None, np.random.default_rng(0))
+    want = ref.grow_depthwise(p.bins, g, h, p.n_slots, reg, max_depth=3, learning_rate=0.5)
+    got = np.zeros((p.bins.shape[0], 1))
+    PackedForest([grown.tree]).add_margin(p.X, got)
+    np.testing.assert_allclose(got[:, 0], want, rtol=1e-12, atol=1e-12)
+    be.update_margin(grown.tree, grown.leaves, grown.leaf_values, 0)
+    np.testing.assert_array_equal(be.margin(), m0 + got)
+    # a row sample: rows outside it are updated by traversing the tree
+    rows = np.arange(0, p.bins.shape[0], 3, dtype=np.int32)
+    grown = grower.grow(0, rows, None, np.random.default_rng(1))
+    before = be.margin().copy()
+    be.update_margin(grown.tree, grown.leaves, grown.leaf_values, 0)
+    add = np.zeros((p.bins.shape[0], 1))
+    PackedForest([grown.tree]).add_margin(p.X, add)
+    np.testing.assert_array_equal(be.margin(), before + add)
+
+
+CHECKS = [check_gradients, check_root_histogram, check_quantised_histograms,
+          check_partition_and_subtraction, check_split_search, check_oblivious_gains,
+          check_grown_tree_and_margin]
