@@ -133,45 +133,48 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     grower = TreeGrower(backend, p, mapper, timer)
     start_round = booster.num_boosted_rounds()
 
-    for cb in cbs:
-        booster = cb.before_training(booster)
-    for epoch in range(start_round, start_round + num_boost_round):
-        rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
-        with timer("gradient"):
-            if objective.loss is None:
-                backend.set_gradients(objective.gradient_pairs(backend.margin()))
-            else:
-                backend.compute_gradients(objective.loss)
-        rows = None
-        if p.subsample < 1.0:
-            keep = max(1, int(round(p.subsample * n)))
-            rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
-        trees = []
-        for k in range(K):
-            quantisation = None
-            if p.quantized_grad:
-                with timer("gradient"):
-                    quantisation = make_quantisation(*backend.gradient_bounds(k),
-                                                     p.grad_quant_bits,
-                                                     round_key(p.seed, epoch, k))
-            grown = grower.grow(k, rows, quantisation, rng)
-            trees.append(grown.tree)
-            with timer("predict"):
-                backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
-        booster.append_round(trees)
-        with timer("eval"):
-            new = PackedForest(trees)
-            for es in eval_sets:
-                if es.data is dtrain:
-                    es.margin = backend.margin()
+    try:
+        for cb in cbs:
+            booster = cb.before_training(booster)
+        for epoch in range(start_round, start_round + num_boost_round):
+            rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
+            with timer("gradient"):
+                if objective.loss is None:
+                    backend.set_gradients(objective.gradient_pairs(backend.margin()))
                 else:
-                    new.add_margin(es.data.data, es.margin)
-                log = history.setdefault(es.name, {})
-                for m, fn in metric_fns.items():
-                    pred = _metric_input(objective, es.margin, m)
-                    log.setdefault(m, []).append(fn(es.data.label, pred, es.data.weight))
-        if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
-            break
+                    backend.compute_gradients(objective.loss)
+            rows = None
+            if p.subsample < 1.0:
+                keep = max(1, int(round(p.subsample * n)))
+                rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
+            trees = []
+            for k in range(K):
+                quantisation = None
+                if p.quantized_grad:
+                    with timer("gradient"):
+                        quantisation = make_quantisation(*backend.gradient_bounds(k),
+                                                         p.grad_quant_bits,
+                                                         round_key(p.seed, epoch, k))
+                grown = grower.grow(k, rows, quantisation, rng)
+                trees.append(grown.tree)
+                with timer("predict"):
+                    backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+            booster.append_round(trees)
+            with timer("eval"):
+                new = PackedForest(trees)
+                for es in eval_sets:
+                    if es.data is dtrain:
+                        es.margin = backend.margin()
+                    else:
+                        new.add_margin(es.data.data, es.margin)
+                    log = history.setdefault(es.name, {})
+                    for m, fn in metric_fns.items():
+                        pred = _metric_input(objective, es.margin, m)
+                        log.setdefault(m, []).append(fn(es.data.label, pred, es.data.weight))
+            if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
+                break
+    finally:
+        backend.release()
     for cb in cbs:
         booster = cb.after_training(booster)
     if p.verbosity >= 2:

@@ -43,6 +43,10 @@ class Backend(Protocol):
     n_features: int
     total_bins: int
 
+    def release(self) -> None:
+        """Free the memory the backend holds (device memory goes back to the driver); the
+        backend is unusable afterwards. `train()` calls it before returning."""
+
     # -- margins and gradients (one boosting round) --------------------------------------
     def set_margin(self, margin: np.ndarray) -> None:
         """Take the training margins, float64 (n_rows, K), before the first round."""

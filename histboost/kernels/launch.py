@@ -13,14 +13,24 @@ garbage.
 
 Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
 float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
+
+Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, CI has no GPU) `CudaKernel.launch`
+runs the same kernel through the simulator on the CPU tensors' NumPy views, after the same
+argument checks, so code written against torch tensors runs unchanged there.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import torch
+
+
+def simulated() -> bool:
+    """True under Numba's CUDA simulator (kernels run on the CPU, on CPU tensors)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
 ArgSpec = tuple[str, int] | str
 
@@ -29,6 +39,7 @@ _TORCH_DTYPES = {
     "float64": torch.float64,
     "int64": torch.int64,
     "int32": torch.int32,
+    "int16": torch.int16,
     "uint8": torch.uint8,
 }
 _SCALARS = {
@@ -123,7 +134,13 @@ class CudaKernel:
 
     def launch(self, grid: int | tuple, block: int | tuple, device: torch.device,
                *args: Any) -> None:
-        """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream."""
+        """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
+        (under the simulator: on the CPU tensors, ``device`` being the CPU)."""
+        if simulated():
+            flatten_args(self.name, self.spec, args, device)  # the same checks
+            arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
+            self.dispatcher[grid, block](*arrays)
+            return
         from cuda.core import LaunchConfig, launch
 
         params = flatten_args(self.name, self.spec, args, device)

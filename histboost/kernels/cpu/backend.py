@@ -117,6 +117,10 @@ class CPUBackend:
         root = math.isqrt(4 * n_rows // _CHUNKED_MIN_ROWS)
         return min(1 << (root.bit_length() - 1), self._max_chunks)
 
+    def release(self) -> None:
+        self._hists.clear()
+        self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
+
     # -- margins and gradients ------------------------------------------------------------
     def set_margin(self, margin: np.ndarray) -> None:
         if margin.shape != self._margin.shape:

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Build-check-time script of the GPU tree engine for a GPU machine: one call does it all, logs
+# land in $OUT.
+#
+#   bash bench/gpu_tree_check.sh [tests|bench|all] [bench/gpu.py options]   (default: all)
+#
+# Carried packages (in .whl/, ignored by git): np.tar.xz, a numpy 2.3 tree (numba-cuda 0.30
+# cannot import the image's numpy 2.5), and xgb.tar.xz, the xgboost wheel's tree (the peer);
+# each is unpacked to /tmp and put first on PYTHONPATH. Steps:
+#   tests  the CUDA backend on the GPU: conformance suite, GPU == CPU quantised models,
+#          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py)
+#   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
+set -uo pipefail
+what=${1:-all}
+shift || true
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+site=""
+for pkg in np xgb; do
+    if [[ -f .whl/$pkg.tar.xz ]]; then
+        mkdir -p /tmp/$pkg && tar xJf .whl/$pkg.tar.xz -C /tmp/$pkg || exit 1
+        site="$site/tmp/$pkg:"
+    fi
+done
+export PYTHONPATH="$site$PWD"
+python3 - <<'PY' 2>&1 | tee "$OUT/env.txt"
+import importlib.metadata as md
+import os
+import numpy, numba, torch
+from numba import cuda
+print("numpy", numpy.__version__, "numba", numba.__version__, "numba-cuda",
+      md.version("numba-cuda"), "torch", torch.__version__, "cpus", os.cpu_count())
+print("GPU:", torch.cuda.get_device_name(0), "cc", cuda.gpus[0].compute_capability)
+try:
+    import xgboost
+    print("xgboost", xgboost.__version__)
+except Exception as e:
+    print("xgboost unavailable:", e)
+PY
+status=0
+if [[ $what == tests || $what == all ]]; then
+    timeout 900 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
+        tests/kernels/test_cuda_backend_gpu.py 2>&1 | tee "$OUT/tests.txt" || status=1
+fi
+if [[ $what == bench || $what == all ]]; then
+    python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1
+fi
+exit $status

@@ -1,0 +1,362 @@
+"""CUDA implementation of `histboost.kernels.backend.Backend`: Numba-CUDA kernels on torch
+tensors.
+
+Device memory and the library primitives (prefix sums, reductions, argmax, gathers) come from
+PyTorch: the package already launches Numba-CUDA kernels on torch tensors with a low-overhead
+launcher (`histboost.kernels.launch`), torch's caching allocator makes the per-level buffers
+cheap, and its tensors take CuPy, JAX and NumPy inputs through DLPack. Under Numba's CUDA
+simulator the same code runs on CPU tensors (CI).
+
+Everything as large as the data stays on the device: bins (n, F) uint8 (int32 when a feature
+has more than 256 slots), labels, weights, margins float64 (n, K), gradient pairs float32
+(K, n, 2), the tree's integer pairs int32 (n, 2), the row-index array and the histograms.
+Only split records, gain tables of oblivious levels (total_bins x 2), node totals and row counts
+cross to the host.
+
+Histograms are always integer sums, so they do not depend on the order of the atomics and a
+model is the same bits on every run. Quantised trees round the pairs as the CPU engine does
+(stochastically, `grad_quant_bits`), so both engines grow the same trees. Float trees round
+them to nearest in fixed point with a power-of-two scale putting max |g| (and max |h|) just
+below 2**30: an error of at most 2**-31 of the largest value per row, below float32's own
+rounding of the gradients for all but the smallest values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...tree.predictor import PackedForest
+from ...tree.quantize import Quantisation
+from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_GAIN, REC_WIDTH
+from ...tree.tree import Tree
+
+_FIXED_POINT_TOP = float(2**30 - 1)
+
+
+def _cuda_device(device: str):
+    """The torch device of 'cuda' / 'cuda:N' (the CPU under the simulator), or RuntimeError
+    naming what is missing."""
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeError("device='cuda' needs PyTorch and numba-cuda: pip install "
+                           "'histboost[gpu]' (and a CUDA build of torch)") from None
+    try:
+        from numba import cuda  # noqa: F401
+    except ImportError:
+        raise RuntimeError("device='cuda' needs numba-cuda: pip install 'histboost[gpu]'") \
+            from None
+    from ..launch import simulated
+
+    if simulated():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r}: no CUDA GPU is visible to PyTorch "
+                           f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
+                           "train with device='cpu'")
+    index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
+    if not 0 <= index < torch.cuda.device_count():
+        raise RuntimeError(f"device={device!r}: only {torch.cuda.device_count()} CUDA "
+                           "device(s) are visible")
+    return torch.device("cuda", index)
+
+
+def _chunks(bounds: list[tuple[int, int]], chunk_rows: int) -> tuple[np.ndarray, ...]:
+    """Cut ranges [s, e) into chunks of at most chunk_rows: int64 (node index, start, end)."""
+    node, start, end = [], [], []
+    for j, (s, e) in enumerate(bounds):
+        for a in range(s, e, chunk_rows):
+            node.append(j)
+            start.append(a)
+            end.append(min(e, a + chunk_rows))
+    return (np.array(node, np.int64), np.array(start, np.int64), np.array(end, np.int64))
+
+
+class CUDABackend:
+    """Kernels on one CUDA device (see `histboost.kernels.backend.Backend`).
+
+    bins: host (n, F) uint8/uint16; bin_offsets: int64 (F+1,); device: 'cuda' or 'cuda:N';
+    label float64 (n,), weight float64 (n,) or None; n_outputs: margins per row (K);
+    count_rows: histograms carry a row-count channel (min_data_in_leaf).
+    """
+
+    name = "cuda"
+
+    def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, device: str = "cuda",
+                 label: np.ndarray | None = None, weight: np.ndarray | None = None,
+                 n_outputs: int = 1, count_rows: bool = False) -> None:
+        import torch
+
+        from . import _common, gradients, histogram, partition, predict, split
+
+        self._torch = torch
+        self._k = {"common": _common, "gradients": gradients, "histogram": histogram,
+                   "partition": partition, "predict": predict, "split": split}
+        self.device = _cuda_device(device)
+        dev = self.device
+        self.offsets_host = np.ascontiguousarray(bin_offsets, np.int64)
+        self.n_rows, self.n_features = (int(s) for s in bins.shape)
+        self.total_bins = int(self.offsets_host[-1])
+        self.n_outputs = int(n_outputs)
+        self.count_rows = count_rows
+        self._channels = 3 if count_rows else 2
+        host_bins = bins if bins.dtype == np.uint8 else bins.astype(np.int32)
+        self._bin_dtype = host_bins.dtype
+        self.bins = torch.from_numpy(np.ascontiguousarray(host_bins)).to(dev)
+        self.offsets = torch.from_numpy(self.offsets_host).to(dev)
+        self.missing_bins = torch.from_numpy(
+            (self.offsets_host[1:] - 1 - self.offsets_host[:-1]).astype(np.int32)).to(dev)
+        self.label = (torch.zeros(self.n_rows, dtype=torch.float64, device=dev)
+                      if label is None else torch.from_numpy(
+                          np.ascontiguousarray(label, np.float64)).to(dev))
+        self._weighted = weight is not None
+        self.weight = (torch.ones(1, dtype=torch.float64, device=dev) if weight is None
+                       else torch.from_numpy(np.ascontiguousarray(weight, np.float64)).to(dev))
+        self._has_label = label is not None
+        self._margin = torch.zeros((self.n_rows, self.n_outputs), dtype=torch.float64,
+                                   device=dev)
+        self._pairs = torch.zeros((self.n_outputs, self.n_rows, 2), dtype=torch.float32,
+                                  device=dev)
+        self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
+        self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
+        self.rows = self._all_rows.clone()
+        self._scratch = torch.empty_like(self.rows)
+        first, last = histogram.feature_groups(self.offsets_host, self._channels)
+        self._group_first = torch.from_numpy(first).to(dev)
+        self._group_last = torch.from_numpy(last).to(dev)
+        self._scales = (1.0, 1.0)
+        self._uses_all_rows = True
+        self._hists: dict[int, tuple[object, int]] = {}
+        self._ranges: dict[int, tuple[int, int]] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _tensor(self, a: np.ndarray):
+        return self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def _chunk_tensors(self, bounds: list[tuple[int, int]]):
+        node, start, end = _chunks(bounds, self._k["common"].CHUNK_ROWS)
+        return node.size, self._tensor(node), self._tensor(start), self._tensor(end)
+
+    def release(self) -> None:
+        """Drop every device buffer and return the cached memory to the driver."""
+        for name in ("bins", "offsets", "missing_bins", "label", "weight", "_margin", "_pairs",
+                     "_ints", "_all_rows", "rows", "_scratch"):
+            setattr(self, name, None)
+        self._hists.clear()
+        if self.device.type == "cuda":
+            self._torch.cuda.synchronize(self.device)
+            self._torch.cuda.empty_cache()
+
+    # -- margins and gradients ----------------------------------------------------------------
+    def set_margin(self, margin: np.ndarray) -> None:
+        if margin.shape != tuple(self._margin.shape):
+            raise ValueError(f"margin must have shape {tuple(self._margin.shape)}, got "
+                             f"{margin.shape}")
+        self._margin.copy_(self._tensor(np.asarray(margin, np.float64)))
+
+    def margin(self) -> np.ndarray:
+        return self._margin.cpu().numpy().copy()
+
+    def compute_gradients(self, loss: str) -> None:
+        try:
+            kernel = self._k["gradients"].PAIR_KERNELS[loss]
+        except KeyError:
+            raise ValueError(f"the CUDA backend has no gradient kernel for loss {loss!r}") \
+                from None
+        if not self._has_label:
+            raise ValueError("the backend holds no labels")
+        grid = self._k["common"].grid(self.n_rows)
+        kernel.launch(grid, self._k["common"].THREADS, self.device, self._margin, self.label,
+                      self.weight, self._weighted, self._pairs)
+
+    def set_gradients(self, pairs: np.ndarray) -> None:
+        if pairs.shape != tuple(self._pairs.shape):
+            raise ValueError(f"gradient pairs must have shape {tuple(self._pairs.shape)}, got "
+                             f"{pairs.shape}")
+        self._pairs.copy_(self._tensor(np.asarray(pairs, np.float32)))
+
+    def gradients(self, output: int) -> np.ndarray:
+        return self._pairs[output].cpu().numpy().copy()
+
+    def gradient_bounds(self, output: int) -> tuple[float, float]:
+        if self.n_rows == 0:
+            return 0.0, 0.0
+        g, h = self._pairs[output].abs().amax(dim=0).cpu().tolist()
+        return float(g), float(h)
+
+    # -- one tree -----------------------------------------------------------------------------
+    def begin_tree(self, output: int, rows: np.ndarray | None,
+                   quantisation: Quantisation | None) -> int:
+        torch = self._torch
+        if quantisation is None:  # fixed point, rounded to nearest (module docstring)
+            g_bound, h_bound = self.gradient_bounds(output)
+            g_inv, h_inv = (1.0 if b == 0.0 or not math.isfinite(b)
+                            else 2.0 ** math.floor(math.log2(_FIXED_POINT_TOP / b))
+                            for b in (g_bound, h_bound))
+            key, stochastic = 0, False
+        else:
+            g_inv, h_inv = quantisation.g_inv_scale, quantisation.h_inv_scale
+            key, stochastic = quantisation.key, True
+        common = self._k["common"]
+        self._k["gradients"].ROUND_PAIRS.launch(
+            common.grid(self.n_rows), common.THREADS, self.device, self._pairs, output, g_inv,
+            h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
+        self._scales = (1.0 / g_inv, 1.0 / h_inv)
+        self._uses_all_rows = rows is None
+        if rows is None:
+            if self.rows.shape[0] != self.n_rows:
+                self.rows = torch.empty_like(self._all_rows)
+                self._scratch = torch.empty_like(self._all_rows)
+            self.rows.copy_(self._all_rows)
+        else:
+            self.rows = self._tensor(np.asarray(rows, np.int32))
+            self._scratch = torch.empty_like(self.rows)
+        self._hists.clear()
+        self._ranges = {0: (0, int(self.rows.shape[0]))}
+        return int(self.rows.shape[0])
+
+    def build_histograms(self, nodes: list[int]):
+        torch = self._torch
+        out = torch.zeros((len(nodes), self.total_bins, self._channels), dtype=torch.int64,
+                          device=self.device)
+        n_chunks, node, start, end = self._chunk_tensors([self._ranges[i] for i in nodes])
+        if n_chunks:
+            self._k["histogram"].BUILD[self._bin_dtype].launch(
+                (n_chunks, int(self._group_first.shape[0])), self._k["common"].THREADS,
+                self.device, self.bins, self._ints, self.rows, node, start, end,
+                self._group_first, self._group_last, self.offsets, self._channels, out)
+        self._store(nodes, out)
+        return out
+
+    def _store(self, nodes: list[int], buffer) -> None:
+        for j, i in enumerate(nodes):
+            self._hists[i] = (buffer, j)
+
+    def _stack(self, nodes: list[int]):
+        entries = [self._hists[i] for i in nodes]
+        buffer, first = entries[0]
+        if all(b is buffer and j == first + m for m, (b, j) in enumerate(entries)):
+            return buffer[first:first + len(nodes)]
+        return self._torch.stack([b[j] for b, j in entries])
+
+    def subtract_histograms(self, parents: list[int], built: list[int],
+                            targets: list[int]) -> None:
+        self._store(targets, self._stack(parents) - self._stack(built))
+        for i in parents:
+            del self._hists[i]
+
+    def _scale_vector(self, channels: int):
+        return self._torch.tensor([self._scales[0], self._scales[1], 1.0][:channels],
+                                  dtype=self._torch.float64, device=self.device)
+
+    def read_histograms(self, nodes: list[int]) -> np.ndarray:
+        h = self._stack(nodes)
+        return (h.to(self._torch.float64) * self._scale_vector(h.shape[2])).cpu().numpy()
+
+    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        o0, o1 = int(self.offsets_host[0]), int(self.offsets_host[1])
+        sums = self._stack(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
+        return (sums.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
+
+    def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
+                         reg: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        k = len(nodes)
+        hists = self._stack(nodes).contiguous()
+        out = torch.empty((k, self.n_features, REC_WIDTH), dtype=torch.float64,
+                          device=self.device)
+        common = self._k["common"]
+        self._k["split"].BEST_SPLIT.launch(
+            common.grid(k * self.n_features), common.THREADS, self.device, hists,
+            self._scales[0], self._scales[1], self._tensor(np.asarray(totals, np.float64)),
+            self.offsets, self._tensor(np.asarray(feature_masks, np.uint8)),
+            self._tensor(np.asarray(reg, np.float64)), out)
+        # the first maximum over features: ties go to the lowest feature, as on the CPU
+        best = torch.argmax(out[:, :, REC_GAIN], dim=1)
+        return out[torch.arange(k, device=self.device), best].cpu().numpy()
+
+    def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
+                        reg: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        k = len(nodes)
+        hists = self._stack(nodes).contiguous()
+        node_gains = torch.full((k, self.total_bins, 2), -math.inf, dtype=torch.float64,
+                                device=self.device)
+        common = self._k["common"]
+        split = self._k["split"]
+        split.OBLIVIOUS_NODE_GAINS.launch(
+            common.grid(k * self.n_features), common.THREADS, self.device, hists,
+            self._scales[0], self._scales[1], self._tensor(np.asarray(totals, np.float64)),
+            self.offsets, self._tensor(np.asarray(feature_mask, np.uint8)),
+            self._tensor(np.asarray(reg, np.float64)), node_gains)
+        out = torch.empty((self.total_bins, 2), dtype=torch.float64, device=self.device)
+        split.SUM_OVER_NODES.launch(common.grid(2 * self.total_bins), common.THREADS,
+                                    self.device, node_gains, out)
+        return out.cpu().numpy()
+
+    def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
+                       default_left: bool) -> np.ndarray:
+        hists = self._stack(nodes)
+        o = int(self.offsets_host[feature])
+        left = hists[:, o:o + split_bin + 1, :2].sum(dim=1)
+        if default_left:
+            left = left + hists[:, int(self.offsets_host[feature + 1]) - 1, :2]
+        return (left.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
+
+    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
+                     records: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        bounds = [self._ranges[i] for i in parents]
+        n_chunks, node, start, end = self._chunk_tensors(bounds)
+        n_left = np.zeros(len(parents), np.int64)
+        if n_chunks:
+            threads = self._k["common"].THREADS
+            part = self._k["partition"]
+            flags = torch.zeros(self.rows.shape[0], dtype=torch.int32, device=self.device)
+            part.SPLIT_FLAGS[self._bin_dtype].launch(
+                n_chunks, threads, self.device, self.bins, self.rows, node, start, end,
+                self._tensor(records[:, REC_FEATURE].astype(np.int32)),
+                self._tensor(records[:, REC_BIN].astype(np.int64)),
+                self._tensor(records[:, REC_DEFAULT_LEFT].astype(np.uint8)),
+                self.missing_bins, flags)
+            cum = torch.cumsum(flags, dim=0)
+            starts = np.array([b[0] for b in bounds], np.int64)
+            ends = np.array([b[1] for b in bounds], np.int64)
+            padded = torch.cat([torch.zeros(1, dtype=cum.dtype, device=self.device), cum])
+            base = padded[self._tensor(starts)]
+            n_left_dev = padded[self._tensor(ends)] - base
+            part.SCATTER_ROWS.launch(n_chunks, threads, self.device, self.rows, flags, cum,
+                                     node, start, end, self._tensor(starts), base, n_left_dev,
+                                     self._scratch)
+            part.COPY_ROWS.launch(n_chunks, threads, self.device, self._scratch, start, end,
+                                  self.rows)
+            n_left = n_left_dev.cpu().numpy()
+        counts = np.empty((len(parents), 2), np.int64)
+        for j, ((s, e), nl) in enumerate(zip(bounds, n_left.tolist(), strict=True)):
+            self._ranges[lefts[j]] = (s, s + nl)
+            self._ranges[rights[j]] = (s + nl, e)
+            counts[j] = nl, e - s - nl
+        return counts
+
+    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
+                      output: int) -> None:
+        threads = self._k["common"].THREADS
+        if self._uses_all_rows:
+            n_chunks, node, start, end = self._chunk_tensors([self._ranges[i] for i in leaves])
+            if n_chunks:
+                self._k["partition"].ADD_LEAF_VALUES.launch(
+                    n_chunks, threads, self.device, self.rows, node, start, end,
+                    self._tensor(np.asarray(values, np.float64)), output, self._margin)
+            return
+        if tree.class_index != output:
+            raise ValueError(f"tree of output {tree.class_index} added to output {output}")
+        f = PackedForest([tree])
+        t = self._tensor
+        self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
+            self._k["common"].grid(self.n_rows), threads, self.device, self.bins,
+            self.missing_bins, t(f.tree_class), t(f.left), t(f.right), t(f.feature),
+            t(f.split_bin), t(f.default_left), t(f.value), t(f.node_ptr), t(f.level_ptr),
+            t(f.obl_feature), t(f.obl_bin), t(f.obl_default_left), t(f.leaf_ptr),
+            t(f.obl_leaf_value), self._margin)

@@ -1,0 +1,91 @@
+"""Integer gradient histograms on the GPU.
+
+Gradient pairs arrive as int32 (n, 2) (quantised, or fixed point for float trees, see
+`CUDABackend`), so every sum is exact and independent of the order the atomics land in: the
+same histograms on every run. Histograms are int64 (k, total_bins, C), C = 2 (G, H) or 3 with
+the row count.
+
+Work is cut into chunks of at most `CHUNK_ROWS` rows of one node; all chunks of all nodes of a
+call go in one launch, grid (chunks, feature groups). A feature group is a run of consecutive
+features whose slots fit the block's shared-memory histogram (`SHARED_VALUES` int64 values):
+the block sums its chunk there with shared atomics, then adds the non-zero slots to the global
+histogram with one global atomic each. A group of one feature too wide for shared memory sums
+straight into global memory (the fallback).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..launch import CudaKernel
+from ._common import THREADS
+
+SHARED_VALUES = 6144  # 48 KiB of int64: 3072 slots of (G, H), 2048 of (G, H, count)
+
+
+@cuda.jit
+def _build(bins, gh, rows, chunk_out, chunk_start, chunk_end, group_first, group_last,
+           offsets, channels, hists):
+    """grid (chunks, groups): hists[chunk_out[c]] += sums over rows[chunk_start[c]:
+    chunk_end[c]] of the features group_first[g]..group_last[g] - 1."""
+    c = cuda.blockIdx.x
+    grp = cuda.blockIdx.y
+    tid = cuda.threadIdx.x
+    shared = cuda.shared.array(SHARED_VALUES, np.int64)
+    f_lo = group_first[grp]
+    f_hi = group_last[grp]
+    base = offsets[f_lo]
+    n_values = (offsets[f_hi] - base) * channels
+    direct = n_values > SHARED_VALUES  # block-uniform: the global-memory fallback
+    dst = chunk_out[c]
+    if not direct:
+        for s in range(tid, n_values, THREADS):
+            shared[s] = 0
+        cuda.syncthreads()
+    for p in range(chunk_start[c] + tid, chunk_end[c], THREADS):
+        r = rows[p]
+        g = np.int64(gh[r, 0])
+        h = np.int64(gh[r, 1])
+        for f in range(f_lo, f_hi):
+            slot = offsets[f] + np.int64(bins[r, f])
+            if direct:
+                cuda.atomic.add(hists, (dst, slot, 0), g)
+                cuda.atomic.add(hists, (dst, slot, 1), h)
+                if channels == 3:
+                    cuda.atomic.add(hists, (dst, slot, 2), np.int64(1))
+            else:
+                s = (slot - base) * channels
+                cuda.atomic.add(shared, s, g)
+                cuda.atomic.add(shared, s + 1, h)
+                if channels == 3:
+                    cuda.atomic.add(shared, s + 2, np.int64(1))
+    if not direct:
+        cuda.syncthreads()
+        for s in range(tid, n_values, THREADS):
+            v = shared[s]
+            if v != 0:
+                cuda.atomic.add(hists, (dst, base + s // channels, s % channels), v)
+
+
+def feature_groups(offsets: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of consecutive features whose slots fit the shared histogram: int64 (first,
+    last + 1) arrays; a feature too wide for it forms a group of its own."""
+    first, last = [], []
+    cap = SHARED_VALUES // channels
+    f, n_features = 0, len(offsets) - 1
+    while f < n_features:
+        g = f + 1
+        while g < n_features and offsets[g + 1] - offsets[f] <= cap:
+            g += 1
+        first.append(f)
+        last.append(g)
+        f = g
+    return np.array(first, np.int64), np.array(last, np.int64)
+
+
+_SPEC_TAIL = (("int32", 2), ("int32", 1), ("int64", 1), ("int64", 1), ("int64", 1),
+              ("int64", 1), ("int64", 1), ("int64", 1), "int64", ("int64", 3))
+BUILD = {np.dtype(np.uint8): CudaKernel(_build, (("uint8", 2), *_SPEC_TAIL)),
+         np.dtype(np.int32): CudaKernel(_build, (("int32", 2), *_SPEC_TAIL))}
+KERNELS = tuple(BUILD.values())

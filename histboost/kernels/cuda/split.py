@@ -1,0 +1,204 @@
+"""Split search on the GPU: one thread per (node, feature) scans the feature's bins, as
+`histboost.kernels.cpu.split` does per feature, with the same float64 operations in the same
+order (products rounded on their own, see `_common.mul`), so the same integer histograms give
+the same gains, bit for bit, on both engines. The per-feature bests are reduced per node by
+the caller (first maximum: the lowest feature wins ties, as on the CPU).
+
+Histograms are int64 (k, total_bins, C); a slot's float value is the integer times the
+channel's power-of-two scale (exact).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..cpu.split import (
+    P_ALPHA,
+    P_LAMBDA,
+    P_MCW,
+    P_MDS,
+    P_MIN_DATA,
+    REC_BIN,
+    REC_DEFAULT_LEFT,
+    REC_FEATURE,
+    REC_GAIN,
+    REC_LEFT_C,
+    REC_LEFT_G,
+    REC_LEFT_H,
+)
+from ..launch import CudaKernel
+from ._common import mul
+
+
+@cuda.jit(device=True, inline=True)
+def _leaf_weight(G, H, reg):
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    alpha = reg[P_ALPHA]
+    if G > alpha:
+        t = G - alpha
+    elif G < -alpha:
+        t = G + alpha
+    else:
+        t = 0.0
+    w = -t / (H + reg[P_LAMBDA])
+    mds = reg[P_MDS]
+    if mds > 0.0:
+        if w > mds:
+            w = mds
+        elif w < -mds:
+            w = -mds
+    return w
+
+
+@cuda.jit(device=True, inline=True)
+def _node_gain(G, H, reg):
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    w = _leaf_weight(G, H, reg)
+    return -(mul(mul(2.0, G), w) + mul(mul(H + reg[P_LAMBDA], w), w)
+             + mul(mul(2.0, reg[P_ALPHA]), abs(w)))
+
+
+@cuda.jit(device=True, inline=True)
+def _pair_gain(gl, hl, gr, hr, reg, plain):
+    if plain:
+        lam = reg[P_LAMBDA]
+        return mul(gl, gl) / (hl + lam) + mul(gr, gr) / (hr + lam)
+    return _node_gain(gl, hl, reg) + _node_gain(gr, hr, reg)
+
+
+@cuda.jit(device=True, inline=True)
+def _child_ok(H, C, reg):
+    return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
+
+
+@cuda.jit(device=True, inline=True)
+def _value(hists, k, slot, channel, scale):
+    return mul(np.float64(hists[k, slot, channel]), scale)
+
+
+@cuda.jit
+def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_masks, reg, out):
+    """out[k, f] = the best split record of node k on feature f (gain 0, feature -1: none).
+    grid covers k * n_features threads."""
+    t = cuda.grid(1)
+    n_features = offsets.shape[0] - 1
+    if t >= hists.shape[0] * n_features:
+        return
+    k = t // n_features
+    f = t % n_features
+    rec = out[k, f]
+    rec[REC_GAIN] = 0.0
+    rec[REC_FEATURE] = -1.0
+    if feature_masks[k, f] == 0:
+        return
+    G = totals[k, 0]
+    H = totals[k, 1]
+    C = totals[k, 2]
+    parent = _node_gain(G, H, reg)
+    cph = C / H if H > 0.0 else 0.0
+    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
+    counted = hists.shape[2] == 3
+    best = 0.0
+    o = offsets[f]
+    n_value_bins = offsets[f + 1] - o - 1
+    miss = o + n_value_bins
+    mg = _value(hists, k, miss, 0, g_scale)
+    mh = _value(hists, k, miss, 1, h_scale)
+    mc = np.float64(hists[k, miss, 2]) if counted else mul(mh, cph)
+    has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
+    for miss_left in range(2 if has_missing else 1):
+        gl = mg if miss_left else 0.0
+        hl = mh if miss_left else 0.0
+        cl = mc if miss_left else 0.0
+        last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
+        for b in range(last):
+            gl += _value(hists, k, o + b, 0, g_scale)
+            hl += _value(hists, k, o + b, 1, h_scale)
+            cl = cl + np.float64(hists[k, o + b, 2]) if counted else mul(hl, cph)
+            gr = G - gl
+            hr = H - hl
+            cr = C - cl
+            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                continue
+            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+            if gain > best:
+                best = gain
+                rec[REC_GAIN] = gain
+                rec[REC_FEATURE] = f
+                rec[REC_BIN] = b
+                rec[REC_DEFAULT_LEFT] = 1.0 if (
+                    miss_left or (not has_missing and hl >= hr)) else 0.0
+                rec[REC_LEFT_G] = gl
+                rec[REC_LEFT_H] = hl
+                rec[REC_LEFT_C] = cl
+
+
+@cuda.jit
+def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask, reg, out):
+    """out[k, slot, d] = gain of candidate (slot, missing-left d) in node k, -inf where it is
+    not a valid split of the node (out is filled with -inf by the caller). One thread per
+    (node, feature)."""
+    t = cuda.grid(1)
+    n_features = offsets.shape[0] - 1
+    if t >= hists.shape[0] * n_features:
+        return
+    k = t // n_features
+    f = t % n_features
+    if feature_mask[f] == 0:
+        return
+    G = totals[k, 0]
+    H = totals[k, 1]
+    C = totals[k, 2]
+    counted = hists.shape[2] == 3
+    cph = C / H if H > 0.0 else 0.0
+    o = offsets[f]
+    nvb = offsets[f + 1] - o - 1
+    for d in range(2):
+        gl = _value(hists, k, o + nvb, 0, g_scale) if d == 1 else 0.0
+        hl = _value(hists, k, o + nvb, 1, h_scale) if d == 1 else 0.0
+        cl = 0.0
+        if counted and d == 1:
+            cl = np.float64(hists[k, o + nvb, 2])
+        for b in range(nvb):
+            gl += _value(hists, k, o + b, 0, g_scale)
+            hl += _value(hists, k, o + b, 1, h_scale)
+            if counted:
+                cl += np.float64(hists[k, o + b, 2])
+            c_left = cl if counted else mul(hl, cph)
+            if not (_child_ok(hl, c_left, reg) and _child_ok(H - hl, C - c_left, reg)):
+                continue
+            out[k, o + b, d] = (_node_gain(gl, hl, reg) + _node_gain(G - gl, H - hl, reg)
+                                - _node_gain(G, H, reg))
+
+
+@cuda.jit
+def _sum_over_nodes(node_gains, out):
+    """out[slot, d] = sum over nodes, in node order, of the valid gains; -inf if none."""
+    t = cuda.grid(1)
+    n_slots = node_gains.shape[1]
+    if t >= n_slots * 2:
+        return
+    slot = t // 2
+    d = t % 2
+    total = 0.0
+    any_valid = False
+    for k in range(node_gains.shape[0]):
+        v = node_gains[k, slot, d]
+        if v != -np.inf:
+            total += v
+            any_valid = True
+    out[slot, d] = total if any_valid else -np.inf
+
+
+_H = ("int64", 3)
+BEST_SPLIT = CudaKernel(_best_split_per_feature, (_H, "float64", "float64", ("float64", 2),
+                                                  ("int64", 1), ("uint8", 2), ("float64", 1),
+                                                  ("float64", 3)))
+OBLIVIOUS_NODE_GAINS = CudaKernel(_oblivious_node_gains,
+                                  (_H, "float64", "float64", ("float64", 2), ("int64", 1),
+                                   ("uint8", 1), ("float64", 1), ("float64", 3)))
+SUM_OVER_NODES = CudaKernel(_sum_over_nodes, (("float64", 3), ("float64", 2)))
+KERNELS = (BEST_SPLIT, OBLIVIOUS_NODE_GAINS, SUM_OVER_NODES)

@@ -1,0 +1,69 @@
+"""The CUDA backend under NUMBA_ENABLE_CUDASIM=1: the conformance suite, and training with
+device='cuda' against the CPU engine (quantised: the same trees). Run by
+test_cuda_backend_sim.py in a subprocess (the simulator is chosen when numba.cuda is first
+imported); tiny inputs, since the simulator runs every GPU thread as a Python thread."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
+# uint64 hash products wrap by design; NumPy scalars in the simulator warn about it.
+warnings.filterwarnings("ignore", category=RuntimeWarning)
+
+import histboost  # noqa: E402
+from histboost.kernels.backend import make_backend  # noqa: E402
+from histboost.testing.conformance import CHECKS  # noqa: E402
+from histboost.testing.data import make_classification  # noqa: E402
+
+
+def cuda_backend(bins, offsets, **kw):
+    return make_backend("cuda", bins, offsets, n_threads=1, **kw)
+
+
+def check_training_matches_cpu() -> None:
+    """Quantised training on the simulated GPU grows the CPU engine's trees: every grow
+    policy, binary and multiclass, missing values, a row sample and min_data_in_leaf."""
+    cases = [
+        ({"objective": "binary:logistic", "max_depth": 3}, 2),
+        ({"objective": "binary:logistic", "grow_policy": "lossguide", "max_leaves": 6,
+          "max_depth": 0, "subsample": 0.7}, 2),
+        ({"objective": "multi:softprob", "num_class": 3, "grow_policy": "oblivious",
+          "max_depth": 2, "min_data_in_leaf": 5}, 3),
+    ]
+    for params, n_classes in cases:
+        X, y = make_classification(120, 4, n_classes=n_classes, seed=3)
+        base = {"quantized_grad": True, "max_bin": 8, "nthread": 1, "seed": 1, **params}
+        models = {}
+        for device in ("cpu", "cuda"):
+            d = histboost.Dataset(X, label=y)
+            models[device] = histboost.train({**base, "device": device}, d, 2,
+                                             verbose_eval=False)
+        cpu, gpu = models["cpu"].save_raw(), models["cuda"].save_raw()
+        assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
+            f"{params}: CPU and simulated-GPU models differ"
+
+
+def main() -> int:
+    failed = 0
+    checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
+    checks.append(("check_training_matches_cpu", check_training_matches_cpu))
+    for name, fn in checks:
+        t0 = time.perf_counter()
+        try:
+            fn()
+            print(f"ok   {name} ({time.perf_counter() - t0:.1f}s)", flush=True)
+        except Exception as e:  # report every failing check, then fail
+            failed += 1
+            import traceback
+            traceback.print_exc()
+            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

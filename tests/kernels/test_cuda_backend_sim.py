@@ -1,0 +1,23 @@
+"""The CUDA backend's kernels under Numba's CUDA simulator (CI has no GPU): the backend
+conformance suite and training against the CPU engine (`_cudasim_backend.py`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+pytest.importorskip("torch", reason="the CUDA backend needs torch")
+
+
+def test_cuda_backend_in_simulator():
+    script = Path(__file__).with_name("_cudasim_backend.py")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
+    assert " 0 failed" in res.stdout
