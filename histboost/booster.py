@@ -45,6 +45,21 @@ def _as_int(v: Any) -> int:
     return v
 
 
+def _cuda_matrix(data: Any) -> Any:
+    """`data` as a 2-D torch CUDA tensor when it lives on a GPU (a torch CUDA tensor, or a
+    CuPy / Numba / JAX array through DLPack), else None."""
+    is_torch = type(data).__module__.startswith("torch")
+    if not (hasattr(data, "__cuda_array_interface__") or is_torch):
+        return None
+    import torch
+    t = data if isinstance(data, torch.Tensor) else torch.from_dlpack(data)
+    if not t.is_cuda:
+        return None
+    if t.ndim != 2:
+        raise ValueError(f"data must be 2-D (n_rows, n_features), got shape {tuple(t.shape)}")
+    return t
+
+
 class Booster:
     """A gradient-boosted tree model.
 
@@ -68,6 +83,7 @@ class Booster:
         self._objective: Objective | None = None
         self._forest: PackedForest | None = None
         self._forest_size = -1
+        self._device_forest: tuple | None = None
         k = self.trees_per_round
         self.base_margin = (np.zeros(k) if base_margin is None
                             else np.asarray(base_margin, dtype=np.float64).reshape(k))
@@ -178,13 +194,54 @@ class Booster:
         else:
             out = np.tile(self.base_margin, (n, 1))
         if b > a:
-            self._set_threads()
-            self._packed().add_margin(X, out, a, b)
+            if self._predicts_on_gpu():
+                self._add_margin_cuda(X, out, a, b)
+            else:
+                self._set_threads()
+                self._packed().add_margin(X, out, a, b)
         return out
+
+    # -- prediction on a GPU ----------------------------------------------------------------
+    def _predicts_on_gpu(self) -> bool:
+        """A model trained with device='cuda' predicts on the GPU when one is visible (the
+        model itself is the same on any device; without a GPU it predicts on the CPU)."""
+        if not str(self.params.get("device", "cpu")).startswith("cuda"):
+            return False
+        try:
+            import torch
+        except ImportError:
+            return False
+        return torch.cuda.is_available()
+
+    def _add_margin_cuda(self, X: Any, out: np.ndarray, a: int, b: int) -> None:
+        """out (n, K) float64 += trees [a, b) on X: a host array (copied to the model's
+        device) or a torch CUDA tensor (used where it is)."""
+        import torch
+
+        from .kernels.cuda import predict as cuda_predict
+        if isinstance(X, torch.Tensor):
+            dev = X.device
+        else:
+            dev = torch.device(str(self.params.get("device", "cuda")))
+            X = torch.from_numpy(np.ascontiguousarray(X))
+        if X.dtype not in (torch.float32, torch.float64):
+            X = X.to(torch.float64)
+        X = X.to(dev).contiguous()
+        key = (len(self.trees), str(dev))
+        if self._device_forest is None or self._device_forest[0] != key:
+            self._device_forest = (key, cuda_predict.forest_arrays(self._packed(), dev))
+        margin = torch.from_numpy(out).to(dev)
+        cuda_predict.add_margin_raw(self._device_forest[1], X, margin, a, b)
+        out[...] = margin.cpu().numpy()
 
     def predict(self, data: Any, output_margin: bool = False, pred_leaf: bool = False,
                 iteration_range: tuple[int, int] | None = None) -> np.ndarray:
-        """Predict for `data` (Dataset, array (n, F), DataFrame or scipy sparse matrix).
+        """Predict for `data` (Dataset, array (n, F), DataFrame, scipy sparse matrix, or a
+        CUDA array: torch tensor, CuPy, anything with DLPack).
+
+        A model trained with ``device="cuda"`` predicts on the GPU when one is visible, and
+        device input is predicted on its own device without a copy to the host; the result
+        is a host NumPy array either way.
 
         Returns float64 (n,) predictions — probabilities for binary:logistic, class indices
         for multi:softmax — or (n, K) class probabilities for multi:softprob; raw margins with
@@ -192,6 +249,20 @@ class Booster:
         ids, or the bit path for oblivious trees). `iteration_range` (begin, end) selects
         rounds; the default uses them all.
         """
+        device_X = _cuda_matrix(data)
+        if device_X is not None and not pred_leaf:  # device input: predicted where it is
+            if device_X.shape[1] != self.n_features:
+                raise ValueError(f"data has {device_X.shape[1]} features but the model was "
+                                 f"trained on {self.n_features}")
+            a, b = self._tree_range(iteration_range)
+            margin = np.tile(self.base_margin, (device_X.shape[0], 1))
+            if b > a:
+                self._add_margin_cuda(device_X, margin, a, b)
+            if output_margin:
+                return margin[:, 0] if margin.shape[1] == 1 else margin
+            return self.objective.transform(margin)
+        if device_X is not None:
+            data = device_X.cpu().numpy()
         X, bm = self._matrix(data)
         a, b = self._tree_range(iteration_range)
         if pred_leaf:

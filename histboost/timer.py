@@ -5,22 +5,31 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 class PhaseTimer:
-    """Accumulates seconds per named phase: ``with timer("histogram"): ...``."""
+    """Accumulates seconds per named phase: ``with timer("histogram"): ...``.
 
-    def __init__(self) -> None:
+    sync: called before each clock reading when set (a GPU backend's `synchronize`), so
+    asynchronous device work is charged to the phase that launched it.
+    """
+
+    def __init__(self, sync: Callable[[], None] | None = None) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.sync = sync
 
     @contextmanager
     def __call__(self, phase: str) -> Iterator[None]:
+        if self.sync is not None:
+            self.sync()
         t0 = time.perf_counter()
         try:
             yield
         finally:
+            if self.sync is not None:
+                self.sync()
             self.seconds[phase] += time.perf_counter() - t0
 
     def summary(self) -> str:

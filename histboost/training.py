@@ -130,6 +130,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                                label=y, weight=w, n_outputs=K,
                                count_rows=p.min_data_in_leaf > 0)
         backend.set_margin(margin)
+    if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
+        timer.sync = backend.synchronize
     grower = TreeGrower(backend, p, mapper, timer)
     start_round = booster.num_boosted_rounds()
 

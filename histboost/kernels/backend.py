@@ -42,6 +42,12 @@ class Backend(Protocol):
     n_rows: int
     n_features: int
     total_bins: int
+    # float trees: the largest error a row's gradient pair may get before it is summed,
+    # relative to the tree's largest |g| (or |h|); 0 when pairs are summed as they are
+    row_rounding: float
+
+    def synchronize(self) -> None:
+        """Wait for the device work launched so far (phase timers of verbose training)."""
 
     def release(self) -> None:
         """Free the memory the backend holds (device memory goes back to the driver); the

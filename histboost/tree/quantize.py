@@ -23,12 +23,14 @@ class Quantisation:
 
     g_inv_scale, h_inv_scale: multipliers applied before rounding (powers of two);
     g_scale, h_scale: their inverses, turning integer sums back into gradient units;
-    key: uint64 seed of the counter-based rounding RNG (as a Python int).
+    key: uint64 seed of the counter-based rounding RNG (as a Python int);
+    max_value: no rounded |value| exceeds it (2**(bits-1) - 1).
     """
 
     g_inv_scale: float
     h_inv_scale: float
     key: int
+    max_value: float = float(2**31 - 1)
 
     @property
     def g_scale(self) -> float:
@@ -52,7 +54,7 @@ def make_quantisation(g_bound: float, h_bound: float, bits: int, key: int) -> Qu
         raise ValueError(f"grad_quant_bits must be >= 2, got {bits}")
     top = float(2 ** (bits - 1) - 1)
     return Quantisation(_inv_scale(float(g_bound), top), _inv_scale(float(h_bound), top),
-                        int(key))
+                        int(key), top)
 
 
 def round_key(seed: int, round_: int, output: int) -> int:

@@ -10,6 +10,8 @@ import sys
 import time
 import warnings
 
+import numpy as np
+
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 # uint64 hash products wrap by design; NumPy scalars in the simulator warn about it.
 warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -47,10 +49,36 @@ def check_training_matches_cpu() -> None:
             f"{params}: CPU and simulated-GPU models differ"
 
 
+def check_raw_prediction_kernel() -> None:
+    """The raw-feature prediction kernel against the CPU predictor: normal and oblivious
+    trees, two classes of a multiclass model, NaN, float32 and float64 input."""
+    import torch
+
+    from histboost.kernels.cuda import predict as cuda_predict
+    from histboost.tree.predictor import PackedForest
+
+    X, y = make_classification(60, 4, n_classes=3, seed=4)
+    X[::5, 1] = np.nan
+    for policy in ("depthwise", "oblivious"):
+        b = histboost.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 3,
+                             "grow_policy": policy, "max_bin": 8}, histboost.Dataset(X, label=y),
+                            2, verbose_eval=False)
+        forest = PackedForest(b.trees)
+        for dtype in (np.float32, np.float64):
+            Xd = X.astype(dtype)
+            want = np.zeros((60, 3))
+            forest.add_margin(Xd, want, 1, 5)
+            got = torch.zeros((60, 3), dtype=torch.float64)
+            cuda_predict.add_margin_raw(cuda_predict.forest_arrays(forest, "cpu"),
+                                        torch.from_numpy(Xd), got, 1, 5)
+            np.testing.assert_array_equal(got.numpy(), want)
+
+
 def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
+    checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
     for name, fn in checks:
         t0 = time.perf_counter()
         try:

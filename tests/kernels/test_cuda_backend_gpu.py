@@ -72,3 +72,18 @@ def test_training_releases_device_memory():
     histboost.train({"objective": "binary:logistic", "device": "cuda"},
                     histboost.Dataset(X, label=y), 3, verbose_eval=False)
     assert torch.cuda.memory_reserved() <= before
+
+
+def test_gpu_prediction_equals_cpu_prediction():
+    """A GPU model predicts on the GPU (host and device input) exactly as the CPU predictor."""
+    X, y = make_classification(30_000, 12, n_classes=3, seed=8)
+    X[::9, 2] = np.nan
+    b = histboost.train({"objective": "multi:softprob", "num_class": 3, "device": "cuda",
+                         "max_depth": 5}, histboost.Dataset(X, label=y), 6, verbose_eval=False)
+    assert b._predicts_on_gpu()
+    on_gpu = b.predict(X, output_margin=True)
+    from_device = b.predict(torch.from_numpy(X).cuda(), output_margin=True)
+    b.params["device"] = "cpu"
+    on_cpu = b.predict(X, output_margin=True)
+    np.testing.assert_array_equal(on_gpu, on_cpu)
+    np.testing.assert_array_equal(from_device, on_cpu)

@@ -58,6 +58,7 @@ class CPUBackend:
     """
 
     name = "cpu"
+    row_rounding = 0.0
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
@@ -116,6 +117,9 @@ class CPUBackend:
             return 1
         root = math.isqrt(4 * n_rows // _CHUNKED_MIN_ROWS)
         return min(1 << (root.bit_length() - 1), self._max_chunks)
+
+    def synchronize(self) -> None:
+        """Nothing runs asynchronously on the CPU."""
 
     def release(self) -> None:
         self._hists.clear()

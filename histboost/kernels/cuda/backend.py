@@ -17,8 +17,9 @@ Histograms are always integer sums, so they do not depend on the order of the at
 model is the same bits on every run. Quantised trees round the pairs as the CPU engine does
 (stochastically, `grad_quant_bits`), so both engines grow the same trees. Float trees round
 them to nearest in fixed point with a power-of-two scale putting max |g| (and max |h|) just
-below 2**30: an error of at most 2**-31 of the largest value per row, below float32's own
-rounding of the gradients for all but the smallest values.
+below 2**20, the largest value the histogram kernel sums in 32-bit shared memory: an error of
+at most about 2**-20 of the tree's largest value per row, unbiased over many rows (LightGBM's
+quantised training works with 2**-7).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from ...tree.quantize import Quantisation
 from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_GAIN, REC_WIDTH
 from ...tree.tree import Tree
 
-_FIXED_POINT_TOP = float(2**30 - 1)
+_TORCH_DTYPE: dict[str, object] = {}
+
+
+def _torch_dtypes(torch) -> None:
+    _TORCH_DTYPE.update({np.dtype(k).str: v for k, v in (
+        (np.int64, torch.int64), (np.int32, torch.int32), (np.uint8, torch.uint8),
+        (np.float64, torch.float64), (np.float32, torch.float32))})
 
 
 def _cuda_device(device: str):
@@ -63,15 +70,16 @@ def _cuda_device(device: str):
     return torch.device("cuda", index)
 
 
-def _chunks(bounds: list[tuple[int, int]], chunk_rows: int) -> tuple[np.ndarray, ...]:
-    """Cut ranges [s, e) into chunks of at most chunk_rows: int64 (node index, start, end)."""
-    node, start, end = [], [], []
-    for j, (s, e) in enumerate(bounds):
-        for a in range(s, e, chunk_rows):
-            node.append(j)
-            start.append(a)
-            end.append(min(e, a + chunk_rows))
-    return (np.array(node, np.int64), np.array(start, np.int64), np.array(end, np.int64))
+def _chunks(starts: np.ndarray, ends: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """Cut ranges [starts[j], ends[j]) into chunks of at most chunk_rows rows: int64 (3, m)
+    rows (range index, chunk start, chunk end), empty ranges giving none."""
+    lengths = np.maximum(ends - starts, 0)
+    per_range = (lengths + chunk_rows - 1) // chunk_rows
+    node = np.repeat(np.arange(starts.shape[0], dtype=np.int64), per_range)
+    first = np.cumsum(per_range) - per_range
+    start = starts[node] + chunk_rows * (np.arange(node.shape[0], dtype=np.int64)
+                                         - first[node])
+    return np.stack([node, start, np.minimum(start + chunk_rows, ends[node])])
 
 
 class CUDABackend:
@@ -83,6 +91,8 @@ class CUDABackend:
     """
 
     name = "cuda"
+    # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
+    row_rounding = 2.0**-19
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, device: str = "cuda",
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
@@ -92,6 +102,7 @@ class CUDABackend:
         from . import _common, gradients, histogram, partition, predict, split
 
         self._torch = torch
+        _torch_dtypes(torch)
         self._k = {"common": _common, "gradients": gradients, "histogram": histogram,
                    "partition": partition, "predict": predict, "split": split}
         self.device = _cuda_device(device)
@@ -127,6 +138,7 @@ class CUDABackend:
         self._group_first = torch.from_numpy(first).to(dev)
         self._group_last = torch.from_numpy(last).to(dev)
         self._scales = (1.0, 1.0)
+        self._wide = False
         self._uses_all_rows = True
         self._hists: dict[int, tuple[object, int]] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -135,9 +147,34 @@ class CUDABackend:
     def _tensor(self, a: np.ndarray):
         return self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
-    def _chunk_tensors(self, bounds: list[tuple[int, int]]):
-        node, start, end = _chunks(bounds, self._k["common"].CHUNK_ROWS)
-        return node.size, self._tensor(node), self._tensor(start), self._tensor(end)
+    def _upload(self, *arrays: np.ndarray) -> list:
+        """Host arrays as device tensors in one host-to-device copy (a copy costs more in
+        latency than in bytes at these sizes): the arrays are packed into one byte buffer,
+        each at an 8-byte aligned offset, and viewed back with their dtypes and shapes."""
+        torch = self._torch
+        flat = [np.ascontiguousarray(a) for a in arrays]
+        offsets, total = [], 0
+        for a in flat:
+            offsets.append(total)
+            total += (a.nbytes + 7) // 8 * 8
+        buf = np.zeros(max(total, 8), np.uint8)
+        for a, o in zip(flat, offsets, strict=True):
+            buf[o:o + a.nbytes] = a.reshape(-1).view(np.uint8)
+        dev = torch.from_numpy(buf).to(self.device)
+        out = []
+        for a, o in zip(flat, offsets, strict=True):
+            t = dev[o:o + a.nbytes].view(_TORCH_DTYPE[a.dtype.str]) if a.size else \
+                torch.empty(0, dtype=_TORCH_DTYPE[a.dtype.str], device=self.device)
+            out.append(t.view(a.shape))
+        return out
+
+    def _chunk_arrays(self, bounds: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        b = np.array(bounds, np.int64).reshape(-1, 2)
+        return b[:, 0], b[:, 1], _chunks(b[:, 0], b[:, 1], self._k["common"].CHUNK_ROWS)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self._torch.cuda.synchronize(self.device)
 
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
@@ -190,20 +227,25 @@ class CUDABackend:
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None) -> int:
         torch = self._torch
+        top = float(self._k["histogram"].MAX_SHARED_VALUE)
         if quantisation is None:  # fixed point, rounded to nearest (module docstring)
             g_bound, h_bound = self.gradient_bounds(output)
             g_inv, h_inv = (1.0 if b == 0.0 or not math.isfinite(b)
-                            else 2.0 ** math.floor(math.log2(_FIXED_POINT_TOP / b))
+                            else 2.0 ** math.floor(math.log2(top / b))
                             for b in (g_bound, h_bound))
             key, stochastic = 0, False
+            # rounded values stay within max|v| * inv_scale + 1/2 of zero
+            largest = max(g_bound * g_inv, h_bound * h_inv) + 1
         else:
             g_inv, h_inv = quantisation.g_inv_scale, quantisation.h_inv_scale
             key, stochastic = quantisation.key, True
+            largest = quantisation.max_value
         common = self._k["common"]
         self._k["gradients"].ROUND_PAIRS.launch(
             common.grid(self.n_rows), common.THREADS, self.device, self._pairs, output, g_inv,
             h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
         self._scales = (1.0 / g_inv, 1.0 / h_inv)
+        self._wide = largest > top
         self._uses_all_rows = rows is None
         if rows is None:
             if self.rows.shape[0] != self.n_rows:
@@ -221,12 +263,14 @@ class CUDABackend:
         torch = self._torch
         out = torch.zeros((len(nodes), self.total_bins, self._channels), dtype=torch.int64,
                           device=self.device)
-        n_chunks, node, start, end = self._chunk_tensors([self._ranges[i] for i in nodes])
-        if n_chunks:
+        _, _, chunks = self._chunk_arrays([self._ranges[i] for i in nodes])
+        if chunks.shape[1]:
+            (chunks,) = self._upload(chunks)
             self._k["histogram"].BUILD[self._bin_dtype].launch(
-                (n_chunks, int(self._group_first.shape[0])), self._k["common"].THREADS,
-                self.device, self.bins, self._ints, self.rows, node, start, end,
-                self._group_first, self._group_last, self.offsets, self._channels, out)
+                (int(chunks.shape[1]), int(self._group_first.shape[0])),
+                self._k["common"].THREADS, self.device, self.bins, self._ints, self.rows,
+                chunks[0], chunks[1], chunks[2], self._group_first, self._group_last,
+                self.offsets, self._channels, self._wide, out)
         self._store(nodes, out)
         return out
 
@@ -267,12 +311,13 @@ class CUDABackend:
         hists = self._stack(nodes).contiguous()
         out = torch.empty((k, self.n_features, REC_WIDTH), dtype=torch.float64,
                           device=self.device)
-        common = self._k["common"]
-        self._k["split"].BEST_SPLIT.launch(
-            common.grid(k * self.n_features), common.THREADS, self.device, hists,
-            self._scales[0], self._scales[1], self._tensor(np.asarray(totals, np.float64)),
-            self.offsets, self._tensor(np.asarray(feature_masks, np.uint8)),
-            self._tensor(np.asarray(reg, np.float64)), out)
+        tot, masks, reg_d = self._upload(np.asarray(totals, np.float64),
+                                         np.asarray(feature_masks, np.uint8),
+                                         np.asarray(reg, np.float64))
+        split = self._k["split"]
+        split.BEST_SPLIT.launch(
+            k * self.n_features, split.SPLIT_THREADS, self.device, hists,
+            self._scales[0], self._scales[1], tot, self.offsets, masks, reg_d, out)
         # the first maximum over features: ties go to the lowest feature, as on the CPU
         best = torch.argmax(out[:, :, REC_GAIN], dim=1)
         return out[torch.arange(k, device=self.device), best].cpu().numpy()
@@ -286,11 +331,12 @@ class CUDABackend:
                                 device=self.device)
         common = self._k["common"]
         split = self._k["split"]
+        tot, mask, reg_d = self._upload(np.asarray(totals, np.float64),
+                                        np.asarray(feature_mask, np.uint8),
+                                        np.asarray(reg, np.float64))
         split.OBLIVIOUS_NODE_GAINS.launch(
             common.grid(k * self.n_features), common.THREADS, self.device, hists,
-            self._scales[0], self._scales[1], self._tensor(np.asarray(totals, np.float64)),
-            self.offsets, self._tensor(np.asarray(feature_mask, np.uint8)),
-            self._tensor(np.asarray(reg, np.float64)), node_gains)
+            self._scales[0], self._scales[1], tot, self.offsets, mask, reg_d, node_gains)
         out = torch.empty((self.total_bins, 2), dtype=torch.float64, device=self.device)
         split.SUM_OVER_NODES.launch(common.grid(2 * self.total_bins), common.THREADS,
                                     self.device, node_gains, out)
@@ -309,26 +355,30 @@ class CUDABackend:
                      records: np.ndarray) -> np.ndarray:
         torch = self._torch
         bounds = [self._ranges[i] for i in parents]
-        n_chunks, node, start, end = self._chunk_tensors(bounds)
+        starts, ends, chunks = self._chunk_arrays(bounds)
         n_left = np.zeros(len(parents), np.int64)
-        if n_chunks:
+        if chunks.shape[1]:
             threads = self._k["common"].THREADS
             part = self._k["partition"]
-            flags = torch.zeros(self.rows.shape[0], dtype=torch.int32, device=self.device)
+            chunks, feats, bins, dleft, starts_d, ends_d = self._upload(
+                chunks, records[:, REC_FEATURE].astype(np.int32),
+                records[:, REC_BIN].astype(np.int64),
+                records[:, REC_DEFAULT_LEFT].astype(np.uint8), starts, ends)
+            node, start, end = chunks[0], chunks[1], chunks[2]
+            n_chunks = int(chunks.shape[1])
+            # flags and their prefix sum cover only the span of the parents' positions (one
+            # node at a time for best-first growth)
+            lo, hi = int(starts.min()), int(ends.max())
+            flags = torch.zeros(hi - lo, dtype=torch.int32, device=self.device)
             part.SPLIT_FLAGS[self._bin_dtype].launch(
-                n_chunks, threads, self.device, self.bins, self.rows, node, start, end,
-                self._tensor(records[:, REC_FEATURE].astype(np.int32)),
-                self._tensor(records[:, REC_BIN].astype(np.int64)),
-                self._tensor(records[:, REC_DEFAULT_LEFT].astype(np.uint8)),
-                self.missing_bins, flags)
+                n_chunks, threads, self.device, self.bins, self.rows, node, start, end, feats,
+                bins, dleft, self.missing_bins, lo, flags)
             cum = torch.cumsum(flags, dim=0)
-            starts = np.array([b[0] for b in bounds], np.int64)
-            ends = np.array([b[1] for b in bounds], np.int64)
             padded = torch.cat([torch.zeros(1, dtype=cum.dtype, device=self.device), cum])
-            base = padded[self._tensor(starts)]
-            n_left_dev = padded[self._tensor(ends)] - base
+            base = padded[starts_d - lo]
+            n_left_dev = padded[ends_d - lo] - base
             part.SCATTER_ROWS.launch(n_chunks, threads, self.device, self.rows, flags, cum,
-                                     node, start, end, self._tensor(starts), base, n_left_dev,
+                                     node, start, end, starts_d, base, n_left_dev, lo,
                                      self._scratch)
             part.COPY_ROWS.launch(n_chunks, threads, self.device, self._scratch, start, end,
                                   self.rows)
@@ -344,19 +394,19 @@ class CUDABackend:
                       output: int) -> None:
         threads = self._k["common"].THREADS
         if self._uses_all_rows:
-            n_chunks, node, start, end = self._chunk_tensors([self._ranges[i] for i in leaves])
-            if n_chunks:
+            _, _, chunks = self._chunk_arrays([self._ranges[i] for i in leaves])
+            if chunks.shape[1]:
+                chunks, vals = self._upload(chunks, np.asarray(values, np.float64))
                 self._k["partition"].ADD_LEAF_VALUES.launch(
-                    n_chunks, threads, self.device, self.rows, node, start, end,
-                    self._tensor(np.asarray(values, np.float64)), output, self._margin)
+                    int(chunks.shape[1]), threads, self.device, self.rows, chunks[0],
+                    chunks[1], chunks[2], vals, output, self._margin)
             return
         if tree.class_index != output:
             raise ValueError(f"tree of output {tree.class_index} added to output {output}")
         f = PackedForest([tree])
-        t = self._tensor
+        arrays = self._upload(f.tree_class, f.left, f.right, f.feature, f.split_bin,
+                              f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
+                              f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
             self._k["common"].grid(self.n_rows), threads, self.device, self.bins,
-            self.missing_bins, t(f.tree_class), t(f.left), t(f.right), t(f.feature),
-            t(f.split_bin), t(f.default_left), t(f.value), t(f.node_ptr), t(f.level_ptr),
-            t(f.obl_feature), t(f.obl_bin), t(f.obl_default_left), t(f.leaf_ptr),
-            t(f.obl_leaf_value), self._margin)
+            self.missing_bins, *arrays, self._margin)

@@ -19,9 +19,10 @@ from ._common import THREADS
 
 @cuda.jit
 def _split_flags(bins, rows, chunk_node, chunk_start, chunk_end, node_feature, node_bin,
-                 node_default_left, missing_bins, flags):
-    """flags[p] = 1 if the row at position p goes left (bin <= node_bin, or the missing slot
-    and default left), else 0, for the positions of every chunk."""
+                 node_default_left, missing_bins, lo, flags):
+    """flags[p - lo] = 1 if the row at position p goes left (bin <= node_bin, or the missing
+    slot and default left), else 0, for the positions of every chunk (flags covers the span
+    of positions from lo that holds the call's nodes)."""
     c = cuda.blockIdx.x
     j = chunk_node[c]
     f = node_feature[j]
@@ -31,25 +32,25 @@ def _split_flags(bins, rows, chunk_node, chunk_start, chunk_end, node_feature, n
     for p in range(chunk_start[c] + cuda.threadIdx.x, chunk_end[c], THREADS):
         b = np.int64(bins[rows[p], f])
         if b == missing:
-            flags[p] = dleft
+            flags[p - lo] = dleft
         else:
-            flags[p] = 1 if b <= split_bin else 0
+            flags[p - lo] = 1 if b <= split_bin else 0
 
 
 @cuda.jit
 def _scatter_rows(rows, flags, cum, chunk_node, chunk_start, chunk_end, node_start,
-                  node_left_base, node_n_left, scratch):
+                  node_left_base, node_n_left, lo, scratch):
     """Stable partition: a left row goes to start + (lefts before it in the node), a right
-    row to start + n_left + (rights before it). cum: inclusive prefix sum of flags;
-    node_left_base[j]: cum just before the node's range."""
+    row to start + n_left + (rights before it). flags, cum (its inclusive prefix sum) cover
+    positions from lo; node_left_base[j]: cum just before the node's range."""
     c = cuda.blockIdx.x
     j = chunk_node[c]
     s = node_start[j]
     base = node_left_base[j]
     n_left = node_n_left[j]
     for p in range(chunk_start[c] + cuda.threadIdx.x, chunk_end[c], THREADS):
-        lefts_before = cum[p] - flags[p] - base
-        if flags[p]:
+        lefts_before = cum[p - lo] - flags[p - lo] - base
+        if flags[p - lo]:
             scratch[s + lefts_before] = rows[p]
         else:
             scratch[s + n_left + (p - s - lefts_before)] = rows[p]
@@ -74,11 +75,11 @@ def _add_leaf_values(rows, chunk_node, chunk_start, chunk_end, values, output, m
 
 _I1 = ("int64", 1)
 _TAIL = (("int32", 1), _I1, _I1, _I1, ("int32", 1), _I1, ("uint8", 1), ("int32", 1),
-         ("int32", 1))
+         "int64", ("int32", 1))
 SPLIT_FLAGS = {np.dtype(np.uint8): CudaKernel(_split_flags, (("uint8", 2), *_TAIL)),
                np.dtype(np.int32): CudaKernel(_split_flags, (("int32", 2), *_TAIL))}
 SCATTER_ROWS = CudaKernel(_scatter_rows, (("int32", 1), ("int32", 1), _I1, _I1, _I1, _I1, _I1,
-                                          _I1, _I1, ("int32", 1)))
+                                          _I1, _I1, "int64", ("int32", 1)))
 COPY_ROWS = CudaKernel(_copy_rows, (("int32", 1), _I1, _I1, ("int32", 1)))
 ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 1), _I1, _I1, _I1, ("float64", 1),
                                                 "int64", ("float64", 2)))

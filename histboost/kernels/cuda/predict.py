@@ -1,10 +1,12 @@
-"""Tree traversal on the GPU, one thread per row: margins of a forest over the binned matrix
-(the training rows outside a tree's row sample). The forest layout is
-`histboost.tree.predictor.PackedForest`'s and the rules are those of
-`histboost.kernels.cpu.predict` (bin <= split_bin goes left, the missing slot to the default
-side; oblivious trees by their bit path)."""
+"""Tree traversal on the GPU, one thread per row: margins of a forest over raw features
+(`Booster.predict` on the device) or over the binned matrix (the training rows outside a
+tree's row sample). The forest layout is `histboost.tree.predictor.PackedForest`'s and the
+rules are those of `histboost.kernels.cpu.predict`: x <= threshold (bin <= split_bin) goes
+left, NaN (the missing slot) to the default side; oblivious trees by their bit path."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import cuda
@@ -50,6 +52,42 @@ def _add_margin_binned(bins, missing_bins, tree_class, left, right, feature, spl
         margin[i, tree_class[t]] += v
 
 
+@cuda.jit
+def _add_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, threshold,
+                    default_left, value, node_ptr, level_ptr, obl_feature, obl_threshold,
+                    obl_default_left, leaf_ptr, obl_leaf_value, margin):
+    i = cuda.grid(1)
+    if i >= X.shape[0]:
+        return
+    for t in range(tree_begin, tree_end):
+        lo = level_ptr[t]
+        hi = level_ptr[t + 1]
+        if hi > lo:
+            idx = 0
+            for lv in range(lo, hi):
+                v = X[i, obl_feature[lv]]
+                if math.isnan(v):
+                    go_right = obl_default_left[lv] == 0
+                else:
+                    go_right = v > obl_threshold[lv]
+                idx = 2 * idx + (1 if go_right else 0)
+            out = obl_leaf_value[leaf_ptr[t] + idx]
+        else:
+            base = node_ptr[t]
+            node = 0
+            while left[base + node] != -1:
+                v = X[i, feature[base + node]]
+                if math.isnan(v):
+                    node = left[base + node] if default_left[base + node] else right[
+                        base + node]
+                elif v <= threshold[base + node]:
+                    node = left[base + node]
+                else:
+                    node = right[base + node]
+            out = value[base + node]
+        margin[i, tree_class[t]] += out
+
+
 _I32, _I64, _F64, _U8 = ("int32", 1), ("int64", 1), ("float64", 1), ("uint8", 1)
 _TAIL = (_I32, _I32, _I32, _I32, _I32, _I32, _U8, _F64, _I64, _I64, _I32, _I32, _U8, _I64,
          _F64, ("float64", 2))
@@ -57,4 +95,34 @@ ADD_MARGIN_BINNED = {
     np.dtype(np.uint8): CudaKernel(_add_margin_binned, (("uint8", 2), *_TAIL)),
     np.dtype(np.int32): CudaKernel(_add_margin_binned, (("int32", 2), *_TAIL)),
 }
-KERNELS = tuple(ADD_MARGIN_BINNED.values())
+_RAW_TAIL = ("int64", "int64", _I32, _I32, _I32, _I32, _F64, _U8, _F64, _I64, _I64, _I32, _F64,
+             _U8, _I64, _F64, ("float64", 2))
+ADD_MARGIN_RAW = {
+    np.dtype(np.float32): CudaKernel(_add_margin_raw, (("float32", 2), *_RAW_TAIL)),
+    np.dtype(np.float64): CudaKernel(_add_margin_raw, (("float64", 2), *_RAW_TAIL)),
+}
+KERNELS = (*ADD_MARGIN_BINNED.values(), *ADD_MARGIN_RAW.values())
+
+
+def forest_arrays(forest, device) -> tuple:
+    """The raw-rule arrays of a `PackedForest` on `device` (torch tensors, in the kernel's
+    argument order after the tree range)."""
+    import torch
+
+    names = ("tree_class", "left", "right", "feature", "threshold", "default_left", "value",
+             "node_ptr", "level_ptr", "obl_feature", "obl_threshold", "obl_default_left",
+             "leaf_ptr", "obl_leaf_value")
+    return tuple(torch.from_numpy(np.ascontiguousarray(getattr(forest, n))).to(device)
+                 for n in names)
+
+
+def add_margin_raw(forest_on_device: tuple, X, margin, begin: int, end: int) -> None:
+    """margin (n, K) float64 += trees [begin, end) of the forest on X (n, F) float32/float64,
+    torch tensors on one CUDA device (CPU tensors under the simulator)."""
+    from ._common import THREADS, grid
+
+    if X.shape[0] == 0 or end <= begin:
+        return
+    kernel = ADD_MARGIN_RAW[np.dtype(str(X.dtype).replace("torch.", ""))]
+    kernel.launch(grid(X.shape[0]), THREADS, X.device, X, begin, end, *forest_on_device,
+                  margin)

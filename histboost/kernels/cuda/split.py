@@ -1,8 +1,13 @@
-"""Split search on the GPU: one thread per (node, feature) scans the feature's bins, as
-`histboost.kernels.cpu.split` does per feature, with the same float64 operations in the same
-order (products rounded on their own, see `_common.mul`), so the same integer histograms give
-the same gains, bit for bit, on both engines. The per-feature bests are reduced per node by
-the caller (first maximum: the lowest feature wins ties, as on the CPU).
+"""Split search on the GPU, with the same float64 operations in the same order as
+`histboost.kernels.cpu.split` (products rounded on their own, see `_common.mul`), so the same
+integer histograms give the same gains, bit for bit, on both engines.
+
+`BEST_SPLIT`: one block per (node, feature); its threads take one bin each, a block-wide
+prefix sum (integers: exact in any order, and equal to the CPU's running float sums, whose
+partial sums of power-of-two multiples are exact too) gives every candidate's left sums at
+once, and a block reduction picks the best (highest gain; ties to the missing-right pass, then
+the lowest bin: the CPU's scan order). The per-feature bests are reduced per node by the caller
+(first maximum: the lowest feature wins ties, as on the CPU).
 
 Histograms are int64 (k, total_bins, C); a slot's float value is the integer times the
 channel's power-of-two scale (exact).
@@ -27,7 +32,7 @@ from ..cpu.split import (
     REC_LEFT_G,
     REC_LEFT_H,
 )
-from ..launch import CudaKernel
+from ..launch import CudaKernel, simulated
 from ._common import mul
 
 
@@ -79,19 +84,46 @@ def _value(hists, k, slot, channel, scale):
     return mul(np.float64(hists[k, slot, channel]), scale)
 
 
+# threads of a split-search block, one bin each (a feature's bins are scanned in tiles of this
+# many); under the simulator, which runs every thread as a Python thread, a warp's worth
+SPLIT_THREADS = 32 if simulated() else 256
+
+
+@cuda.jit(device=True, inline=True)
+def _block_scan(values, t):
+    """Inclusive prefix sum of values[0:SPLIT_THREADS] in shared memory (Hillis-Steele)."""
+    offset = 1
+    while offset < SPLIT_THREADS:
+        v = values[t]
+        if t >= offset:
+            v += values[t - offset]
+        cuda.syncthreads()
+        values[t] = v
+        cuda.syncthreads()
+        offset *= 2
+
+
 @cuda.jit
 def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_masks, reg, out):
     """out[k, f] = the best split record of node k on feature f (gain 0, feature -1: none).
-    grid covers k * n_features threads."""
-    t = cuda.grid(1)
+    grid: k * n_features blocks of SPLIT_THREADS threads."""
     n_features = offsets.shape[0] - 1
-    if t >= hists.shape[0] * n_features:
-        return
-    k = t // n_features
-    f = t % n_features
+    task = cuda.blockIdx.x
+    k = task // n_features
+    f = task % n_features
+    t = cuda.threadIdx.x
+    sg = cuda.shared.array(SPLIT_THREADS, np.int64)
+    sh = cuda.shared.array(SPLIT_THREADS, np.int64)
+    sc = cuda.shared.array(SPLIT_THREADS, np.int64)
+    gains = cuda.shared.array(SPLIT_THREADS, np.float64)
+    where = cuda.shared.array(SPLIT_THREADS, np.int32)
+    best = cuda.shared.array(8, np.float64)  # gain, bin, missing-left, gl, hl, cl, found
     rec = out[k, f]
-    rec[REC_GAIN] = 0.0
-    rec[REC_FEATURE] = -1.0
+    if t == 0:
+        rec[REC_GAIN] = 0.0
+        rec[REC_FEATURE] = -1.0
+        best[0] = 0.0
+        best[6] = 0.0
     if feature_masks[k, f] == 0:
         return
     G = totals[k, 0]
@@ -101,39 +133,80 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
     cph = C / H if H > 0.0 else 0.0
     plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
     counted = hists.shape[2] == 3
-    best = 0.0
     o = offsets[f]
     n_value_bins = offsets[f + 1] - o - 1
     miss = o + n_value_bins
-    mg = _value(hists, k, miss, 0, g_scale)
-    mh = _value(hists, k, miss, 1, h_scale)
-    mc = np.float64(hists[k, miss, 2]) if counted else mul(mh, cph)
+    mg_i = hists[k, miss, 0]
+    mh_i = hists[k, miss, 1]
+    mc_i = hists[k, miss, 2] if counted else np.int64(0)
+    mg = mul(np.float64(mg_i), g_scale)
+    mh = mul(np.float64(mh_i), h_scale)
+    mc = np.float64(mc_i) if counted else mul(mh, cph)
     has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
     for miss_left in range(2 if has_missing else 1):
-        gl = mg if miss_left else 0.0
-        hl = mh if miss_left else 0.0
-        cl = mc if miss_left else 0.0
+        cg = mg_i if miss_left else np.int64(0)
+        ch = mh_i if miss_left else np.int64(0)
+        cc = mc_i if miss_left else np.int64(0)
         last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
-        for b in range(last):
-            gl += _value(hists, k, o + b, 0, g_scale)
-            hl += _value(hists, k, o + b, 1, h_scale)
-            cl = cl + np.float64(hists[k, o + b, 2]) if counted else mul(hl, cph)
-            gr = G - gl
-            hr = H - hl
-            cr = C - cl
-            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
-                continue
-            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
-            if gain > best:
-                best = gain
-                rec[REC_GAIN] = gain
-                rec[REC_FEATURE] = f
-                rec[REC_BIN] = b
-                rec[REC_DEFAULT_LEFT] = 1.0 if (
-                    miss_left or (not has_missing and hl >= hr)) else 0.0
-                rec[REC_LEFT_G] = gl
-                rec[REC_LEFT_H] = hl
-                rec[REC_LEFT_C] = cl
+        for tile in range(0, last, SPLIT_THREADS):
+            b = tile + t
+            inside = b < last
+            sg[t] = hists[k, o + b, 0] if inside else np.int64(0)
+            sh[t] = hists[k, o + b, 1] if inside else np.int64(0)
+            sc[t] = hists[k, o + b, 2] if (inside and counted) else np.int64(0)
+            cuda.syncthreads()
+            _block_scan(sg, t)
+            _block_scan(sh, t)
+            if counted:
+                _block_scan(sc, t)
+            gain = -np.inf
+            if inside:
+                gl = mul(np.float64(cg + sg[t]), g_scale)
+                hl = mul(np.float64(ch + sh[t]), h_scale)
+                cl = np.float64(cc + sc[t]) if counted else mul(hl, cph)
+                gr = G - gl
+                hr = H - hl
+                cr = C - cl
+                if _child_ok(hl, cl, reg) and _child_ok(hr, cr, reg):
+                    gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+            gains[t] = gain
+            where[t] = t
+            cuda.syncthreads()
+            # block argmax: the highest gain, ties to the lowest bin
+            width = SPLIT_THREADS // 2
+            while width > 0:
+                if t < width:
+                    a = gains[t]
+                    c = gains[t + width]
+                    if c > a or (c == a and where[t + width] < where[t]):
+                        gains[t] = c
+                        where[t] = where[t + width]
+                cuda.syncthreads()
+                width //= 2
+            if t == 0 and gains[0] > best[0]:  # strictly better than earlier tiles / pass
+                w = where[0]
+                best[0] = gains[0]
+                best[1] = tile + w
+                best[2] = miss_left
+                best[3] = mul(np.float64(cg + sg[w]), g_scale)
+                best[4] = mul(np.float64(ch + sh[w]), h_scale)
+                best[5] = (np.float64(cc + sc[w]) if counted else mul(best[4], cph))
+                best[6] = 1.0
+            cg += sg[SPLIT_THREADS - 1]
+            ch += sh[SPLIT_THREADS - 1]
+            cc += sc[SPLIT_THREADS - 1]
+            cuda.syncthreads()
+    if t == 0 and best[6] > 0.0:
+        hl = best[4]
+        rec[REC_GAIN] = best[0]
+        rec[REC_FEATURE] = f
+        rec[REC_BIN] = best[1]
+        # with no missing values here, unseen ones go to the heavier side
+        rec[REC_DEFAULT_LEFT] = 1.0 if (best[2] > 0.0 or (not has_missing and hl >= H - hl)) \
+            else 0.0
+        rec[REC_LEFT_G] = best[3]
+        rec[REC_LEFT_H] = hl
+        rec[REC_LEFT_C] = best[5]
 
 
 @cuda.jit
