@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from . import __version__
+from ._files import atomic_write
 from .data.dataset import Dataset, to_float_matrix
 from .objectives import get_objective
 from .objectives.base import Objective
@@ -253,18 +253,10 @@ class Booster:
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     def save_model(self, path: str | os.PathLike) -> None:
-        """Write the model as JSON, atomically (temporary file in the same folder, renamed)."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.save_raw())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        """Write the model as JSON, atomically (see `histboost._files.atomic_write`: a new
+        file gets the umask's permissions, an overwrite keeps the file's, a symlink is
+        followed)."""
+        atomic_write(path, self.save_raw())
 
     def load_model(self, source: str | os.PathLike | bytes | bytearray) -> None:
         """Load a model saved by `save_model` (a path) or `save_raw` (bytes)."""

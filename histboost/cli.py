@@ -2,24 +2,26 @@
 
 User errors (missing files, malformed data, invalid parameters) print one line
 ``histboost <command>: error: <message>`` to stderr and exit with status 2, as argparse does
-for bad arguments; there is no traceback. Output files are written to a temporary name in the
-target folder and renamed, so an interrupted run never leaves a truncated file.
+for bad arguments; there is no traceback. Output files are written by
+`histboost._files.atomic_write` (a temporary name in the target folder, renamed), so an
+interrupted run never leaves a truncated file.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
-import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
 
 from . import __version__
+from ._files import atomic_write
 from .booster import Booster
 from .data.io import FileData, load_data
 from .params import parse_params
@@ -119,25 +121,13 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _check_writable(path: str) -> None:
-    """Fail before the work if the output folder does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Fail before the work if the output folder does not exist (as `atomic_write` will)."""
+    folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"output folder {folder!r} does not exist")
+        raise FileNotFoundError(f"cannot write {path!r}: output folder {folder!r} does not "
+                                "exist")
     if os.path.isdir(path):
         raise ValueError(f"output path {path!r} is a directory")
-
-
-def _write_atomic(path: str, write: Callable[[IO[str]], None]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _read(args: argparse.Namespace, path: str, label_column: int | str | None,
@@ -196,7 +186,9 @@ def _predict(args: argparse.Namespace) -> int:
     pred = booster.predict(data.X, output_margin=args.margin, pred_leaf=args.leaf)
     # integers for leaves; enough digits that the text reads back to the same float
     fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
-    _write_atomic(args.out, lambda f: np.savetxt(f, pred, fmt=fmt, delimiter="\t"))
+    text = io.StringIO()
+    np.savetxt(text, pred, fmt=fmt, delimiter="\t")
+    atomic_write(args.out, text.getvalue())
     _note(args, f"wrote {pred.shape[0]} predictions to {args.out}")
     return 0
 
@@ -209,7 +201,7 @@ def _dump(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         _check_writable(args.out)
-        _write_atomic(args.out, lambda f: f.write(text))
+        atomic_write(args.out, text)
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._files import atomic_write
 from .booster import Booster
 from .data.dataset import Dataset
 from .objectives.classification import sigmoid, softmax
@@ -234,17 +234,7 @@ class _HistBoostModel(BaseEstimator):
         estimator's attributes (classes, feature names), atomically."""
         model = self.get_booster().to_dict()
         model[_SKLEARN_KEY] = self._sklearn_state()
-        path = os.fspath(path)
-        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
-                                   dir=os.path.dirname(os.path.abspath(path)))
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(model, f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(path, json.dumps(model, separators=(",", ":")))
 
     def load_model(self, path: str | os.PathLike) -> _HistBoostModel:
         """Load a model written by `save_model`, `Booster.save_model` or the CLI."""
