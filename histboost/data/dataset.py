@@ -28,8 +28,9 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
     """Convert numpy / pandas / scipy-sparse input into a C-ordered float matrix.
 
     Returns (X, column names or None). float32 input stays float32 (its cut points and
-    thresholds are exact in float64); everything else becomes float64. Sparse entries that are
-    not stored are missing values, as in XGBoost.
+    thresholds are exact in float64); everything else becomes float64. Sparse matrices are
+    densified: entries that are not stored are missing values, as in XGBoost, and duplicate
+    entries add up, as in scipy's ``toarray()``.
     """
     names: list[str] | None = None
     if _is_pandas_frame(data):
@@ -46,6 +47,11 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
         X = data.to_numpy(dtype=dtype, na_value=np.nan)
     elif _is_scipy_sparse(data):
         csr = data.tocsr()
+        if not csr.has_canonical_format:
+            # duplicate entries add up, as in scipy's toarray(); sum_duplicates works in place
+            # and tocsr() may return `data` itself
+            csr = csr.copy()
+            csr.sum_duplicates()
         dtype = np.float32 if csr.dtype == np.float32 else np.float64
         X = np.full(csr.shape, np.nan, dtype=dtype)
         rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
