@@ -133,9 +133,17 @@ class Booster:
 
     def _tree_range(self, iteration_range: tuple[int, int] | None) -> tuple[int, int]:
         rounds = self.num_boosted_rounds()
-        if iteration_range is None or tuple(iteration_range) == (0, 0):
+        if iteration_range is None:
             return 0, len(self.trees)
+        if (not isinstance(iteration_range, tuple | list | np.ndarray)
+                or len(iteration_range) != 2 or np.ndim(iteration_range) != 1
+                or not all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                           for v in iteration_range)):
+            raise TypeError(f"iteration_range must be a (begin, end) pair of integers, got "
+                            f"{iteration_range!r}")
         a, b = (int(v) for v in iteration_range)
+        if (a, b) == (0, 0):
+            return 0, len(self.trees)
         if b == 0:
             b = rounds
         if not (0 <= a <= b <= rounds):
@@ -173,8 +181,12 @@ class Booster:
         a, b = tree_range if tree_range is not None else (0, len(self.trees))
         n, k = X.shape[0], self.trees_per_round
         if base_margin is not None:
-            out = np.array(np.broadcast_to(np.asarray(base_margin, np.float64).reshape(n, -1),
-                                           (n, k)), dtype=np.float64)
+            bm = np.asarray(base_margin, np.float64)
+            if bm.shape not in ((n,), (n, 1), (n, k)):
+                raise ValueError(f"base_margin has shape {bm.shape}; this model has {k} "
+                                 f"output{'s' if k > 1 else ''}, so it needs ({n},) or "
+                                 f"({n}, {k})")
+            out = np.array(np.broadcast_to(bm.reshape(n, -1), (n, k)), dtype=np.float64)
         else:
             out = np.tile(self.base_margin, (n, 1))
         if b > a:

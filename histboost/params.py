@@ -8,6 +8,7 @@ warning naming the closest known parameter (as XGBoost does); invalid values rai
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import warnings
 from dataclasses import dataclass, field, fields
@@ -62,6 +63,8 @@ OBJECTIVE_ALIASES = {
     "multiclass": "multi:softprob",
     "softmax": "multi:softmax",
 }
+# max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
+MIN_MAX_BIN = 3
 GROW_POLICIES = ("depthwise", "lossguide", "oblivious")
 GROW_POLICY_ALIASES = {"leafwise": "lossguide", "symmetric": "oblivious", "levelwise": "depthwise"}
 
@@ -237,6 +240,11 @@ def _check_ranges(p: TrainParams) -> None:
         if not cond:
             raise ValueError(msg)
 
+    # inf passes every ">= 0" check below but gives NaN models (inf * 0) or constant ones
+    for name in ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
+                 "max_delta_step", "base_score"):
+        v = getattr(p, name)
+        need(v is None or math.isfinite(v), f"{name} must be a finite number, got {v}")
     need(p.learning_rate > 0, f"learning_rate must be > 0, got {p.learning_rate}")
     need(p.max_depth >= 0, f"max_depth must be >= 0 (0 = unlimited), got {p.max_depth}")
     need(p.max_leaves >= 0, f"max_leaves must be >= 0 (0 = unlimited), got {p.max_leaves}")
@@ -257,12 +265,16 @@ def _check_ranges(p: TrainParams) -> None:
     for name in ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode"):
         v = getattr(p, name)
         need(0 < v <= 1, f"{name} must be in (0, 1], got {v}")
-    need(2 <= p.max_bin <= 65536, f"max_bin must be in [2, 65536], got {p.max_bin}")
-    need(1 <= p.grad_quant_bits <= 24,
-         f"grad_quant_bits must be in [1, 24], got {p.grad_quant_bits}")
+    need(MIN_MAX_BIN <= p.max_bin <= 65536, f"max_bin must be in [{MIN_MAX_BIN}, 65536], got "
+         f"{p.max_bin} (it counts the missing-value slot: 3 gives two value bins, the fewest "
+         "a split needs)")
+    # b bits hold |values| up to 2**(b-1) - 1: one bit would round every gradient to 0
+    need(2 <= p.grad_quant_bits <= 24,
+         f"grad_quant_bits must be in [2, 24], got {p.grad_quant_bits}")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")
-    if p.base_score is not None and p.objective in ("binary:logistic",):
+    if p.base_score is not None and p.objective.startswith("binary:"):
+        # a probability for both: logitraw only skips the sigmoid at prediction
         need(0 < p.base_score < 1, f"base_score must be in (0, 1) for {p.objective}, "
              f"got {p.base_score}")
