@@ -1,10 +1,13 @@
 """Command-line interface: ``histboost train | predict | dump`` (also ``python -m histboost``).
 
-User errors (missing files, malformed data, invalid parameters) print one line
-``histboost <command>: error: <message>`` to stderr and exit with status 2, as argparse does
-for bad arguments; there is no traceback. Output files are written by
+User errors (missing files, malformed data, invalid parameters, data too large for memory)
+print one line ``histboost <command>: error: <message>`` to stderr and exit with status 2, as
+argparse does for bad arguments; there is no traceback. Output files are written by
 `histboost._files.atomic_write` (a temporary name in the target folder, renamed), so an
 interrupted run never leaves a truncated file.
+
+``predict`` (and ``train --valid``) match the columns of a CSV/TSV file with a header to the
+model's feature names, in any order; without a header, columns are taken by position.
 """
 
 from __future__ import annotations
@@ -140,6 +143,30 @@ def _read(args: argparse.Namespace, path: str, label_column: int | str | None,
     return data
 
 
+def _align_columns(data: FileData, names: list[str], path: str) -> FileData:
+    """`data` with its feature columns in the order of the model's feature `names`, matched by
+    the file's header; unchanged when the file has no header or the model no names (then
+    columns are taken by position)."""
+    header = data.feature_names
+    if header is None or names == [f"f{i}" for i in range(len(names))]:
+        return data._replace(feature_names=None)
+    if header == names:
+        return data
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"{path}: the header names {dup[:5]} more than once")
+    missing = [n for n in names if n not in header]
+    extra = [h for h in header if h not in names]
+    if missing or extra:
+        hint = " (pass --label-column to drop the label column)" if not missing else ""
+        raise ValueError(f"{path}: the header's columns differ from the model's features: "
+                         f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                         f"not in the model {extra[:5]}{' ...' if len(extra) > 5 else ''}"
+                         f"{hint}")
+    order = [header.index(n) for n in names]
+    return data._replace(X=data.X[:, order], feature_names=list(names))
+
+
 # -- commands --------------------------------------------------------------------------------------
 def _train(args: argparse.Namespace) -> int:
     if args.num_round < 0:
@@ -157,8 +184,8 @@ def _train(args: argparse.Namespace) -> int:
     dtrain = train_data.to_dataset()
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
-        valid = _read(args, path, args.label_column, args.weight_column,
-                      n_features=dtrain.num_col())
+        valid = _align_columns(_read(args, path, args.label_column, args.weight_column,
+                                     n_features=dtrain.num_col()), dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain), name))
     started = time.perf_counter()
@@ -183,6 +210,8 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.data} has {F} columns but the model takes "
                          f"{booster.num_features()} features; pass --label-column to drop the "
                          "label column")
+    # a header is matched by name, as the Python API matches a DataFrame's columns
+    data = _align_columns(data, booster.feature_names, args.data)
     pred = booster.predict(data.X, output_margin=args.margin, pred_leaf=args.leaf)
     # integers for leaves; enough digits that the text reads back to the same float
     fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
@@ -224,8 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return _COMMANDS[args.command](args)
-        except (OSError, ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, OverflowError) as e:
             print(f"histboost {args.command}: error: {e}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+        except (MemoryError, RecursionError) as e:
+            # resource errors: the input is too large or too deep for this machine
+            what = "out of memory" if isinstance(e, MemoryError) else "input nested too deeply"
+            detail = f" ({e})" if str(e) else ""
+            print(f"histboost {args.command}: error: {what}{detail}", file=sys.stderr,
+                  flush=True)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"histboost {args.command}: interrupted", file=sys.stderr)
