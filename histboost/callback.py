@@ -102,6 +102,10 @@ class EarlyStopping(TrainingCallback):
             raise ValueError(f"early stopping metric {metric!r} is not evaluated on {data!r}")
         maximize = self.maximize if self.maximize is not None else metric in MAXIMIZE
         score = evals_log[data][metric][-1]
+        if score != score:  # NaN compares false with everything: it would never improve
+            raise ValueError(f"early stopping metric {metric!r} on evaluation set {data!r} is "
+                             f"NaN at round {epoch}: the metric is undefined on this data, so "
+                             "it cannot pick the best iteration")
         if self._best is None:
             improved = True
         elif maximize:

@@ -370,3 +370,59 @@ def test_iteration_range_accepts_integer_pairs():
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="outside the model's 3 rounds"):
         b.predict(X, iteration_range=(2, 5))
+
+
+# -- issue 18: evaluation metrics undefined on an evaluation set -------------------------------
+
+@pytest.mark.parametrize("params,eval_label,eval_weight,match", [
+    ({"objective": "binary:logistic", "eval_metric": "auc"}, np.zeros(60), None,
+     "'auc' is undefined on evaluation set 'val': every label is negative"),
+    ({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"]}, np.ones(60), None,
+     "'auc' is undefined on evaluation set 'val': every label is positive"),
+    # the rows that count are those of positive weight
+    ({"objective": "binary:logistic", "eval_metric": "auc"}, Y, Y, "'auc'.*every label is"),
+    ({"objective": "reg:squarederror"}, Y, np.zeros(60), "'rmse'.*every weight.*zero"),
+    ({"objective": "binary:logistic", "eval_metric": "logloss"}, Y * 3, None,
+     r"'logloss'.*labels in \[0, 1\], found 3.0"),
+    ({"objective": "binary:logistic", "eval_metric": "mlogloss"}, Y, None,
+     "'mlogloss'.*multi-class objective"),
+    ({"objective": "multi:softprob", "num_class": 2}, Y + 1, None,
+     r"'mlogloss'.*integer labels in \[0, 1\], found 2.0"),
+    ({"objective": "multi:softprob", "num_class": 2, "eval_metric": "merror"}, Y - 0.5, None,
+     "'merror'.*integer labels"),
+    ({"objective": "multi:softprob", "num_class": 2, "eval_metric": "auc"}, Y, None,
+     "'auc'.*one output per row and this model has 2"),
+])
+def test_metric_undefined_on_eval_set_raises_naming_both(params, eval_label, eval_weight,
+                                                          match):
+    ev = histboost.Dataset(X, label=eval_label, weight=eval_weight)
+    for stop in (None, 2):
+        with pytest.raises(ValueError, match=match):
+            _train(params, rounds=5, evals=[(ev, "val")], early_stopping_rounds=stop)
+
+
+def test_single_class_training_set_in_evals_names_it():
+    d = histboost.Dataset(X, label=np.zeros(60))
+    with pytest.raises(ValueError, match="'auc' is undefined on evaluation set 'train'"):
+        _train({"objective": "binary:logistic", "eval_metric": "auc"}, d,
+               evals=[(d, "train")])
+
+
+def test_estimator_with_single_class_eval_set_raises():
+    from histboost.sklearn import HistBoostClassifier
+
+    est = HistBoostClassifier(n_estimators=20, eval_metric="auc", early_stopping_rounds=3,
+                              n_jobs=1)
+    with pytest.raises(ValueError, match="'auc' is undefined on evaluation set 'validation_0'"):
+        est.fit(X, Y, eval_set=[(X[Y == 1], Y[Y == 1])])
+
+
+def test_early_stopping_refuses_a_nan_score():
+    from histboost.callback import EarlyStopping
+
+    es = EarlyStopping(3)
+    log = {"val": {"auc": [0.7]}}
+    assert es.after_iteration(_train({}), 0, log) is False
+    log["val"]["auc"].append(float("nan"))
+    with pytest.raises(ValueError, match="'auc' on evaluation set 'val' is NaN at round 1"):
+        es.after_iteration(_train({}), 1, log)
