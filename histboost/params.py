@@ -140,6 +140,8 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def _coerce(name: str, value: Any, kind: type) -> Any:
+    if isinstance(value, bool) and name != "verbosity":  # verbose=True is a common spelling
+        raise ValueError(f"parameter {name!r} must be a {kind.__name__}, got {value!r}")
     try:
         if kind is int:
             if isinstance(value, float) and not value.is_integer():

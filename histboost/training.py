@@ -154,7 +154,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     if early_stopping_rounds is not None:
         if not eval_sets:
             raise ValueError("early_stopping_rounds needs at least one set in evals")
-        cbs.append(EarlyStopping(int(early_stopping_rounds)))
+        cbs.append(EarlyStopping(early_stopping_rounds))  # it checks the value
     history: EvalsLog = evals_result if evals_result is not None else {}
     history.clear()
 

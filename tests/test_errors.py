@@ -426,3 +426,28 @@ def test_early_stopping_refuses_a_nan_score():
     log["val"]["auc"].append(float("nan"))
     with pytest.raises(ValueError, match="'auc' on evaluation set 'val' is NaN at round 1"):
         es.after_iteration(_train({}), 1, log)
+
+
+# -- issue 18: siblings of the silently truncated iteration_range ------------------------------
+
+@pytest.mark.parametrize("rounds", [1.5, True, 0, "3"])
+def test_early_stopping_rounds_must_be_an_integer(rounds):
+    ev = histboost.Dataset(X, label=Y)
+    with pytest.raises(ValueError, match="early stopping rounds must be an integer >= 1"):
+        _train({}, rounds=5, evals=[(ev, "val")], early_stopping_rounds=rounds)
+    _train({}, rounds=2, evals=[(ev, "val")], early_stopping_rounds=np.int64(2))
+
+
+@pytest.mark.parametrize("delta", [np.nan, np.inf, -1.0, "x"])
+def test_early_stopping_min_delta_must_be_finite(delta):
+    from histboost.callback import EarlyStopping
+
+    with pytest.raises(ValueError, match="min_delta must be a finite number >= 0"):
+        EarlyStopping(3, min_delta=delta)
+
+
+@pytest.mark.parametrize("name", ["max_depth", "learning_rate", "nthread", "max_bin", "seed"])
+def test_bool_is_not_a_number_parameter(name):
+    with pytest.raises(ValueError, match=f"parameter '{name}' must be a"):
+        parse_params({name: True})
+    assert parse_params({"verbose": True}).verbosity == 1  # LightGBM / sklearn spelling
