@@ -238,9 +238,10 @@ class _HistBoostModel(BaseEstimator):
 
     def load_model(self, path: str | os.PathLike) -> _HistBoostModel:
         """Load a model written by `save_model`, `Booster.save_model` or the CLI."""
-        booster = Booster(model_file=path)
+        booster = Booster(model_file=path)  # raises ValueError for a malformed model
         with open(path, "rb") as f:
             state = json.load(f).get(_SKLEARN_KEY) or {}
+        _check_state(state, booster.num_features(), os.fspath(path))
         self._restore(booster, state)
         return self
 
@@ -252,6 +253,30 @@ class _HistBoostModel(BaseEstimator):
         self.best_iteration_ = booster.best_iteration
         self.best_score_ = booster.best_score
         self.evals_result_ = {}
+
+
+def _check_state(state: Any, n_features: int, where: str) -> None:
+    """Raise ValueError unless `state` is the estimator part `save_model` writes."""
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{where} is a corrupt histboost model: its {_SKLEARN_KEY!r} part "
+                          f"{what}")
+
+    if not isinstance(state, dict):
+        raise bad(f"must be an object, got {type(state).__name__}")
+    names = state.get("feature_names_in")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise bad("has feature_names_in that are not a list of strings")
+        if len(names) != n_features or len(set(names)) != len(names):
+            raise bad(f"has {len(names)} feature_names_in (unique: {len(set(names))}) for "
+                      f"{n_features} features")
+    classes = state.get("classes")
+    if classes is not None:
+        if not isinstance(classes, list) or not all(
+                isinstance(c, str | int | float) for c in classes):
+            raise bad("has classes that are not a list of labels")
+        if len({(type(c), c) for c in classes}) != len(classes):
+            raise bad(f"lists a class twice: {classes}")
 
 
 class HistBoostRegressor(RegressorMixin, _HistBoostModel):
