@@ -11,7 +11,7 @@ import difflib
 import math
 import os
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 # LightGBM / scikit-learn spellings mapped to the XGBoost name used internally.
@@ -100,7 +100,6 @@ class TrainParams:
     disable_default_eval_metric: bool = False
     verbosity: int = 1
     tree_method: str = "hist"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_threads(self) -> int:
@@ -114,12 +113,12 @@ class TrainParams:
         return self.num_class if self.objective.startswith("multi:") else 1
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["eval_metric"] = list(self.eval_metric)
         return out
 
 
-_KNOWN = {f.name for f in fields(TrainParams)} - {"extra"}
+_KNOWN = {f.name for f in fields(TrainParams)}
 # Accepted for compatibility with XGBoost scripts; they do not change histboost's behaviour.
 _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "silent"}
 
@@ -165,7 +164,6 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict, got {type(params).__name__}")
     values: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
     for raw_name, value in params.items():
         name = ALIASES.get(raw_name, raw_name)
         if name in _IGNORED:
@@ -173,7 +171,6 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         if name not in _KNOWN:
             warnings.warn(f"unknown parameter {raw_name!r} is ignored{_suggest(raw_name)}",
                           UserWarning, stacklevel=3)
-            extra[raw_name] = value
             continue
         if name in values:
             raise ValueError(f"parameter {name!r} given twice (as {raw_name!r} and an alias)")
@@ -232,7 +229,7 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
                          f"got {tree_method!r}")
     values["tree_method"] = "hist"
 
-    p = TrainParams(**values, extra=extra)
+    p = TrainParams(**values)
     _check_ranges(p)
     return p
 
