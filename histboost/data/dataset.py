@@ -2,8 +2,10 @@
 
 Raw values are kept (as a float32/float64 C-ordered matrix) so that a different `max_bin` can
 re-bin and so that predictions on the training data need no copy; the binned matrix is
-(n_rows, n_features) uint8 (uint16 when a feature has more than 256 slots), row-major, which is
-the layout the CPU histogram kernel reads.
+(n_rows, n_features) uint8 (uint16 when a feature has more than 256 slots), row-major. The
+kernel backend builds its own layouts from it (the CPU histogram kernel reads global slot
+indices, the partition a column-major copy: see `histboost.kernels.cpu.backend`); the Dataset's
+bins also serve prediction on binned rows.
 """
 
 from __future__ import annotations
