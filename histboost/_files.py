@@ -71,7 +71,10 @@ def atomic_write(path: PathLike, data: bytes | str) -> None:
         old_mode = None
     if os.path.isdir(target):
         raise IsADirectoryError(errno.EISDIR, f"cannot write {given!r}: it is a folder", given)
-    fd, tmp = _temporary(folder, name)
+    try:
+        fd, tmp = _temporary(folder, name)
+    except OSError as e:  # e.g. a read-only folder: name the file asked for, not the temporary
+        raise type(e)(e.errno, f"cannot write {given!r}: {e.strerror}", given) from None
     try:
         with os.fdopen(fd, "wb") as f:
             if old_mode is not None:

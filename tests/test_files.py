@@ -160,3 +160,18 @@ def test_failed_write_leaves_old_file_and_no_temporary(tmp_path, monkeypatch):
         atomic_write(path, b"new")
     monkeypatch.undo()
     assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["f.txt"]
+
+
+def test_error_creating_the_temporary_names_the_target(tmp_path, monkeypatch):
+    # a read-only folder (simulated: the tests may run as root, who ignores permissions)
+    real_open = os.open
+
+    def denied(path, flags, mode=0o777, **kw):
+        if str(path).endswith(".tmp"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, **kw)
+
+    monkeypatch.setattr(os, "open", denied)
+    with pytest.raises(PermissionError) as info:
+        atomic_write(tmp_path / "m.json", b"x")
+    assert info.value.filename == str(tmp_path / "m.json") and ".tmp" not in str(info.value)
