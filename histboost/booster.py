@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from . import __version__
+from ._files import atomic_write
 from .data.dataset import Dataset, to_float_matrix
 from .objectives import get_objective
 from .objectives.base import Objective
@@ -149,9 +149,17 @@ class Booster:
 
     def _tree_range(self, iteration_range: tuple[int, int] | None) -> tuple[int, int]:
         rounds = self.num_boosted_rounds()
-        if iteration_range is None or tuple(iteration_range) == (0, 0):
+        if iteration_range is None:
             return 0, len(self.trees)
+        if (not isinstance(iteration_range, tuple | list | np.ndarray)
+                or len(iteration_range) != 2 or np.ndim(iteration_range) != 1
+                or not all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                           for v in iteration_range)):
+            raise TypeError(f"iteration_range must be a (begin, end) pair of integers, got "
+                            f"{iteration_range!r}")
         a, b = (int(v) for v in iteration_range)
+        if (a, b) == (0, 0):
+            return 0, len(self.trees)
         if b == 0:
             b = rounds
         if not (0 <= a <= b <= rounds):
@@ -189,8 +197,12 @@ class Booster:
         a, b = tree_range if tree_range is not None else (0, len(self.trees))
         n, k = X.shape[0], self.trees_per_round
         if base_margin is not None:
-            out = np.array(np.broadcast_to(np.asarray(base_margin, np.float64).reshape(n, -1),
-                                           (n, k)), dtype=np.float64)
+            bm = np.asarray(base_margin, np.float64)
+            if bm.shape not in ((n,), (n, 1), (n, k)):
+                raise ValueError(f"base_margin has shape {bm.shape}; this model has {k} "
+                                 f"output{'s' if k > 1 else ''}, so it needs ({n},) or "
+                                 f"({n}, {k})")
+            out = np.array(np.broadcast_to(bm.reshape(n, -1), (n, k)), dtype=np.float64)
         else:
             out = np.tile(self.base_margin, (n, 1))
         if b > a:
@@ -324,18 +336,10 @@ class Booster:
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     def save_model(self, path: str | os.PathLike) -> None:
-        """Write the model as JSON, atomically (temporary file in the same folder, renamed)."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.save_raw())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        """Write the model as JSON, atomically (see `histboost._files.atomic_write`: a new
+        file gets the umask's permissions, an overwrite keeps the file's, a symlink is
+        followed)."""
+        atomic_write(path, self.save_raw())
 
     def load_model(self, source: str | os.PathLike | bytes | bytearray) -> None:
         """Load a model saved by `save_model` (a path) or `save_raw` (bytes)."""
@@ -352,52 +356,119 @@ class Booster:
             d = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{where} is not a histboost JSON model: {e}") from None
+        except RecursionError:
+            raise ValueError(f"{where} is not a histboost JSON model: its JSON is nested too "
+                             "deeply") from None
         self._load_dict(d, where)
 
     def _load_dict(self, d: Any, where: str) -> None:
+        """Check every field of a parsed model file, then take it over (a malformed file
+        raises ValueError and leaves this Booster as it was)."""
         if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
             raise ValueError(f"{where} is not a histboost model (no 'format': 'histboost')")
         version = d.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and \
+                version > FORMAT_VERSION:
             raise ValueError(f"{where} has model format version {version!r}; this histboost "
                              f"({__version__}) reads versions up to {FORMAT_VERSION}")
+        if not (isinstance(version, int) and not isinstance(version, bool) and version >= 1):
+            raise ValueError(f"{where} is corrupt: model format version {version!r} is not a "
+                             f"version number (1 to {FORMAT_VERSION})")
         try:
-            learner = d["learner"]
-            self.objective_name = str(learner["objective"])
-            self.num_class = int(learner["num_class"])
-            self.n_features = int(learner["n_features"])
-            self.feature_names = [str(x) for x in learner["feature_names"]]
-            self.base_margin = np.asarray(learner["base_margin"], dtype=np.float64)
-            best_iteration = learner.get("best_iteration")
-            self.best_iteration = None if best_iteration is None else _as_int(best_iteration)
-            best_score = learner.get("best_score")
-            self.best_score = None if best_score is None else float(best_score)
-            self.params = dict(learner.get("params", {}))
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # an unknown name means a corrupt file
-                parse_params(self.params)
-            if self.objective_name != "custom":
-                get_objective(self.objective_name, self.num_class)
-            trees = [Tree.from_dict(t) for t in d["trees"]]
-        except (KeyError, TypeError, ValueError, UserWarning) as e:
+            loaded = _parse_model(d)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, UserWarning) as e:
             raise ValueError(f"{where} is a corrupt histboost model: {e}") from None
-        if len(self.feature_names) != self.n_features:
-            raise ValueError(f"{where} is corrupt: {len(self.feature_names)} feature names "
-                             f"for {self.n_features} features")
-        if self.base_margin.shape != (self.trees_per_round,):
-            raise ValueError(f"{where} is corrupt: base_margin has the wrong length")
-        k = self.trees_per_round
-        if len(trees) % k:
-            raise ValueError(f"{where} is corrupt: {len(trees)} trees is not a multiple of "
-                             f"{k} trees per round")
-        for i, t in enumerate(trees):
-            t.validate(self.n_features)
-            if t.class_index != i % k:
-                raise ValueError(f"{where} is corrupt: tree {i} has class {t.class_index}")
-        self.trees = trees
+        for name, value in loaded.items():
+            setattr(self, name, value)
         self._objective = None
         self._forest = None
+        self._forest_size = -1
 
     def __repr__(self) -> str:
         return (f"Booster(objective={self.objective_name!r}, rounds={self.num_boosted_rounds()}, "
                 f"n_features={self.n_features})")
+
+
+def _number(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v):
+        raise ValueError(f"{what} must be a finite number, got {v!r}")
+    return float(v)
+
+
+# floating-point tree fields: predictions must be finite; +-inf thresholds are legitimate
+# (a split at the last value bin sends every value left and only missing values right)
+_FINITE_TREE_FIELDS = ("value", "leaf_value", "gain", "cover", "level_gain", "leaf_cover")
+_THRESHOLD_FIELDS = ("threshold", "level_threshold")
+
+
+def _parse_model(d: dict[str, Any]) -> dict[str, Any]:
+    """The Booster attributes of model dict `d`; raises KeyError / TypeError / ValueError."""
+    learner = d["learner"]
+    if not isinstance(learner, dict):
+        raise TypeError(f"'learner' must be an object, got {type(learner).__name__}")
+    objective = learner["objective"]
+    if not isinstance(objective, str):
+        raise TypeError(f"objective must be a string, got {objective!r}")
+    num_class = _as_int(learner["num_class"])
+    n_features = _as_int(learner["n_features"])
+    if num_class < 1 or n_features < 0:
+        raise ValueError(f"num_class {num_class} / n_features {n_features} out of range")
+    names = learner["feature_names"]
+    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+        raise TypeError("feature_names must be a list of strings")
+    if len(names) != n_features:
+        raise ValueError(f"{len(names)} feature names for {n_features} features")
+    if len(set(names)) != len(names):
+        dup = next(x for x in names if names.count(x) > 1)
+        raise ValueError(f"feature name {dup!r} appears twice")
+    k = Booster(objective=objective, num_class=num_class).trees_per_round
+    if learner.get("trees_per_round", k) != k:
+        raise ValueError(f"trees_per_round is {learner['trees_per_round']!r}, but objective "
+                         f"{objective!r} with num_class={num_class} has {k}")
+    bm = learner["base_margin"]
+    if not isinstance(bm, list) or len(bm) != k:
+        raise ValueError(f"base_margin must be a list of {k} numbers, got {bm!r}")
+    base_margin = np.array([_number(v, "base_margin") for v in bm], dtype=np.float64)
+    params = learner.get("params", {})
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be an object, got {type(params).__name__}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unknown name means a corrupt file
+        parse_params(params)
+    if objective != "custom":
+        get_objective(objective, num_class)
+
+    raw_trees = d["trees"]
+    if not isinstance(raw_trees, list) or not all(isinstance(t, dict) for t in raw_trees):
+        raise TypeError("'trees' must be a list of tree objects")
+    if len(raw_trees) % k:
+        raise ValueError(f"{len(raw_trees)} trees is not a multiple of {k} trees per round")
+    trees = []
+    for i, raw in enumerate(raw_trees):
+        ci = raw.get("class_index", 0)
+        if isinstance(ci, bool) or not isinstance(ci, int) or ci != i % k:
+            raise ValueError(f"tree {i} has class {ci!r}, expected {i % k}")
+        t = Tree.from_dict(raw)
+        for name, a in t.arrays.items():
+            if a.ndim != 1:
+                raise ValueError(f"tree {i} field {name!r} is not a flat list")
+            if name in _FINITE_TREE_FIELDS and not np.all(np.isfinite(a)):
+                raise ValueError(f"tree {i} field {name!r} holds NaN or infinite values")
+            if name in _THRESHOLD_FIELDS and np.any(np.isnan(a)):
+                raise ValueError(f"tree {i} field {name!r} holds NaN")
+        t.validate(n_features)
+        trees.append(t)
+
+    rounds = len(trees) // k
+    best_iteration = learner.get("best_iteration")
+    if best_iteration is not None:
+        best_iteration = _as_int(best_iteration)
+        if not 0 <= best_iteration < rounds:
+            raise ValueError(f"best_iteration {best_iteration} is outside the model's "
+                             f"{rounds} rounds")
+    best_score = learner.get("best_score")
+    if best_score is not None:
+        best_score = _number(best_score, "best_score")
+    return {"objective_name": objective, "num_class": num_class, "n_features": n_features,
+            "feature_names": names, "base_margin": base_margin, "params": dict(params),
+            "trees": trees, "best_iteration": best_iteration, "best_score": best_score}

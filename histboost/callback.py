@@ -7,7 +7,10 @@ end (its return value replaces the model). ``evals_log`` is ``{data_name: {metri
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .metrics import MAXIMIZE
 
@@ -77,16 +80,22 @@ class EarlyStopping(TrainingCallback):
     def __init__(self, rounds: int, metric_name: str | None = None,
                  data_name: str | None = None, maximize: bool | None = None,
                  save_best: bool = False, min_delta: float = 0.0) -> None:
-        if rounds < 1:
-            raise ValueError(f"early stopping rounds must be >= 1, got {rounds}")
-        if min_delta < 0:
-            raise ValueError(f"min_delta must be >= 0, got {min_delta}")
-        self.rounds = rounds
+        # a float would be truncated (or compared as a float), a bool read as 1
+        if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 1:
+            raise ValueError(f"early stopping rounds must be an integer >= 1, got {rounds!r}")
+        try:
+            delta = float(min_delta)
+        except (TypeError, ValueError):
+            delta = math.nan
+        if not (math.isfinite(delta) and delta >= 0):
+            # NaN would make every comparison false: no round could ever improve
+            raise ValueError(f"min_delta must be a finite number >= 0, got {min_delta!r}")
+        self.rounds = int(rounds)
         self.metric_name = metric_name
         self.data_name = data_name
         self.maximize = maximize
         self.save_best = save_best
-        self.min_delta = min_delta
+        self.min_delta = delta
         self._best: float | None = None
         self._best_epoch = 0
 
@@ -102,6 +111,10 @@ class EarlyStopping(TrainingCallback):
             raise ValueError(f"early stopping metric {metric!r} is not evaluated on {data!r}")
         maximize = self.maximize if self.maximize is not None else metric in MAXIMIZE
         score = evals_log[data][metric][-1]
+        if score != score:  # NaN compares false with everything: it would never improve
+            raise ValueError(f"early stopping metric {metric!r} on evaluation set {data!r} is "
+                             f"NaN at round {epoch}: the metric is undefined on this data, so "
+                             "it cannot pick the best iteration")
         if self._best is None:
             improved = True
         elif maximize:

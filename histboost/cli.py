@@ -1,25 +1,30 @@
 """Command-line interface: ``histboost train | predict | dump`` (also ``python -m histboost``).
 
-User errors (missing files, malformed data, invalid parameters) print one line
-``histboost <command>: error: <message>`` to stderr and exit with status 2, as argparse does
-for bad arguments; there is no traceback. Output files are written to a temporary name in the
-target folder and renamed, so an interrupted run never leaves a truncated file.
+User errors (missing files, malformed data, invalid parameters, data too large for memory)
+print one line ``histboost <command>: error: <message>`` to stderr and exit with status 2, as
+argparse does for bad arguments; there is no traceback. Output files are written by
+`histboost._files.atomic_write` (a temporary name in the target folder, renamed), so an
+interrupted run never leaves a truncated file.
+
+``predict`` (and ``train --valid``) match the columns of a CSV/TSV file with a header to the
+model's feature names, in any order; without a header, columns are taken by position.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
-import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
 
 from . import __version__
+from ._files import atomic_write
 from .booster import Booster
 from .data.io import FileData, load_data
 from .params import parse_params
@@ -119,25 +124,13 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _check_writable(path: str) -> None:
-    """Fail before the work if the output folder does not exist."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Fail before the work if the output folder does not exist (as `atomic_write` will)."""
+    folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"output folder {folder!r} does not exist")
+        raise FileNotFoundError(f"cannot write {path!r}: output folder {folder!r} does not "
+                                "exist")
     if os.path.isdir(path):
         raise ValueError(f"output path {path!r} is a directory")
-
-
-def _write_atomic(path: str, write: Callable[[IO[str]], None]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _read(args: argparse.Namespace, path: str, label_column: int | str | None,
@@ -148,6 +141,30 @@ def _read(args: argparse.Namespace, path: str, label_column: int | str | None,
     n, f = data.X.shape
     _note(args, f"read {path}: {n} rows x {f} features ({time.perf_counter() - started:.2f} s)")
     return data
+
+
+def _align_columns(data: FileData, names: list[str], path: str) -> FileData:
+    """`data` with its feature columns in the order of the model's feature `names`, matched by
+    the file's header; unchanged when the file has no header or the model no names (then
+    columns are taken by position)."""
+    header = data.feature_names
+    if header is None or names == [f"f{i}" for i in range(len(names))]:
+        return data._replace(feature_names=None)
+    if header == names:
+        return data
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"{path}: the header names {dup[:5]} more than once")
+    missing = [n for n in names if n not in header]
+    extra = [h for h in header if h not in names]
+    if missing or extra:
+        hint = " (pass --label-column to drop the label column)" if not missing else ""
+        raise ValueError(f"{path}: the header's columns differ from the model's features: "
+                         f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                         f"not in the model {extra[:5]}{' ...' if len(extra) > 5 else ''}"
+                         f"{hint}")
+    order = [header.index(n) for n in names]
+    return data._replace(X=data.X[:, order], feature_names=list(names))
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -167,8 +184,8 @@ def _train(args: argparse.Namespace) -> int:
     dtrain = train_data.to_dataset()
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
-        valid = _read(args, path, args.label_column, args.weight_column,
-                      n_features=dtrain.num_col())
+        valid = _align_columns(_read(args, path, args.label_column, args.weight_column,
+                                     n_features=dtrain.num_col()), dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain), name))
     started = time.perf_counter()
@@ -193,10 +210,14 @@ def _predict(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.data} has {F} columns but the model takes "
                          f"{booster.num_features()} features; pass --label-column to drop the "
                          "label column")
+    # a header is matched by name, as the Python API matches a DataFrame's columns
+    data = _align_columns(data, booster.feature_names, args.data)
     pred = booster.predict(data.X, output_margin=args.margin, pred_leaf=args.leaf)
     # integers for leaves; enough digits that the text reads back to the same float
     fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
-    _write_atomic(args.out, lambda f: np.savetxt(f, pred, fmt=fmt, delimiter="\t"))
+    text = io.StringIO()
+    np.savetxt(text, pred, fmt=fmt, delimiter="\t")
+    atomic_write(args.out, text.getvalue())
     _note(args, f"wrote {pred.shape[0]} predictions to {args.out}")
     return 0
 
@@ -209,7 +230,7 @@ def _dump(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         _check_writable(args.out)
-        _write_atomic(args.out, lambda f: f.write(text))
+        atomic_write(args.out, text)
     return 0
 
 
@@ -232,8 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return _COMMANDS[args.command](args)
-        except (OSError, ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, OverflowError) as e:
             print(f"histboost {args.command}: error: {e}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+        except (MemoryError, RecursionError) as e:
+            # resource errors: the input is too large or too deep for this machine
+            what = "out of memory" if isinstance(e, MemoryError) else "input nested too deeply"
+            detail = f" ({e})" if str(e) else ""
+            print(f"histboost {args.command}: error: {what}{detail}", file=sys.stderr,
+                  flush=True)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"histboost {args.command}: interrupted", file=sys.stderr)

@@ -8,9 +8,10 @@ warning naming the closest known parameter (as XGBoost does); invalid values rai
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 # LightGBM / scikit-learn spellings mapped to the XGBoost name used internally.
@@ -62,6 +63,8 @@ OBJECTIVE_ALIASES = {
     "multiclass": "multi:softprob",
     "softmax": "multi:softmax",
 }
+# max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
+MIN_MAX_BIN = 3
 GROW_POLICIES = ("depthwise", "lossguide", "oblivious")
 GROW_POLICY_ALIASES = {"leafwise": "lossguide", "symmetric": "oblivious", "levelwise": "depthwise"}
 
@@ -97,7 +100,6 @@ class TrainParams:
     disable_default_eval_metric: bool = False
     verbosity: int = 1
     tree_method: str = "hist"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_threads(self) -> int:
@@ -111,12 +113,12 @@ class TrainParams:
         return self.num_class if self.objective.startswith("multi:") else 1
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["eval_metric"] = list(self.eval_metric)
         return out
 
 
-_KNOWN = {f.name for f in fields(TrainParams)} - {"extra"}
+_KNOWN = {f.name for f in fields(TrainParams)}
 # Accepted for compatibility with XGBoost scripts; they do not change histboost's behaviour.
 _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "silent"}
 
@@ -137,6 +139,8 @@ def _as_bool(name: str, value: Any) -> bool:
 
 
 def _coerce(name: str, value: Any, kind: type) -> Any:
+    if isinstance(value, bool) and name != "verbosity":  # verbose=True is a common spelling
+        raise ValueError(f"parameter {name!r} must be a {kind.__name__}, got {value!r}")
     try:
         if kind is int:
             if isinstance(value, float) and not value.is_integer():
@@ -160,7 +164,6 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict, got {type(params).__name__}")
     values: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
     for raw_name, value in params.items():
         name = ALIASES.get(raw_name, raw_name)
         if name in _IGNORED:
@@ -168,7 +171,6 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         if name not in _KNOWN:
             warnings.warn(f"unknown parameter {raw_name!r} is ignored{_suggest(raw_name)}",
                           UserWarning, stacklevel=3)
-            extra[raw_name] = value
             continue
         if name in values:
             raise ValueError(f"parameter {name!r} given twice (as {raw_name!r} and an alias)")
@@ -234,7 +236,7 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     values["device"] = device
     values["tree_method"] = "hist"
 
-    p = TrainParams(**values, extra=extra)
+    p = TrainParams(**values)
     _check_ranges(p)
     return p
 
@@ -244,6 +246,11 @@ def _check_ranges(p: TrainParams) -> None:
         if not cond:
             raise ValueError(msg)
 
+    # inf passes every ">= 0" check below but gives NaN models (inf * 0) or constant ones
+    for name in ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
+                 "max_delta_step", "base_score"):
+        v = getattr(p, name)
+        need(v is None or math.isfinite(v), f"{name} must be a finite number, got {v}")
     need(p.learning_rate > 0, f"learning_rate must be > 0, got {p.learning_rate}")
     need(p.max_depth >= 0, f"max_depth must be >= 0 (0 = unlimited), got {p.max_depth}")
     need(p.max_leaves >= 0, f"max_leaves must be >= 0 (0 = unlimited), got {p.max_leaves}")
@@ -264,12 +271,16 @@ def _check_ranges(p: TrainParams) -> None:
     for name in ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode"):
         v = getattr(p, name)
         need(0 < v <= 1, f"{name} must be in (0, 1], got {v}")
-    need(2 <= p.max_bin <= 65536, f"max_bin must be in [2, 65536], got {p.max_bin}")
-    need(1 <= p.grad_quant_bits <= 24,
-         f"grad_quant_bits must be in [1, 24], got {p.grad_quant_bits}")
+    need(MIN_MAX_BIN <= p.max_bin <= 65536, f"max_bin must be in [{MIN_MAX_BIN}, 65536], got "
+         f"{p.max_bin} (it counts the missing-value slot: 3 gives two value bins, the fewest "
+         "a split needs)")
+    # b bits hold |values| up to 2**(b-1) - 1: one bit would round every gradient to 0
+    need(2 <= p.grad_quant_bits <= 24,
+         f"grad_quant_bits must be in [2, 24], got {p.grad_quant_bits}")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")
-    if p.base_score is not None and p.objective in ("binary:logistic",):
+    if p.base_score is not None and p.objective.startswith("binary:"):
+        # a probability for both: logitraw only skips the sigmoid at prediction
         need(0 < p.base_score < 1, f"base_score must be in (0, 1) for {p.objective}, "
              f"got {p.base_score}")

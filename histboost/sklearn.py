@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._files import atomic_write
 from .booster import Booster
 from .data.dataset import Dataset
 from .objectives.classification import sigmoid, softmax
@@ -234,23 +234,14 @@ class _HistBoostModel(BaseEstimator):
         estimator's attributes (classes, feature names), atomically."""
         model = self.get_booster().to_dict()
         model[_SKLEARN_KEY] = self._sklearn_state()
-        path = os.fspath(path)
-        fd, tmp = tempfile.mkstemp(prefix=".histboost-", suffix=".tmp",
-                                   dir=os.path.dirname(os.path.abspath(path)))
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(model, f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(path, json.dumps(model, separators=(",", ":")))
 
     def load_model(self, path: str | os.PathLike) -> _HistBoostModel:
         """Load a model written by `save_model`, `Booster.save_model` or the CLI."""
-        booster = Booster(model_file=path)
+        booster = Booster(model_file=path)  # raises ValueError for a malformed model
         with open(path, "rb") as f:
             state = json.load(f).get(_SKLEARN_KEY) or {}
+        _check_state(state, booster.num_features(), os.fspath(path))
         self._restore(booster, state)
         return self
 
@@ -262,6 +253,30 @@ class _HistBoostModel(BaseEstimator):
         self.best_iteration_ = booster.best_iteration
         self.best_score_ = booster.best_score
         self.evals_result_ = {}
+
+
+def _check_state(state: Any, n_features: int, where: str) -> None:
+    """Raise ValueError unless `state` is the estimator part `save_model` writes."""
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{where} is a corrupt histboost model: its {_SKLEARN_KEY!r} part "
+                          f"{what}")
+
+    if not isinstance(state, dict):
+        raise bad(f"must be an object, got {type(state).__name__}")
+    names = state.get("feature_names_in")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise bad("has feature_names_in that are not a list of strings")
+        if len(names) != n_features or len(set(names)) != len(names):
+            raise bad(f"has {len(names)} feature_names_in (unique: {len(set(names))}) for "
+                      f"{n_features} features")
+    classes = state.get("classes")
+    if classes is not None:
+        if not isinstance(classes, list) or not all(
+                isinstance(c, str | int | float) for c in classes):
+            raise bad("has classes that are not a list of labels")
+        if len({(type(c), c) for c in classes}) != len(classes):
+            raise bad(f"lists a class twice: {classes}")
 
 
 class HistBoostRegressor(RegressorMixin, _HistBoostModel):

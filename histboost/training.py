@@ -114,6 +114,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
                                       else [objective.default_metric])
     metric_fns = {m: get_metric(m) for m in metrics}
+    from .metrics import check_metrics_defined  # (local: keeps this hook self-contained)
+
+    for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
+        check_metrics_defined(metrics, es.data.label, es.data.weight, K, es.name)
 
     cbs: list[TrainingCallback] = list(callbacks or ())
     if verbose_eval and eval_sets:
@@ -121,7 +125,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     if early_stopping_rounds is not None:
         if not eval_sets:
             raise ValueError("early_stopping_rounds needs at least one set in evals")
-        cbs.append(EarlyStopping(int(early_stopping_rounds)))
+        cbs.append(EarlyStopping(early_stopping_rounds))  # it checks the value
     history: EvalsLog = evals_result if evals_result is not None else {}
     history.clear()
 

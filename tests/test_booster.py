@@ -454,3 +454,106 @@ def test_corrupt_oblivious_tree_raises_value_error(models):
     d["trees"][0]["level_feature"][0] = F
     with pytest.raises(ValueError, match="feature"):
         Booster().load_model(json.dumps(d).encode())
+
+
+def _malformed():
+    """(name, function mutating a model dict or returning raw bytes) that loaded without a
+    ValueError before issue 18 (a later AttributeError / RecursionError, or silently)."""
+    def at(path, value):
+        def f(d):
+            obj = d
+            for k in path[:-1]:
+                obj = obj[k]
+            obj[path[-1]] = value
+            return d
+        return f
+
+    def two_d(field):
+        return lambda d: at(["trees", 0, field], [[v] for v in d["trees"][0][field]])(d)
+
+    def duplicate_name(d):
+        d["learner"]["feature_names"][1] = d["learner"]["feature_names"][0]
+        return d
+
+    deep = 100_000
+    return [
+        ("trees a dict", at(["trees"], {"0": {}})),
+        ("trees hold an int", at(["trees", 0], 5)),
+        ("trees hold a list", at(["trees", 0], [])),
+        ("2-D value", two_d("value")),
+        ("2-D threshold", two_d("threshold")),
+        ("2-D children", lambda d: two_d("right_child")(two_d("left_child")(d))),
+        ("JSON nested 100k deep", lambda d: b"[" * deep + b"]" * deep),
+        ("deep inside a tree", lambda d: json.dumps(d).replace(
+            '"kind"', '"x": ' + "[" * deep + "]" * deep + ', "kind"', 1).encode()),
+        ("version 0", at(["version"], 0)),
+        ("version -1", at(["version"], -1)),
+        ("version true", at(["version"], True)),
+        ("version 1.0", at(["version"], 1.0)),
+        ("duplicate feature names", duplicate_name),
+        ("feature names a string", at(["learner", "feature_names"], "abcde")),
+        ("feature name a number", at(["learner", "feature_names", 0], 7)),
+        ("NaN threshold", at(["trees", 0, "threshold", 0], float("nan"))),
+        ("NaN leaf value", at(["trees", 3, "value", -1], float("nan"))),
+        ("infinite leaf value", at(["trees", 3, "value", -1], float("inf"))),
+        ("NaN cover", at(["trees", 0, "cover", 0], float("nan"))),
+        ("best_iteration = rounds", at(["learner", "best_iteration"], 4)),
+        ("best_iteration negative", at(["learner", "best_iteration"], -1)),
+        ("best_score text", at(["learner", "best_score"], "0.5")),
+        ("best_score NaN", at(["learner", "best_score"], float("nan"))),
+        ("base_margin NaN", at(["learner", "base_margin", 0], float("nan"))),
+        ("num_class true", at(["learner", "num_class"], True)),
+        ("num_class text", at(["learner", "num_class"], "3")),
+        ("n_features float", at(["learner", "n_features"], 5.0)),
+        ("objective a list", at(["learner", "objective"], ["multi:softprob"])),
+        ("params pairs", at(["learner", "params"], [["max_depth", 3]])),
+        ("trees_per_round", at(["learner", "trees_per_round"], 1)),
+        ("class_index text", at(["trees", 1, "class_index"], "1")),
+        ("class_index float", at(["trees", 1, "class_index"], 1.0)),
+    ]
+
+
+@pytest.mark.parametrize("name,corrupt", _malformed(), ids=[c[0] for c in _malformed()])
+def test_malformed_model_raises_value_error_at_load(models, tmp_path, name, corrupt):
+    good = models["multiclass"]
+    d = json.loads(good.save_raw())
+    assert d["learner"]["best_iteration"] is None and good.num_boosted_rounds() == 4
+    out = corrupt(d)
+    raw = out if isinstance(out, bytes) else json.dumps(out).encode()
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw)
+    with pytest.raises(ValueError, match="bad.json"):
+        Booster(model_file=path)
+    b = good.copy()
+    with pytest.raises(ValueError, match="model bytes"):
+        b.load_model(raw)
+    # a failed load leaves the Booster as it was
+    X = _test_matrix()
+    assert b.num_boosted_rounds() == 4 and b.feature_names == good.feature_names
+    np.testing.assert_array_equal(b.predict(X), good.predict(X))
+
+
+def test_model_with_best_iteration_and_infinite_threshold_loads(models):
+    d = json.loads(models["depthwise"].save_raw())
+    d["learner"]["best_iteration"], d["learner"]["best_score"] = 4, 0.5
+    # x <= inf sends every value left and only missing values right: a legitimate split
+    d["trees"][0]["threshold"][0] = float("inf")
+    b = Booster()
+    b.load_model(json.dumps(d).encode())
+    assert b.best_iteration == 4 and b.best_score == 0.5
+    X = _test_matrix()
+    x = X[:, d["trees"][0]["split_feature"][0]]
+    left = ~np.isnan(x) | bool(d["trees"][0]["default_left"][0])
+    leaves = b.predict(X, pred_leaf=True)[:, 0]
+    first = b.trees[0]
+    in_left = np.array([_descends_from(first, int(leaf), int(first.left_child[0]))
+                        for leaf in leaves])
+    np.testing.assert_array_equal(in_left, left)
+
+
+def _descends_from(tree, node, ancestor):
+    parent = {int(c): i for i, c in enumerate(tree.left_child) if c >= 0}
+    parent.update({int(c): i for i, c in enumerate(tree.right_child) if c >= 0})
+    while node != ancestor and node in parent:
+        node = parent[node]
+    return node == ancestor

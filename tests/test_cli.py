@@ -3,7 +3,9 @@ trained by `histboost.train`, and ``histboost predict`` writes what `Booster.pre
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -172,3 +174,102 @@ def test_argument_errors_and_module_entry_point(capsys):
     proc = subprocess.run([sys.executable, "-m", "histboost", "--version"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"histboost {hb.__version__}"
+
+
+# -- issue 18 ------------------------------------------------------------------------------------
+
+def _csv(path, names, M):
+    header = ",".join(names) + "\n" if names else ""
+    path.write_text(header + "".join(",".join(repr(float(v)) for v in row) + "\n" for row in M))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def named_model(tmp_path_factory):
+    """A model trained by the CLI on columns label,a,b,c, with its training matrix."""
+    tmp = tmp_path_factory.mktemp("named")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))
+    y = 2 * X[:, 0] - X[:, 1] + 0.5 * X[:, 2]
+    data = _csv(tmp / "good.csv", ["label", "a", "b", "c"], np.column_stack([y, X]))
+    model = str(tmp / "model.json")
+    assert main(["train", data, "--label-column", "label", "--num-round", "5", "--quiet",
+                 "--param", "max_depth=3", "nthread=1", "--model-out", model]) == 0
+    return model, X, y, tmp
+
+
+def test_predict_matches_header_columns_by_name(named_model, tmp_path, capsys):
+    model, X, y, _ = named_model
+    want = hb.Booster(model_file=model).predict(X)  # the columns in training order
+    reordered = _csv(tmp_path / "r.csv", ["label", "c", "b", "a"],
+                     np.column_stack([y, X[:, 2], X[:, 1], X[:, 0]]))
+    out = tmp_path / "p.txt"
+    code, _, err = run(capsys, "predict", model, reordered, "--label-column", "label",
+                       "--out", str(out))
+    assert code == 0, err
+    np.testing.assert_array_equal(np.loadtxt(out), want)
+    # the label may sit anywhere, and a file without a header is taken by position
+    moved = _csv(tmp_path / "m.csv", ["b", "a", "label", "c"],
+                 np.column_stack([X[:, 1], X[:, 0], y, X[:, 2]]))
+    plain = _csv(tmp_path / "n.csv", None, X)
+    for path, label in ((moved, ["--label-column", "label"]), (plain, [])):
+        code, _, err = run(capsys, "predict", model, path, *label, "--out", str(out))
+        assert code == 0, err
+        np.testing.assert_array_equal(np.loadtxt(out), want)
+
+
+@pytest.mark.parametrize("names,label,message", [
+    (["label", "a", "b", "d"], "label", r"missing \['c'\], not in the model \['d'\]"),
+    (["label", "a", "a", "b"], "label", r"header names \['a'\] more than once"),
+    (["w", "a", "b", "c", "label"], "label", r"not in the model \['w'\].*--label-column"),
+])
+def test_predict_with_different_header_names_fails(named_model, tmp_path, capsys, names,
+                                                   label, message):
+    model, X, y, _ = named_model
+    M = np.column_stack([y, X, y])[:, :len(names)]
+    path = _csv(tmp_path / "x.csv", names, M)
+    out = tmp_path / "p.txt"
+    code, _, err = run(capsys, "predict", model, path, "--label-column", label,
+                       "--out", str(out))
+    assert code == 2 and re.search(message, err), err
+    assert not out.exists()
+
+
+def test_valid_file_columns_matched_by_name(named_model, tmp_path, capsys):
+    model, X, y, tmp = named_model
+    valid = _csv(tmp_path / "v.csv", ["c", "label", "a", "b"],
+                 np.column_stack([X[:, 2], y, X[:, 0], X[:, 1]]))
+    m2 = tmp_path / "m2.json"
+    code, out, err = run(capsys, "train", str(tmp / "good.csv"), "--label-column", "label",
+                         "--valid", valid, "--num-round", "5", "--param", "max_depth=3",
+                         "nthread=1", "--model-out", str(m2))
+    assert code == 0, err
+    trees = [json.loads(hb.Booster(model_file=m).save_raw())["trees"] for m in (model, m2)]
+    assert trees[0] == trees[1]  # the validation file does not change the model
+    rmse = float(np.sqrt(np.mean((hb.Booster(model_file=model).predict(X) - y) ** 2)))
+    assert f"valid-rmse:{rmse:.5f}" in out.splitlines()[-1]
+
+
+def test_out_of_memory_is_a_one_line_error(tmp_path, capsys):
+    # one row, a column index of 10**15: the dense matrix would need petabytes
+    path = tmp_path / "huge.svm"
+    path.write_text("1 1000000000000000:1\n0 1:2\n")
+    code, _, err = run(capsys, "train", str(path), "--model-out", str(tmp_path / "m.json"))
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith("histboost train: error: out of memory")
+    assert "Traceback" not in err and not (tmp_path / "m.json").exists()
+
+
+def test_resource_errors_exit_2(tmp_path, capsys, monkeypatch):
+    import histboost.cli as cli
+
+    for exc in (MemoryError(), RecursionError("maximum recursion depth exceeded")):
+        def boom(*args, exc=exc, **kwargs):
+            raise exc
+        monkeypatch.setattr(cli, "load_data", boom)
+        code, _, err = run(capsys, "train", HIGGS_TRAIN, "--model-out", str(tmp_path / "m"))
+        assert code == 2 and err.count("histboost train: error: ") == 1, err
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run(capsys, "dump", str(deep))
+    assert code == 2 and "nested too deeply" in err and "Traceback" not in err

@@ -232,3 +232,222 @@ def test_predict_input_errors():
         b.predict(X[0])
     with pytest.raises(TypeError, match="numeric"):
         b.predict(np.array([["a", "b", "c"]]))
+
+
+# -- issue 18: values that used to give NaN or constant models -------------------------------
+
+@pytest.mark.parametrize("params,name", [
+    ({"learning_rate": np.inf}, "learning_rate"),
+    ({"eta": "inf"}, "learning_rate"),
+    ({"base_score": np.nan}, "base_score"),
+    ({"base_score": np.inf}, "base_score"),
+    ({"base_score": -np.inf}, "base_score"),
+    ({"reg_lambda": np.inf}, "reg_lambda"),
+    ({"reg_alpha": np.inf}, "reg_alpha"),
+    ({"gamma": np.inf}, "gamma"),
+    ({"min_child_weight": np.inf}, "min_child_weight"),
+    ({"max_delta_step": np.inf}, "max_delta_step"),
+])
+def test_non_finite_float_parameter_is_rejected(params, name):
+    with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+        parse_params(params)
+
+
+@pytest.mark.parametrize("base_score", [0.0, 1.0, 2.0, -0.5])
+def test_logitraw_base_score_is_a_probability(base_score):
+    # logitraw turns base_score into a margin with the logit, as binary:logistic does
+    with pytest.raises(ValueError, match=r"base_score must be in \(0, 1\)"):
+        _train({"objective": "binary:logitraw", "base_score": base_score})
+    b = _train({"objective": "binary:logitraw", "base_score": 0.25}, rounds=0)
+    np.testing.assert_allclose(b.base_margin, [np.log(0.25 / 0.75)])
+
+
+def test_max_bin_two_is_rejected_everywhere():
+    # max_bin counts the missing slot: 2 leaves one value bin and trees that never split
+    with pytest.raises(ValueError, match=r"max_bin must be in \[3, 65536\].*missing"):
+        parse_params({"max_bin": 2})
+    with pytest.raises(ValueError, match=r"max_bin must be an integer in \[3, 65536\]"):
+        histboost.Dataset(X, label=Y, max_bin=2)
+    with pytest.raises(ValueError, match="max_bin"):
+        histboost.Dataset(X, label=Y).construct(2)
+    with pytest.raises(ValueError, match="max_bin"):
+        histboost.Dataset(X, label=Y, max_bin=True)
+    # the fewest slots that can split: two value bins split on the sign of feature 0
+    b = _train({"max_bin": 3, "max_depth": 1}, histboost.Dataset(X, label=Y, max_bin=3))
+    assert np.unique(b.predict(X)).size == 2
+
+
+@pytest.mark.parametrize("label_scale,weight", [(1e38, None), (1.0, 1e39), (1e20, 1e20)])
+def test_labels_or_weights_that_overflow_float32_gradients(label_scale, weight):
+    y = RNG.normal(size=60) * label_scale
+    w = None if weight is None else np.full(60, weight)
+    with pytest.raises(ValueError, match="float32 gradients would overflow"):
+        histboost.Dataset(X, label=y, weight=w)
+    d = histboost.Dataset(X)
+    with pytest.raises(ValueError, match="overflow"):
+        d.set_label(y) if weight is None else (d.set_label(y), d.set_weight(w))
+    # the setters check the pair: a valid label stays when the weight is refused
+    d = histboost.Dataset(X, label=Y)
+    with pytest.raises(ValueError, match="overflow"):
+        d.set_weight(np.full(60, 1e37))
+    assert d.get_weight() is None
+
+
+def test_large_but_safe_labels_train_a_real_model():
+    y = X[:, 0] * 1e30  # gradients up to ~1e31: far from float32's 3.4e38
+    b = _train({"max_depth": 2}, histboost.Dataset(X, label=y), rounds=3)
+    pred = b.predict(X)
+    assert np.all(np.isfinite(pred)) and np.corrcoef(pred, y)[0, 1] > 0.8
+
+
+def test_base_margin_that_overflows_float32_gradients():
+    with pytest.raises(ValueError, match="overflow"):
+        histboost.Dataset(X, label=Y, base_margin=np.full(60, 1e300))
+
+
+# -- issue 18: crashes and unhelpful errors ---------------------------------------------------
+
+def test_grad_quant_bits_one_is_out_of_range():
+    with pytest.raises(ValueError, match=r"grad_quant_bits must be in \[2, 24\], got 1"):
+        _train({"quantized_grad": True, "grad_quant_bits": 1})
+    b = _train({"quantized_grad": True, "grad_quant_bits": 2, "max_depth": 1})
+    assert b.num_boosted_rounds() == 1  # the smallest accepted width trains
+
+
+@pytest.mark.parametrize("shape", [(60, 3), (60, 2), (60, 1, 1), (180,), ()])
+def test_base_margin_of_the_wrong_shape(shape):
+    bm = np.zeros(shape)
+    if len(shape) != 2:  # the Dataset itself refuses anything but (n,) or (n, K)
+        with pytest.raises(ValueError, match="base_margin must have 60 rows"):
+            histboost.Dataset(X, label=Y, base_margin=bm)
+        return
+    d = histboost.Dataset(X, label=Y, base_margin=bm)  # K is the model's: checked there
+    with pytest.raises(ValueError, match=rf"base_margin has shape \({shape[0]}, {shape[1]}\); "
+                                         r"this model has 1 output.*\(60,\) or \(60, 1\)"):
+        _train({}, d)
+    b = _train({})
+    with pytest.raises(ValueError, match="base_margin has shape"):
+        b.predict(d)
+    with pytest.raises(ValueError, match="base_margin has shape"):
+        _train({}, evals=[(d, "bad")])
+
+
+def test_multiclass_base_margin_width():
+    y = np.arange(60) % 3.0
+    p = {"objective": "multi:softprob", "num_class": 3}
+    with pytest.raises(ValueError, match=r"3 outputs.*\(60,\) or \(60, 3\)"):
+        _train(p, histboost.Dataset(X, label=y, base_margin=np.zeros((60, 2))))
+    # one column (or a vector) adds the same margin to every class: accepted
+    for bm in (np.zeros(60), np.zeros((60, 1)), np.zeros((60, 3))):
+        _train(p, histboost.Dataset(X, label=y, base_margin=bm))
+
+
+def test_set_base_margin_checks_like_the_constructor():
+    d = histboost.Dataset(X, label=Y)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        d.set_base_margin(np.full(60, np.nan))
+    with pytest.raises(ValueError, match="60 rows"):
+        d.set_base_margin(0.5)
+    d.set_base_margin(np.ones(60))
+    d.set_base_margin(None)
+    assert d.base_margin is None
+
+
+@pytest.mark.parametrize("bad", [(1.5, 3), (0, 2.0), 3, "0:2", (0, 1, 2), (True, 2),
+                                 np.array([[0, 2]])])
+def test_iteration_range_must_be_a_pair_of_integers(bad):
+    b = _train({"max_depth": 2}, rounds=3)
+    with pytest.raises(TypeError, match=r"iteration_range must be a \(begin, end\) pair of "
+                                        "integers"):
+        b.predict(X, iteration_range=bad)
+
+
+def test_iteration_range_accepts_integer_pairs():
+    b = _train({"max_depth": 2}, rounds=3)
+    want = b[1:3].predict(X, output_margin=True) - b.base_margin[0]
+    for ok in [(1, 3), [1, 3], (np.int64(1), np.int32(3)), np.array([1, 3])]:
+        got = b.predict(X, output_margin=True, iteration_range=ok) - b.base_margin[0]
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="outside the model's 3 rounds"):
+        b.predict(X, iteration_range=(2, 5))
+
+
+# -- issue 18: evaluation metrics undefined on an evaluation set -------------------------------
+
+@pytest.mark.parametrize("params,eval_label,eval_weight,match", [
+    ({"objective": "binary:logistic", "eval_metric": "auc"}, np.zeros(60), None,
+     "'auc' is undefined on evaluation set 'val': every label is negative"),
+    ({"objective": "binary:logistic", "eval_metric": ["logloss", "auc"]}, np.ones(60), None,
+     "'auc' is undefined on evaluation set 'val': every label is positive"),
+    # the rows that count are those of positive weight
+    ({"objective": "binary:logistic", "eval_metric": "auc"}, Y, Y, "'auc'.*every label is"),
+    ({"objective": "reg:squarederror"}, Y, np.zeros(60), "'rmse'.*every weight.*zero"),
+    ({"objective": "binary:logistic", "eval_metric": "logloss"}, Y * 3, None,
+     r"'logloss'.*labels in \[0, 1\], found 3.0"),
+    ({"objective": "binary:logistic", "eval_metric": "mlogloss"}, Y, None,
+     "'mlogloss'.*multi-class objective"),
+    ({"objective": "multi:softprob", "num_class": 2}, Y + 1, None,
+     r"'mlogloss'.*integer labels in \[0, 1\], found 2.0"),
+    ({"objective": "multi:softprob", "num_class": 2, "eval_metric": "merror"}, Y - 0.5, None,
+     "'merror'.*integer labels"),
+    ({"objective": "multi:softprob", "num_class": 2, "eval_metric": "auc"}, Y, None,
+     "'auc'.*one output per row and this model has 2"),
+])
+def test_metric_undefined_on_eval_set_raises_naming_both(params, eval_label, eval_weight,
+                                                          match):
+    ev = histboost.Dataset(X, label=eval_label, weight=eval_weight)
+    for stop in (None, 2):
+        with pytest.raises(ValueError, match=match):
+            _train(params, rounds=5, evals=[(ev, "val")], early_stopping_rounds=stop)
+
+
+def test_single_class_training_set_in_evals_names_it():
+    d = histboost.Dataset(X, label=np.zeros(60))
+    with pytest.raises(ValueError, match="'auc' is undefined on evaluation set 'train'"):
+        _train({"objective": "binary:logistic", "eval_metric": "auc"}, d,
+               evals=[(d, "train")])
+
+
+def test_estimator_with_single_class_eval_set_raises():
+    from histboost.sklearn import HistBoostClassifier
+
+    est = HistBoostClassifier(n_estimators=20, eval_metric="auc", early_stopping_rounds=3,
+                              n_jobs=1)
+    with pytest.raises(ValueError, match="'auc' is undefined on evaluation set 'validation_0'"):
+        est.fit(X, Y, eval_set=[(X[Y == 1], Y[Y == 1])])
+
+
+def test_early_stopping_refuses_a_nan_score():
+    from histboost.callback import EarlyStopping
+
+    es = EarlyStopping(3)
+    log = {"val": {"auc": [0.7]}}
+    assert es.after_iteration(_train({}), 0, log) is False
+    log["val"]["auc"].append(float("nan"))
+    with pytest.raises(ValueError, match="'auc' on evaluation set 'val' is NaN at round 1"):
+        es.after_iteration(_train({}), 1, log)
+
+
+# -- issue 18: siblings of the silently truncated iteration_range ------------------------------
+
+@pytest.mark.parametrize("rounds", [1.5, True, 0, "3"])
+def test_early_stopping_rounds_must_be_an_integer(rounds):
+    ev = histboost.Dataset(X, label=Y)
+    with pytest.raises(ValueError, match="early stopping rounds must be an integer >= 1"):
+        _train({}, rounds=5, evals=[(ev, "val")], early_stopping_rounds=rounds)
+    _train({}, rounds=2, evals=[(ev, "val")], early_stopping_rounds=np.int64(2))
+
+
+@pytest.mark.parametrize("delta", [np.nan, np.inf, -1.0, "x"])
+def test_early_stopping_min_delta_must_be_finite(delta):
+    from histboost.callback import EarlyStopping
+
+    with pytest.raises(ValueError, match="min_delta must be a finite number >= 0"):
+        EarlyStopping(3, min_delta=delta)
+
+
+@pytest.mark.parametrize("name", ["max_depth", "learning_rate", "nthread", "max_bin", "seed"])
+def test_bool_is_not_a_number_parameter(name):
+    with pytest.raises(ValueError, match=f"parameter '{name}' must be a"):
+        parse_params({name: True})
+    assert parse_params({"verbose": True}).verbosity == 1  # LightGBM / sklearn spelling

@@ -183,3 +183,29 @@ def test_zero_weights_mean_removed_rows(higgs):
     removed = HistBoostClassifier(n_estimators=10, n_jobs=1).fit(X[w > 0], y[w > 0])
     np.testing.assert_allclose(weighted.predict_proba(Xt), removed.predict_proba(Xt),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("classes", 5), ("classes", {"a": 1}), ("classes", [[0], [1]]), ("classes", [1, 1]),
+    ("feature_names_in", "abc"), ("feature_names_in", ["a"]), ("feature_names_in", ["a", "a", "b"]),
+    ("feature_names_in", [["a"], "b", "c"]), (None, [1]),
+])
+def test_malformed_estimator_state_raises_value_error(tmp_path, key, value):
+    """The estimator's part of a model file is checked like the model (issue 18, sibling of 7)."""
+    import json
+
+    from histboost.sklearn import HistBoostClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    path = tmp_path / "m.json"
+    HistBoostClassifier(n_estimators=2, n_jobs=1).fit(X, y).save_model(path)
+    d = json.loads(path.read_text())
+    if key is None:
+        d["sklearn"] = value
+    else:
+        d["sklearn"][key] = value
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="m.json is a corrupt histboost model"):
+        HistBoostClassifier().load_model(path)

@@ -9,8 +9,13 @@ Metadata check. Before moving data, ranks allgather a small int64 vector describ
 (operation, algorithm, reducer, root, dtype, device, shape, call number) and every rank
 compares all of them, so a disagreement raises the same `MetadataMismatchError` on every rank
 instead of a hang or silently wrong data. It costs one latency-bound allgather of
-``META_LEN * 8`` bytes per rank; ``check_metadata=False`` (per call or at init) skips it, and
-then ranks must agree (allgather then needs equal shapes).
+``META_LEN * 8`` bytes per rank. ``check_metadata=False`` (per call or at init) skips the
+comparison of operation, algorithm, reducer, root, dtype and device, which ranks must then get
+right themselves (allgather then needs equal shapes), but still exchanges each rank's data size
+in a vector of the same length: a message larger than its receive buffer makes Gloo abort the
+whole process (SIGABRT), so a size mismatch raises `MetadataMismatchError` on every rank
+instead. Being the same exchange, it costs the same latency; a rank with the check on and one
+with it off also get that error.
 
 After any other failure (timeout, dead peer, an exception inside a reducer) ranks are out of
 step, so the communicator refuses further calls; make a new one.
@@ -59,6 +64,11 @@ M_SHAPE = 9
 MAX_DIMS = 8
 M_SHAPE_TAIL = M_SHAPE + MAX_DIMS  # hash of dims beyond MAX_DIMS
 META_LEN = M_SHAPE_TAIL + 1
+
+# check_metadata=False still exchanges sizes: the same vector with its own magic, the byte
+# count of the data and, for reduce_scatter, its row count (which decides the blocks)
+_SIZE_MAGIC = 0x48424353  # "HBCS"
+M_NBYTES, M_ROWS = M_SHAPE, M_SHAPE + 1
 
 _OP_CODES = {name: i + 1 for i, name in enumerate(ALGORITHMS)}
 _ALG_CODES = {
@@ -335,8 +345,11 @@ class Communicator(ABC):
 
     def _agree(self, call: Call, arg: Operand, red: Reducer | None, root: int,
                check: bool | None) -> np.ndarray | None:
-        """Run the metadata check (unless switched off); returns every rank's vector."""
+        """Run the metadata check (unless switched off: then the size check); returns every
+        rank's vector, or None after the size check."""
         if not (self.check_metadata if check is None else check):
+            if self.world_size > 1:
+                self._agree_sizes(call, arg)
             return None
         vec = np.zeros(META_LEN, np.int64)
         vec[M_MAGIC] = _MAGIC
@@ -353,6 +366,18 @@ class Communicator(ABC):
         rows = self._exchange_metadata(call, vec)
         _verify(call, self.rank, rows, arg, lead_dim_may_differ=call.name == "allgather")
         return rows
+
+    def _agree_sizes(self, call: Call, arg: Operand) -> None:
+        """The check that stays with ``check_metadata=False``: every rank moves as many bytes
+        (and, for reduce_scatter, rows); else `MetadataMismatchError` on every rank."""
+        vec = np.zeros(META_LEN, np.int64)
+        vec[M_MAGIC] = _SIZE_MAGIC
+        vec[M_SEQ] = call.seq
+        vec[M_OP] = _OP_CODES[call.name]
+        vec[M_NBYTES] = int(arg.x.nbytes)
+        vec[M_ROWS] = arg.shape[0] if call.name == "reduce_scatter" else 0
+        rows = self._exchange_metadata(call, vec)
+        _verify_sizes(call, self.rank, rows)
 
 
 def _verify(call: Call, rank: int, rows: np.ndarray, arg: Operand,
@@ -384,6 +409,40 @@ def _verify(call: Call, rank: int, rows: np.ndarray, arg: Operand,
         raise MetadataMismatchError(
             f"{call.label} on rank {rank}: ranks disagree on {what}{hint}: {desc}",
             op=call.name, rank=rank)
+
+
+def _verify_sizes(call: Call, rank: int, rows: np.ndarray) -> None:
+    """Raise `MetadataMismatchError` unless every rank sent a size vector for the same call
+    with the same byte (and row) count."""
+    if not np.all(rows[:, M_MAGIC] == _SIZE_MAGIC):
+        bad = np.flatnonzero(rows[:, M_MAGIC] != _SIZE_MAGIC).tolist()
+        raise MetadataMismatchError(
+            f"{call.label} on rank {rank}: ranks {bad} did not send a size check (check_metadata "
+            "differs between ranks, or another library used this group)", op=call.name,
+            rank=rank)
+    for what, cols in (("operation", [M_OP]), ("call number", [M_SEQ]),
+                       ("data size", [M_NBYTES, M_ROWS])):
+        sub = rows[:, cols]
+        if np.all(sub == sub[0]):
+            continue
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for r, row in enumerate(sub):
+            groups.setdefault(tuple(int(v) for v in row), []).append(r)
+        desc = "; ".join(f"{_describe_size(what, key)} on rank{'s' if len(rs) > 1 else ''} "
+                         f"{_ranks(rs)}" for key, rs in groups.items())
+        hint = (" (ranks are out of step: some skipped or added a call)"
+                if what != "data size" else "")
+        raise MetadataMismatchError(
+            f"{call.label} on rank {rank}: ranks disagree on {what}{hint} (check_metadata=False "
+            f"compares sizes only): {desc}", op=call.name, rank=rank)
+
+
+def _describe_size(what: str, key: tuple[int, ...]) -> str:
+    if what == "data size":
+        return f"{key[0]} bytes" + (f" in {key[1]} rows" if key[1] else "")
+    if what == "operation":
+        return _CODE_NAMES[M_OP].get(key[0], f"#{key[0]}")
+    return str(key[0])
 
 
 def _describe(what: str, key: tuple[int, ...], row: np.ndarray) -> str:

@@ -200,22 +200,28 @@ def scan_libsvm(a, labels, qid, nnz, row_line, idx, val, slow):
 def na_suspect_lines(a, delim, starts, ends):
     """Byte ranges [starts[k], ends[k]) of the lines of `a` that hold an empty field (a
     delimiter at the start or end of a line or next to another) or a letter other than the
-    e / E of exponents, or '?'. Capacity: lines in `a`. Returns how many were found."""
+    e / E of exponents, or '?', and of the lines made of blanks alone (spaces, tabs other than
+    the delimiter, CR, VT, FF): numpy would read those as a row of one field. Capacity: lines
+    in `a`. Returns how many were found."""
     n = a.shape[0]
     k = 0
     line_start = 0
     suspect = False
+    blank = True
     prev = _NL
     for i in range(n):
         c = a[i]
         if c == _NL:
-            if suspect:
+            if suspect or (blank and i > line_start):
                 starts[k] = line_start
                 ends[k] = i
                 k += 1
             line_start = i + 1
             suspect = False
+            blank = True
         elif not suspect:
+            if c == delim or not _is_blank(c):
+                blank = False
             lc = c | 32  # ASCII letters to lower case
             if (97 <= lc <= 122 and lc != 101) or c == 63:
                 suspect = True
@@ -223,7 +229,7 @@ def na_suspect_lines(a, delim, starts, ends):
                                  or a[i + 1] == _NL or a[i + 1] == _CR):
                 suspect = True
         prev = c
-    if suspect:
+    if suspect or (blank and n > line_start):
         starts[k] = line_start
         ends[k] = n
         k += 1

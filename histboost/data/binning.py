@@ -67,15 +67,6 @@ class BinMapper:
         bin_matrix(X, self.cut_values, self.cut_ptr, out)
         return out
 
-    def to_dict(self) -> dict:
-        return {"cut_values": self.cut_values.tolist(), "cut_ptr": self.cut_ptr.tolist(),
-                "max_bin": self.max_bin}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> BinMapper:
-        return cls(np.asarray(d["cut_values"], dtype=np.float64),
-                   np.asarray(d["cut_ptr"], dtype=np.int64), int(d["max_bin"]))
-
 
 def _midpoints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """A bound between each pair a < b: a value c with a <= c < b, so a falls at or below it

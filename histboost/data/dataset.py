@@ -2,8 +2,10 @@
 
 Raw values are kept (as a float32/float64 C-ordered matrix) so that a different `max_bin` can
 re-bin and so that predictions on the training data need no copy; the binned matrix is
-(n_rows, n_features) uint8 (uint16 when a feature has more than 256 slots), row-major, which is
-the layout the CPU histogram kernel reads.
+(n_rows, n_features) uint8 (uint16 when a feature has more than 256 slots), row-major. The
+kernel backend builds its own layouts from it (the CPU histogram kernel reads global slot
+indices, the partition a column-major copy: see `histboost.kernels.cpu.backend`); the Dataset's
+bins also serve prediction on binned rows.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from ..params import MIN_MAX_BIN
 from .binning import BinMapper, compute_bin_mapper
+
+# Gradients travel as float32 (largest 3.4e38): a row's gradient is at most
+# weight x |margin - label|, its hessian a small multiple of the weight. Keeping
+# weight x (|label| + |margin|) below this leaves the float32 values two orders of magnitude of
+# room; beyond it they overflow to inf and the trees come out constant or NaN.
+GRADIENT_LIMIT = 1e36
 
 
 def _is_pandas_frame(data: Any) -> bool:
@@ -28,8 +37,9 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
     """Convert numpy / pandas / scipy-sparse input into a C-ordered float matrix.
 
     Returns (X, column names or None). float32 input stays float32 (its cut points and
-    thresholds are exact in float64); everything else becomes float64. Sparse entries that are
-    not stored are missing values, as in XGBoost.
+    thresholds are exact in float64); everything else becomes float64. Sparse matrices are
+    densified: entries that are not stored are missing values, as in XGBoost, and duplicate
+    entries add up, as in scipy's ``toarray()``.
     """
     names: list[str] | None = None
     if _is_pandas_frame(data):
@@ -46,6 +56,11 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
         X = data.to_numpy(dtype=dtype, na_value=np.nan)
     elif _is_scipy_sparse(data):
         csr = data.tocsr()
+        if not csr.has_canonical_format:
+            # duplicate entries add up, as in scipy's toarray(); sum_duplicates works in place
+            # and tocsr() may return `data` itself
+            csr = csr.copy()
+            csr.sum_duplicates()
         dtype = np.float32 if csr.dtype == np.float32 else np.float64
         X = np.full(csr.shape, np.nan, dtype=dtype)
         rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
@@ -84,18 +99,60 @@ def _vector(name: str, v: Any, n: int, finite: bool = True) -> np.ndarray | None
     return arr
 
 
+def _base_margin(v: Any, n: int) -> np.ndarray:
+    """(n,) or (n, K) finite float64 margins; the Booster checks K against the model."""
+    bm = np.asarray(v, dtype=np.float64)
+    if bm.ndim not in (1, 2) or bm.shape[0] != n:
+        raise ValueError(f"base_margin must have {n} rows, shape ({n},) or ({n}, K); got "
+                         f"shape {bm.shape}")
+    if not np.all(np.isfinite(bm)):
+        raise ValueError("base_margin contains NaN or infinite values")
+    return bm
+
+
+def _check_max_bin(max_bin: Any) -> int:
+    if (isinstance(max_bin, bool) or not isinstance(max_bin, int | np.integer)
+            or not MIN_MAX_BIN <= max_bin <= 65536):
+        raise ValueError(f"max_bin must be an integer in [{MIN_MAX_BIN}, 65536] (it counts the "
+                         f"missing-value slot: 3 gives two value bins, the fewest a split "
+                         f"needs), got {max_bin!r}")
+    return int(max_bin)
+
+
+def _check_gradient_range(label: np.ndarray | None, weight: np.ndarray | None,
+                          base_margin: np.ndarray | None) -> None:
+    """Raise if float32 gradients of these labels and weights could overflow."""
+    y = float(np.max(np.abs(label))) if label is not None and label.size else 0.0
+    m = float(np.max(np.abs(base_margin))) if base_margin is not None and base_margin.size \
+        else 0.0
+    w = float(np.max(weight)) if weight is not None and weight.size else 1.0
+    # residuals are at most |label| + |margin|, margins start within the labels' range (or at
+    # base_margin), and a classification residual is at most 1
+    bound = w * max(1.0, y + max(y, m))
+    if bound > GRADIENT_LIMIT:
+        raise ValueError(
+            f"labels, weights or base_margin too large: weight x (|label| + |margin|) reaches "
+            f"{bound:.3g} (largest |label| {y:.3g}, weight {w:.3g}, |base_margin| {m:.3g}), "
+            f"beyond {GRADIENT_LIMIT:.0e}, so the float32 gradients would overflow; rescale "
+            "them")
+
+
 class Dataset:
     """Training or validation data for `histboost.train`.
 
     Parameters
     ----------
-    data : array (n, F), pandas DataFrame or scipy sparse matrix; NaN marks missing values.
+    data : array (n, F), pandas DataFrame or scipy sparse matrix (densified: entries not
+        stored are missing values, duplicate entries add up); NaN marks missing values.
     label : (n,) targets, optional for prediction-only data.
-    weight : (n,) non-negative row weights.
+    weight : (n,) non-negative row weights. Labels, weights and base margins so large that
+        float32 gradients could overflow (weight x (|label| + |margin|) > `GRADIENT_LIMIT`)
+        raise ValueError.
     base_margin : (n,) or (n, K) initial margins used instead of `base_score`.
     group : query sizes (ranking metadata), summing to n.
     feature_names : names of the F features (default: DataFrame columns or f0..f{F-1}).
-    max_bin : histogram slots per feature including the missing slot (<= 256: uint8 bins).
+    max_bin : histogram slots per feature including the missing slot, in [3, 65536] (<= 256:
+        uint8 bins).
     reference : the training `Dataset` whose cut points this (validation) set must share.
     """
 
@@ -111,20 +168,14 @@ class Dataset:
             raise ValueError("data has 0 features")
         if reference is not None and not isinstance(reference, Dataset):
             raise TypeError("reference must be a histboost.Dataset")
-        if not isinstance(max_bin, int | np.integer) or not 2 <= max_bin <= 65536:
-            raise ValueError(f"max_bin must be an integer in [2, 65536], got {max_bin!r}")
+        max_bin = _check_max_bin(max_bin)
         self.data = X
         self.label = _vector("label", label, n)
         self.weight = _vector("weight", weight, n)
         if self.weight is not None and np.any(self.weight < 0):
             raise ValueError("weight must be non-negative")
-        self.base_margin = None
-        if base_margin is not None:
-            bm = np.asarray(base_margin, dtype=np.float64)
-            if bm.shape[0] != n or not np.all(np.isfinite(bm)):
-                raise ValueError(f"base_margin must be finite with {n} rows, got shape "
-                                 f"{bm.shape}")
-            self.base_margin = bm
+        self.base_margin = None if base_margin is None else _base_margin(base_margin, n)
+        _check_gradient_range(self.label, self.weight, self.base_margin)
         self.group = None
         if group is not None:
             g = np.asarray(group, dtype=np.int64)
@@ -168,7 +219,7 @@ class Dataset:
                 ref.construct(max_bin)  # else keep the cuts the reference was trained with
             mapper = ref.bin_mapper
         else:
-            mb = self.max_bin if max_bin is None else int(max_bin)
+            mb = self.max_bin if max_bin is None else _check_max_bin(max_bin)
             mapper = self._bin_mapper
             if mapper is None or mapper.max_bin != mb:
                 mapper = compute_bin_mapper(self.data, self.weight, mb)
@@ -197,7 +248,9 @@ class Dataset:
         return self.label
 
     def set_label(self, label: Any) -> None:
-        self.label = _vector("label", label, self.num_row())
+        y = _vector("label", label, self.num_row())
+        _check_gradient_range(y, self.weight, self.base_margin)
+        self.label = y
 
     def get_weight(self) -> np.ndarray | None:
         return self.weight
@@ -206,12 +259,13 @@ class Dataset:
         w = _vector("weight", weight, self.num_row())
         if w is not None and np.any(w < 0):
             raise ValueError("weight must be non-negative")
+        _check_gradient_range(self.label, w, self.base_margin)
         self.weight = w
 
     def set_base_margin(self, margin: Any) -> None:
-        bm = np.asarray(margin, dtype=np.float64)
-        if bm.shape[0] != self.num_row():
-            raise ValueError(f"base_margin must have {self.num_row()} rows")
+        """(n,) or (n, K) initial margins, or None to use the model's intercept."""
+        bm = None if margin is None else _base_margin(margin, self.num_row())
+        _check_gradient_range(self.label, self.weight, bm)
         self.base_margin = bm
 
     def __repr__(self) -> str:

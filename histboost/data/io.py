@@ -11,12 +11,14 @@ Every reader returns a `FileData` named tuple ``(X, y, group, weight, feature_na
   are missing values, as in XGBoost. Indices are 0- or 1-based, detected as XGBoost and
   scikit-learn do (1-based when no index 0 occurs); ``qid`` runs become query group sizes.
 
-Files may be gzip-compressed (``.gz``). Malformed input raises ValueError naming the file and
-line; a missing file raises FileNotFoundError.
+Files may be gzip-compressed (``.gz``) and start with a UTF-8 byte-order mark, which is ignored.
+Blank lines (whitespace only) and ``#`` comments are skipped. Malformed input raises ValueError
+naming the file and line; a missing file raises FileNotFoundError.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -77,10 +79,16 @@ def _check_path(path: PathLike) -> str:
     return path
 
 
-def _open(path: str, mode: str = "rb") -> IO[Any]:
+def _open(path: str, mode: str = "rb", encoding: str | None = None) -> IO[Any]:
     if path.endswith(".gz"):
-        return gzip.open(path, mode)
-    return open(path, mode)
+        return gzip.open(path, mode, encoding=encoding)
+    return open(path, mode, encoding=encoding)
+
+
+def _strip_bom(raw: bytes) -> bytes:
+    """`raw` without a leading UTF-8 byte-order mark (which some editors write): it would make
+    the first field unreadable as a number or a column name."""
+    return raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
 
 
 def _base_ext(path: str) -> str:
@@ -93,7 +101,7 @@ def _first_lines(path: str, limit: int = 2) -> list[tuple[int, str]]:
     """Up to `limit` (line number, text) pairs of the first non-blank, non-comment lines."""
     out: list[tuple[int, str]] = []
     try:
-        with _open(path, "rt") as f:
+        with _open(path, "rt", encoding="utf-8-sig") as f:
             for lineno, line in enumerate(f, 1):
                 if line.strip() and not line.lstrip().startswith("#"):
                     out.append((lineno, line.rstrip("\r\n")))
@@ -208,8 +216,15 @@ def _na_fixer(delimiter: str | None) -> re.Pattern[bytes]:
                       % (d, field, d, field, d, pad, na, pad))
 
 
+def _blanks(delimiter: str | None) -> bytes:
+    """The bytes a blank line may hold: whitespace other than the delimiter (a tab-separated
+    line of tabs is a row of empty fields, not a blank line)."""
+    return b" \t\r\v\f".replace(delimiter.encode(), b"") if delimiter else b" \t\r\v\f"
+
+
 def _normalize_na(raw: bytes, delimiter: str | None) -> bytes:
-    """`raw` with empty fields and NA spellings replaced by ``nan`` (which numpy parses)."""
+    """`raw` with empty fields and NA spellings replaced by ``nan`` (which numpy parses), and
+    lines of blanks emptied (numpy skips empty lines; as pandas, blank lines are no rows)."""
     # a numba pass finds the lines that may need a fix; the regex then runs on those only
     a = np.frombuffer(raw, dtype=np.uint8)
     starts = np.empty(raw.count(b"\n") + 1, dtype=np.int64)
@@ -220,9 +235,11 @@ def _normalize_na(raw: bytes, delimiter: str | None) -> bytes:
         return raw
     starts, ends = starts[:found], ends[:found]
     fixer = _na_fixer(delimiter)
+    blanks = _blanks(delimiter)
     parts, done = [], 0
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        parts += [raw[done:start], fixer.sub(b"nan", raw[start:end])]
+        line = raw[start:end]
+        parts += [raw[done:start], b"" if not line.strip(blanks) else fixer.sub(b"nan", line)]
         done = end
     parts.append(raw[done:])
     return b"".join(parts)
@@ -238,12 +255,13 @@ def _diagnose_csv(path: str, delimiter: str | None, skiprows: int, error: Except
     """Raise a ValueError naming the first malformed line (numpy's message counts data rows,
     not file lines)."""
     n_cols = None
-    with _open(path, "rt") as f:
+    blanks = _blanks(delimiter).decode()
+    with _open(path, "rt", encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, 1):
             if lineno <= skiprows:
                 continue
             text = line.split("#", 1)[0].rstrip("\r\n")
-            if not text.strip():
+            if not text.strip(blanks):
                 continue
             fields = _split_fields(text, delimiter)
             if n_cols is None:
@@ -264,7 +282,7 @@ def _read_matrix(path: str, delimiter: str | None, skiprows: int) -> np.ndarray:
     pass of numpy's C parser."""
     try:
         with _open(path, "rb") as f:
-            raw = _normalize_na(f.read(), delimiter)
+            raw = _normalize_na(_strip_bom(f.read()), delimiter)
     except (gzip.BadGzipFile, EOFError) as e:
         raise ValueError(f"{path} is not a readable file: {e}") from None
     with warnings.catch_warnings():
@@ -362,6 +380,8 @@ def _iter_chunks(path: str) -> Iterator[tuple[bytes, int, int]]:
             buf = f.read(_CHUNK_BYTES)
             if not buf:
                 return
+            if line == 0:
+                buf = _strip_bom(buf)
             if not buf.endswith(b"\n"):
                 buf += f.readline()
             newlines = buf.count(b"\n")

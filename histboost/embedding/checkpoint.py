@@ -13,19 +13,20 @@ Plain ``.npy`` files (no pickle) read with ``mmap_mode="r"``: a loading rank rea
 shard's keys, picks the keys it owns under the *new* layout and reads only those rows. A key's
 owner is ``hash(key) % world`` for ``distributed_slot``, ``slot % world`` for ``localized_slot``
 and rank 0 for a single module, so any saved layout loads into any other. ``meta.json`` is
-written last (atomically, after a barrier), so a directory without it is an incomplete save.
+removed first and written last (atomically, after a barrier), so a directory without it is an
+incomplete save, also when a save over an older checkpoint was interrupted.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._files import atomic_write
 from ._hashing import shard_of_numpy
 from .distributed import DistributedHashEmbeddingBag
 from .initializers import get_initializer, initializer_config
@@ -63,6 +64,12 @@ def save_checkpoint(module: HashEmbeddingBag | DistributedHashEmbeddingBag, path
     path = Path(path)
     shard = path / f"shard-{rank:05d}"
     shard.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        # saving over a checkpoint: until the new meta.json, the directory is incomplete (an
+        # interrupted save must not pass for the old one, whose shards it half replaced)
+        (path / "meta.json").unlink(missing_ok=True)
+    if comm is not None:
+        comm.barrier()
     rows = local.export_rows()
     for name, t in rows.items():
         if name.startswith("state.") and not include_state:
@@ -84,9 +91,7 @@ def save_checkpoint(module: HashEmbeddingBag | DistributedHashEmbeddingBag, path
             else {},
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
         }
-        tmp = path / "meta.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.replace(tmp, path / "meta.json")
+        atomic_write(path / "meta.json", json.dumps(meta, indent=1))
     if comm is not None:
         comm.barrier()
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._hashing import EMPTY_KEY, mix64_numpy
+from ._keys import INT64_MAX, as_int64_array, as_int64_tensor, int64_key
 
 
 class CSRValidationError(ValueError):
@@ -56,14 +57,8 @@ class CSRBatch:
 
     def to_torch(self, device: Any = None) -> CSRBatch:
         """Return the same batch with both arrays as int64 torch tensors on ``device``."""
-        import torch
-
-        def conv(a):
-            if isinstance(a, torch.Tensor):
-                return a.to(device=device, dtype=torch.int64)
-            return torch.as_tensor(np.ascontiguousarray(a, dtype=np.int64), device=device)
-
-        return CSRBatch(conv(self.row_offsets), conv(self.keys), self.num_slots)
+        return CSRBatch(as_int64_tensor(self.row_offsets, "row_offsets", device),
+                        as_int64_tensor(self.keys, "keys", device), self.num_slots)
 
     def numpy(self) -> CSRBatch:
         """Return the same batch with both arrays as int64 NumPy arrays."""
@@ -78,10 +73,9 @@ class CSRBatch:
         return CSRBatch(sub - sub[0], keys, self.num_slots)
 
 
-def _as_numpy(a: Any) -> np.ndarray:
-    if hasattr(a, "detach"):  # torch tensor
-        a = a.detach().cpu().numpy()
-    return np.asarray(a, dtype=np.int64)
+def _as_numpy(a: Any, what: str = "keys") -> np.ndarray:
+    """int64 NumPy array of integers `a` (bools, floats and values beyond int64 raise)."""
+    return as_int64_array(a, what)
 
 
 def validate_csr(row_offsets: Any, keys: Any, num_slots: int) -> None:
@@ -92,11 +86,13 @@ def validate_csr(row_offsets: Any, keys: Any, num_slots: int) -> None:
         keys: int64 array or tensor, shape ``[nnz]``.
         num_slots: ``S`` (> 0).
 
-    Checks: integer dtypes, 1-D shapes, ``len(row_offsets) - 1`` divisible by ``S``, first
-    offset 0, offsets non-decreasing, last offset ``== len(keys)``, no key equal to the
-    reserved empty-slot sentinel ``-2**63``. Tensors on a GPU are checked there (one sync).
+    Checks: integer dtypes (not bool), 1-D shapes, ``len(row_offsets) - 1`` divisible by
+    ``S``, first offset 0, offsets non-decreasing, last offset ``== len(keys)``, unsigned keys
+    below ``2**63`` (larger ones have no int64 value), no key equal to the reserved empty-slot
+    sentinel ``-2**63``. Tensors on a GPU are checked there (one sync).
     """
-    if not isinstance(num_slots, int | np.integer) or num_slots <= 0:
+    if (isinstance(num_slots, bool) or not isinstance(num_slots, int | np.integer)
+            or num_slots <= 0):
         raise CSRValidationError(f"num_slots must be a positive int, got {num_slots!r}")
     for name, a in (("row_offsets", row_offsets), ("keys", keys)):
         dt = str(a.dtype)
@@ -104,6 +100,11 @@ def validate_csr(row_offsets: Any, keys: Any, num_slots: int) -> None:
             raise CSRValidationError(f"{name} must be an integer array (int64), got dtype {dt}")
         if a.ndim != 1:
             raise CSRValidationError(f"{name} must be 1-D, got shape {tuple(a.shape)}")
+        if dt.endswith("uint64"):
+            try:
+                as_int64_array(a, name) if not hasattr(a, "detach") else as_int64_tensor(a, name)
+            except ValueError as e:
+                raise CSRValidationError(str(e)) from None
     n_rows = len(row_offsets) - 1
     if n_rows < 0:
         raise CSRValidationError("row_offsets must have at least one entry (the leading 0)")
@@ -157,7 +158,8 @@ def csr_from_lists(samples: Sequence[Sequence[Any]], num_slots: int | None = Non
     Args:
         samples: ``samples[b][s]`` is the content of slot ``s`` of sample ``b``: an int (one
             key), ``None`` (empty slot) or an iterable of ints (a bag of keys, possibly empty,
-            repeats allowed).
+            repeats allowed). Keys are Python or NumPy integers within int64; a bool, float or
+            string raises TypeError, an integer beyond int64 ValueError.
         num_slots: slot count; inferred from the first sample when ``None``. Every sample must
             have exactly this many slots.
 
@@ -175,13 +177,17 @@ def csr_from_lists(samples: Sequence[Sequence[Any]], num_slots: int | None = Non
             raise CSRValidationError(
                 f"sample {b} has {len(sample)} slots, expected num_slots={num_slots}"
             )
-        for slot in sample:
+        for s, slot in enumerate(sample):
+            where = f"sample {b} slot {s}"
             if slot is None:
                 pass
-            elif isinstance(slot, int | np.integer):
-                keys.append(int(slot))
+            elif isinstance(slot, int | np.integer | bool | np.bool_):
+                keys.append(int64_key(slot, f"{where}: keys"))
+            elif isinstance(slot, str | bytes) or not hasattr(slot, "__iter__"):
+                raise TypeError(f"{where}: expected an int key, None or an iterable of int "
+                                f"keys, got {slot!r}")
             else:
-                keys.extend(int(k) for k in slot)
+                keys.extend(int64_key(k, f"{where}: keys") for k in slot)
             offsets.append(len(keys))
     batch = CSRBatch(np.asarray(offsets, np.int64), np.asarray(keys, np.int64), num_slots)
     return batch.validate()
@@ -221,7 +227,8 @@ def csr_from_pandas(
             stay non-negative) and hashed values use ``c + 1`` as hash salt.
 
     Cell values:
-        * integers (any int dtype, or Python ints in object columns) are used as keys;
+        * integers (any int dtype, or Python ints in object columns) are used as keys; one
+          beyond int64 (an unsigned id of 2**63 or more) raises ValueError;
         * missing values (``None``, ``NaN``, ``pd.NA``) give an empty slot;
         * lists / tuples / arrays give a multi-key slot (elements handled recursively);
         * strings, floats, bools and other values are hashed with :func:`stable_hash_strings`.
@@ -244,6 +251,8 @@ def csr_from_pandas(
         ):
             # Fast path: a (nullable) integer column is one key per row, NA -> empty slot.
             na = series.isna().to_numpy()
+            if series.dtype.kind == "u" and (~na).any() and int(series.max()) > INT64_MAX:
+                int64_key(int(series.max()), f"column {name!r}")  # raises, naming the column
             vals = series.to_numpy(dtype=np.int64, na_value=0) ^ np.int64(salt)
             lengths = (~na).astype(np.int64)
             keys = vals[~na]
@@ -293,13 +302,13 @@ def _cell_keys(v: Any, salt: int, hash_salt: int) -> np.ndarray:
     if isinstance(v, bool | np.bool_):
         return stable_hash_strings([v], salt=hash_salt)
     if isinstance(v, int | np.integer):
-        return np.array([_to_int64(int(v) ^ salt)], np.int64)
+        return np.array([_to_int64(int64_key(v) ^ salt)], np.int64)
     return stable_hash_strings([v], salt=hash_salt)
 
 
 def csr_from_dense(ids: Any, num_slots: int | None = None) -> CSRBatch:
     """One key per slot from an int array of shape ``[batch, slots]`` (e.g. Criteo columns)."""
-    a = np.ascontiguousarray(_as_numpy(ids))
+    a = np.ascontiguousarray(_as_numpy(ids, "ids"))
     if a.ndim != 2:
         raise CSRValidationError(f"ids must have shape [batch, slots], got {a.shape}")
     if num_slots is not None and a.shape[1] != num_slots:

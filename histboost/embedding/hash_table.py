@@ -21,6 +21,7 @@ import torch
 
 from . import _cpu_kernels
 from ._hashing import EMPTY_KEY
+from ._keys import as_int64_tensor
 
 _EMPTY = int(EMPTY_KEY)
 
@@ -131,13 +132,8 @@ class HashTable:
 
     # ------------------------------------------------------------------ operations
     def _check_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        if keys.dtype != torch.int64:
-            if keys.is_floating_point() or keys.dtype == torch.bool:
-                raise TypeError(f"keys must be an integer tensor (int64), got {keys.dtype}")
-            keys = keys.to(torch.int64)
-        if keys.device != self.device:
-            keys = keys.to(self.device)
-        return keys.contiguous().reshape(-1)
+        # bools, floats and unsigned keys beyond int64 raise rather than being cast
+        return as_int64_tensor(keys, "keys", self.device).contiguous().reshape(-1)
 
     def count_new(self, keys: torch.Tensor) -> int:
         """Number of distinct keys in ``keys`` that are not in the table yet."""

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from . import _ops
+from ._keys import as_int64_tensor
 from .csr import CSRBatch, validate_csr
 from .hash_table import HashTable
 from .initializers import get_initializer, initial_vectors, initializer_config
@@ -222,12 +223,9 @@ class HashEmbeddingBag(nn.Module):
                 row_offsets.num_slots
         if keys is None or num_slots is None:
             raise TypeError("forward needs row_offsets, keys and num_slots")
-        ro = torch.as_tensor(row_offsets, device=self.device)
-        k = torch.as_tensor(keys, device=self.device)
-        if ro.dtype != torch.int64 or k.dtype != torch.int64:
-            if ro.is_floating_point() or k.is_floating_point():
-                raise TypeError("row_offsets and keys must be integer (int64) tensors")
-            ro, k = ro.to(torch.int64), k.to(torch.int64)
+        # bools, floats and unsigned keys beyond int64 raise rather than being cast
+        ro = as_int64_tensor(row_offsets, "row_offsets", self.device)
+        k = as_int64_tensor(keys, "keys", self.device)
         if self.check_inputs:
             validate_csr(ro, k, num_slots)
         elif ro.ndim != 1 or k.ndim != 1 or (ro.numel() - 1) % num_slots:
@@ -281,7 +279,7 @@ class HashEmbeddingBag(nn.Module):
 
     def embeddings(self, keys: torch.Tensor) -> torch.Tensor:
         """Current vectors of ``keys`` (float32 ``[n, dim]``; zeros for unknown keys), no insert."""
-        keys = torch.as_tensor(keys, dtype=torch.int64, device=self.device).reshape(-1)
+        keys = as_int64_tensor(keys, "keys", self.device).reshape(-1)
         rows = self.table.lookup(keys)
         out = torch.zeros((keys.numel(), self.embedding_dim), device=self.device)
         known = rows >= 0

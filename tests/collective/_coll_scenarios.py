@@ -433,9 +433,41 @@ def faults() -> dict:
     return out
 
 
+def unchecked() -> dict:
+    """``check_metadata=False`` with data of different sizes on the ranks: every rank must
+    raise `MetadataMismatchError` (the size check that stays), not die in Gloo (SIGABRT on a
+    message larger than its receive buffer) or return garbage; the communicator stays usable.
+    """
+    import histboost.collective as hc
+
+    comm = hc.init(timeout=20)
+    r = comm.rank
+    off = {"check_metadata": False}
+    out: dict = {}
+    for alg in ("ring", "recursive_doubling", "native", "auto"):
+        out[f"allreduce_{alg}"] = _timed(
+            lambda alg=alg: comm.allreduce(np.ones(5 if r == 1 else 4), algorithm=alg, **off))
+    # the same bytes split into other rows: reduce_scatter's blocks would differ
+    out["reduce_scatter_rows"] = _timed(
+        lambda: comm.reduce_scatter(np.ones((4, 2) if r == 0 else (2, 4)), **off))
+    out["allgather"] = _timed(lambda: comm.allgather(np.ones(3 if r == 2 else 2), **off))
+    out["broadcast"] = _timed(lambda: comm.broadcast(np.ones(6 if r == 0 else 7), **off))
+    out["reduce_dtype"] = _timed(
+        lambda: comm.reduce(np.ones(4, np.float32 if r == 2 else np.float64), **off))
+    out["mixed_settings"] = _timed(
+        lambda: comm.allreduce(np.ones(4), check_metadata=r != 0))
+    # still usable, and an unchecked call of equal sizes is exact (large: chunked messages)
+    n = 5000
+    got = comm.allreduce(np.arange(n, dtype=np.float64) * (r + 1), **off)
+    p = comm.world_size
+    out["still_usable"] = bool(np.array_equal(got, np.arange(n) * (p * (p + 1) / 2)))
+    return out
+
+
 SCENARIOS = {
     "battery_all": battery_all,
     "faults": faults,
+    "unchecked": unchecked,
 }
 
 

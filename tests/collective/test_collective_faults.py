@@ -62,3 +62,44 @@ def test_rank_that_exits_early_fails_fast(outcome):
         assert "allreduce" in r["message"] and "rank" in r["message"]
         # the communicator refuses to go on out of step
         assert r["after"]["is_collective_error"] and "unusable" in r["after"]["message"]
+
+
+# -- check_metadata=False with different sizes (issue 18: 10) -----------------------------------
+
+@pytest.fixture(scope="module")
+def unchecked():
+    results = run_group(3, "unchecked", deadline_s=90)
+    # before the size check a rank died with SIGABRT inside Gloo (return code -6)
+    assert all(x.returncode == 0 and x.result and "crash" not in x.result for x in results), \
+        describe(results)
+    return [x.result for x in results]
+
+
+@pytest.mark.parametrize("case,sizes", [
+    ("allreduce_ring", ["32 bytes on ranks 0, 2", "40 bytes on rank 1"]),
+    ("allreduce_recursive_doubling", ["32 bytes on ranks 0, 2", "40 bytes on rank 1"]),
+    ("allreduce_native", ["32 bytes on ranks 0, 2", "40 bytes on rank 1"]),
+    ("allreduce_auto", ["32 bytes on ranks 0, 2", "40 bytes on rank 1"]),
+    ("reduce_scatter_rows", ["64 bytes in 4 rows on rank 0", "64 bytes in 2 rows on ranks 1, 2"]),
+    ("allgather", ["16 bytes on ranks 0, 1", "24 bytes on rank 2"]),
+    ("broadcast", ["48 bytes on rank 0", "56 bytes on ranks 1, 2"]),
+    ("reduce_dtype", ["32 bytes on ranks 0, 1", "16 bytes on rank 2"]),
+])
+def test_unchecked_size_mismatch_raises_on_every_rank(unchecked, case, sizes):
+    for res in unchecked:
+        r = res[case]
+        assert r["error"] == "MetadataMismatchError", r
+        assert "data size" in r["message"] and "check_metadata=False" in r["message"], r
+        for s in sizes:
+            assert s in r["message"], r
+        assert r["elapsed"] < 5.0
+
+
+def test_unchecked_and_checked_ranks_disagree_clearly(unchecked):
+    for rank, res in enumerate(unchecked):
+        r = res["mixed_settings"]
+        assert r["error"] == "MetadataMismatchError", r
+        # rank 0 switched the check off (only sizes), ranks 1 and 2 kept it
+        assert ("sent no histboost metadata" if rank else "did not send a size check") \
+            in r["message"], r
+    assert all(res["still_usable"] for res in unchecked)

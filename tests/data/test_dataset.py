@@ -34,6 +34,47 @@ def test_sparse_unstored_is_missing_stored_zero_is_zero():
     assert histboost.Dataset(S.astype(np.float32)).data.dtype == np.float32
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "csr_array"])
+def test_sparse_duplicate_entries_add_up_as_in_scipy(fmt):
+    # (0, 0) is stored twice (1 + 2) and (1, 2) three times; scipy's toarray() sums them
+    rows, cols = [0, 0, 1, 1, 1, 2], [0, 0, 2, 2, 2, 1]
+    vals = np.array([1.0, 2.0, 0.5, 0.25, -4.0, 7.0])
+    S = {"csr": sp.csr_matrix((vals, [0, 0, 2, 2, 2, 1], [0, 2, 5, 6]), shape=(3, 3)),
+         "csc": sp.csc_matrix((vals[[0, 1, 5, 2, 3, 4]], [0, 0, 2, 1, 1, 1], [0, 2, 3, 6]),
+                              shape=(3, 3)),
+         "coo": sp.coo_matrix((vals, (rows, cols)), shape=(3, 3)),
+         "csr_array": sp.csr_array((vals, [0, 0, 2, 2, 2, 1], [0, 2, 5, 6]), shape=(3, 3)),
+         }[fmt]
+    before = S.data.copy()
+    want = np.array([[3.0, np.nan, np.nan], [np.nan, np.nan, -3.25], [np.nan, 7.0, np.nan]])
+    np.testing.assert_array_equal(histboost.Dataset(S).data, want)
+    np.testing.assert_array_equal(np.nan_to_num(want), S.toarray())  # the same as scipy
+    np.testing.assert_array_equal(S.data, before)  # the caller's matrix is untouched
+
+
+def test_sparse_duplicates_train_and_predict_as_the_summed_matrix():
+    rng = np.random.default_rng(4)
+    dense = np.round(rng.normal(size=(120, 2)), 1)
+    y = dense[:, 0] + (dense[:, 1] > 0)
+    # each value stored as two halves: every position holds a duplicate entry
+    n = dense.size
+    cols = np.repeat(np.tile([0, 1], 120), 2)  # row i: columns 0, 0, 1, 1
+    dup = sp.csr_matrix((np.repeat(dense.ravel() / 2, 2), cols, np.arange(0, 2 * n + 1, 4)),
+                        shape=dense.shape)
+    assert dup.nnz == 2 * n and not dup.has_canonical_format
+    np.testing.assert_array_equal(dup.toarray(), dense)
+    params = {"max_depth": 3, "nthread": 1, "max_bin": 32}
+    ref = histboost.train(params, histboost.Dataset(dense, label=y), 3, verbose_eval=False)
+    got = histboost.train(params, histboost.Dataset(dup, label=y), 3, verbose_eval=False)
+    assert got.save_raw() == ref.save_raw()
+    np.testing.assert_array_equal(ref.predict(dup), ref.predict(dense))
+    pytest.importorskip("sklearn")
+    from histboost.sklearn import HistBoostRegressor
+
+    est = HistBoostRegressor(n_estimators=3, max_depth=3, n_jobs=1, max_bin=32)
+    np.testing.assert_array_equal(est.fit(dup, y).predict(dup), ref.predict(dense))
+
+
 def test_feature_names():
     pd = pytest.importorskip("pandas")
     X = np.zeros((4, 3))

@@ -283,3 +283,61 @@ def test_label_column_does_not_apply_to_libsvm():
     with pytest.raises(ValueError, match="does not apply to a libsvm file"):
         load_data(RANK, label_column=2)
     assert load_data(RANK, label_column=None).y.shape == (100,)
+
+
+# -- issue 18: byte-order marks and blank lines ----------------------------------------------------
+
+BOM = "\ufeff"
+
+
+@pytest.mark.parametrize("name", ["b.csv", "b.csv.gz", "b.tsv", "b.txt"])
+def test_byte_order_mark_is_ignored(tmp_path, name):
+    sep = {"b.csv": ",", "b.csv.gz": ",", "b.tsv": "\t", "b.txt": " "}[name]
+    rows = [[1, 2.5, 3], [0, 4, 5e-3], [1, -6, 7]]
+    body = "".join(sep.join(repr(float(v)) for v in r) + "\n" for r in rows)
+    for header in ("", sep.join(["label", "a", "b"]) + "\n"):
+        path = _write(tmp_path, name, BOM + header + body)
+        # pandas reads the mark as part of no field (its default encoding is utf-8-sig-aware)
+        df = pd.read_csv(path, sep=sep if sep != " " else r"\s+",
+                         header=0 if header else None, encoding="utf-8-sig")
+        got = read_csv(path) if not header else read_csv(path, label_column="label")
+        np.testing.assert_array_equal(np.column_stack([got.y, got.X]), df.to_numpy(float))
+        assert got.feature_names == (["a", "b"] if header else None)
+
+
+def test_byte_order_mark_on_libsvm(tmp_path):
+    text = "1 1:2.5 3:4\n0 2:1\n"
+    plain, marked = _write(tmp_path, "p.svm", text), _write(tmp_path, "m.svm", BOM + text)
+    a, b = read_libsvm(plain), read_libsvm(marked)
+    np.testing.assert_array_equal(a.y, b.y)
+    _assert_csr_equal(a.X, b.X)
+    assert detect_format(_write(tmp_path, "m.data", BOM + text)) == "libsvm"
+
+
+@pytest.mark.parametrize("blank", ["   ", " \t ", "\t", "  \r", "\f", ""])
+def test_blank_lines_are_skipped_as_pandas_does(tmp_path, blank):
+    text = f"label,a,b\n1,2,3\n{blank}\n0,4,5\n# note\n{blank}\n1,,7\n"
+    path = _write(tmp_path, "s.csv", text)
+    got = read_csv(path, label_column="label")
+    np.testing.assert_array_equal(got.y, [1, 0, 1])
+    np.testing.assert_array_equal(got.X, [[2, 3], [4, 5], [np.nan, 7]])
+    if blank.strip(" \t"):
+        return  # pandas reads a line holding \r or \f as a row; skip only the comparison
+    df = pd.read_csv(path, comment="#", skip_blank_lines=True)
+    df = df[~df.isna().all(axis=1)]  # pandas keeps a line of spaces as a row of NaN
+    np.testing.assert_array_equal(got.X, df[["a", "b"]].to_numpy(float))
+
+
+def test_blank_lines_keep_file_line_numbers_in_errors(tmp_path):
+    path = _write(tmp_path, "e.csv", "1,2,3\n   \n \t\n0,x,5\n")
+    with pytest.raises(ValueError, match=r"e\.csv:4: column 1 value 'x' is not a number"):
+        read_csv(path)
+    path = _write(tmp_path, "f.csv", "1,2,3\n   \n0,5\n")
+    with pytest.raises(ValueError, match=r"f\.csv:3: expected 3 fields, found 2"):
+        read_csv(path)
+
+
+def test_a_line_of_delimiters_is_a_row_of_missing_values(tmp_path):
+    # not blank: in a TSV, a line of tabs holds empty fields
+    got = read_csv(_write(tmp_path, "t.tsv", "1\t2\t3\n\t\t\n"), label_column=None)
+    np.testing.assert_array_equal(got.X, [[1, 2, 3], [np.nan] * 3])

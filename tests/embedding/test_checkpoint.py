@@ -81,3 +81,33 @@ def test_checkpoint_errors(tmp_path):
     shutil.copytree(tmp_path / "ck" / "shard-00000", tmp_path / "ck" / "shard-00001")
     with pytest.raises(ValueError, match="same key in several shards"):
         load_checkpoint(HashEmbeddingBag(3), tmp_path / "ck")
+
+
+def test_interrupted_save_over_a_checkpoint_is_incomplete(tmp_path, monkeypatch):
+    """Saving over a checkpoint and failing half-way must not leave the old meta.json, which
+    would pass the mixed shards off as a complete checkpoint (issue 18, sibling of 12)."""
+    m = HashEmbeddingBag(3, capacity=8)
+    m(torch.tensor([0, 1]), torch.tensor([5]), 1)
+    save_checkpoint(m, tmp_path / "ck")
+    m(torch.tensor([0, 1]), torch.tensor([6]), 1)
+
+    calls = []
+
+    def fail_second(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return np_save(*args, **kwargs)
+
+    np_save = np.save
+    monkeypatch.setattr(np, "save", fail_second)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(m, tmp_path / "ck")
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match="did not finish"):
+        load_checkpoint(HashEmbeddingBag(3, capacity=8), tmp_path / "ck")
+    save_checkpoint(m, tmp_path / "ck")  # a complete save over it loads again
+    b = HashEmbeddingBag(3, capacity=8)
+    load_checkpoint(b, tmp_path / "ck")
+    assert sorted(b.keys().tolist()) == [5, 6]
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["meta.json", "shard-00000"]

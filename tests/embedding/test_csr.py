@@ -109,3 +109,78 @@ def test_validation_errors(as_torch):
     check([0, 1, 2], [5, 6], 3, "multiple of num_slots")
     check([0, 1], [-(2**63)], 1, "reserved")
     validate_csr(conv([0, 0, 2]), conv([1, 2]), 2)
+
+
+# -- issue 18: keys that are not int64 ------------------------------------------------------------
+
+@pytest.mark.parametrize("samples,exc,match", [
+    ([[True]], TypeError, "sample 0 slot 0: keys must be integers, got booleans"),
+    ([[[1, False]]], TypeError, "booleans"),
+    ([[np.bool_(True)]], TypeError, "booleans"),
+    ([[1.5]], TypeError, "sample 0 slot 0: expected an int key.*got 1.5"),
+    ([[[1, 2.0]]], TypeError, "keys must be integers, got 2.0"),
+    ([[2, "ab"]], TypeError, "sample 0 slot 1: expected an int key.*'ab'"),
+    ([[2**63]], ValueError, "9223372036854775808, outside int64"),
+    ([[-(2**63) - 1]], ValueError, "outside int64"),
+    ([[[np.uint64(2**64 - 1)]]], ValueError, "18446744073709551615, outside int64"),
+])
+def test_from_lists_rejects_keys_that_are_not_int64(samples, exc, match):
+    with pytest.raises(exc, match=match):
+        csr_from_lists(samples)
+
+
+def test_from_lists_extreme_int64_keys_are_kept():
+    b = csr_from_lists([[2**63 - 1, [-(2**63) + 1, np.uint64(2**63 - 1)]]])
+    assert _bags(b) == [[2**63 - 1], [-(2**63) + 1, 2**63 - 1]]
+
+
+@pytest.mark.parametrize("ids,exc,match", [
+    (np.array([[True, False]]), TypeError, "ids must be integers, got booleans"),
+    (np.array([[1.5, 2.0]]), TypeError, "dtype float64"),
+    (np.array([[2**64 - 1, 1]], np.uint64), ValueError, "18446744073709551615, outside int64"),
+    (np.array([[2**63, 1]], np.uint64), ValueError, "9223372036854775808"),
+    (torch.tensor([[True]]), TypeError, "torch.bool"),
+    ([[2**63, 1]], ValueError, "outside int64"),
+])
+def test_from_dense_rejects_keys_that_are_not_int64(ids, exc, match):
+    with pytest.raises(exc, match=match):
+        csr_from_dense(ids)
+
+
+def test_unsigned_ids_below_two_to_the_63_are_kept():
+    ids = np.array([[2**63 - 1, 7]], np.uint64)
+    assert _bags(csr_from_dense(ids)) == [[2**63 - 1], [7]]
+    # the documented way to use full 64-bit unsigned ids: reinterpret the bits
+    big = np.array([[2**64 - 1, 2**63 + 5]], np.uint64)
+    assert _bags(csr_from_dense(big.view(np.int64))) == [[-1], [-(2**63) + 5]]
+
+
+@pytest.mark.parametrize("keys", [np.array([2**64 - 1], np.uint64),
+                                  torch.tensor([2**64 - 1], dtype=torch.uint64),
+                                  np.array([2**63], np.uint64)])
+def test_validate_rejects_unsigned_keys_beyond_int64(keys):
+    ro = np.array([0, 1]) if isinstance(keys, np.ndarray) else torch.tensor([0, 1])
+    with pytest.raises(CSRValidationError, match="outside int64"):
+        validate_csr(ro, keys, 1)
+    below = keys // 2 if isinstance(keys, np.ndarray) else torch.tensor([5], dtype=torch.uint64)
+    validate_csr(ro, below, 1)  # unsigned keys below 2**63 are valid
+
+
+def test_from_pandas_rejects_ids_beyond_int64():
+    for col in (pd.Series(np.array([2**64 - 1, 5], np.uint64)),
+                pd.Series(pd.array([2**63, None], dtype="UInt64")),
+                pd.Series([2**64 - 1, "x"], dtype=object)):
+        with pytest.raises(ValueError, match="outside int64"):
+            csr_from_pandas(pd.DataFrame({"a": col}), salt_columns=False)
+    ok = csr_from_pandas(pd.DataFrame({"a": np.array([2**63 - 1, 5], np.uint64)}),
+                         salt_columns=False)
+    assert _bags(ok) == [[2**63 - 1], [5]]
+
+
+def test_to_torch_refuses_what_it_would_wrap():
+    from histboost.embedding import CSRBatch
+
+    with pytest.raises(ValueError, match="outside int64"):
+        CSRBatch(np.array([0, 1]), np.array([2**64 - 1], np.uint64), 1).to_torch()
+    with pytest.raises(TypeError, match="booleans"):
+        CSRBatch(np.array([0, 1]), np.array([True]), 1).to_torch()

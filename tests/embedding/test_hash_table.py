@@ -99,3 +99,16 @@ def test_load_keys_is_positional():
     table.load_keys(keys)
     assert table.lookup(keys).tolist() == [0, 1, 2, 3]
     assert table.get_or_insert(torch.tensor([5, -7])).tolist() == [4, 1]
+
+
+def test_keys_that_are_not_int64_are_refused():
+    table = HashTable(capacity=4)
+    with pytest.raises(TypeError, match="torch.bool"):
+        table.get_or_insert(torch.tensor([True]))
+    with pytest.raises(ValueError, match="outside int64"):
+        table.get_or_insert(torch.tensor([2**64 - 1], dtype=torch.uint64))
+    with pytest.raises(ValueError, match="outside int64"):
+        table.lookup(torch.tensor([2**63], dtype=torch.uint64))
+    assert table.size == 0
+    rows = table.get_or_insert(torch.tensor([2**63 - 1, 3], dtype=torch.uint64))
+    assert rows.tolist() == [0, 1] and table.keys().tolist() == [2**63 - 1, 3]

@@ -164,3 +164,31 @@ def test_input_errors():
         HashEmbeddingBag(2, combiner="max")
     with pytest.raises(ValueError, match="CUDA"):
         HashEmbeddingBag(2, backend="cuda")(torch.tensor([0, 1]), torch.tensor([1]), 1)
+
+
+# -- issue 18: keys that are not int64 ------------------------------------------------------------
+
+@pytest.mark.parametrize("keys,exc,match", [
+    (np.array([True, False]), TypeError, "keys must be integers, got booleans"),
+    (torch.tensor([True, False]), TypeError, "torch.bool"),
+    (np.array([2**64 - 1, 1], np.uint64), ValueError, "18446744073709551615, outside int64"),
+    (np.array([2**63, 1], np.uint64), ValueError, "9223372036854775808, outside int64"),
+    (torch.tensor([2**64 - 1, 1], dtype=torch.uint64), ValueError, "outside int64"),
+    ([2**63, 1], ValueError, "outside int64"),
+    ([1.5, 1], TypeError, "keys must be integers, got 1.5"),
+])
+def test_keys_that_are_not_int64_are_refused(keys, exc, match):
+    m = HashEmbeddingBag(2, capacity=8)
+    with pytest.raises(exc, match=match):
+        m(np.array([0, 1, 2]), keys, 1)
+    with pytest.raises(exc, match=match):
+        m.embeddings(keys)
+    assert m.num_embeddings == 0  # nothing was inserted
+
+
+def test_unsigned_keys_within_int64_are_the_same_keys():
+    m = HashEmbeddingBag(2, capacity=8)
+    a = m(np.array([0, 1, 2]), np.array([2**63 - 1, 5], np.uint64), 1)
+    b = m(np.array([0, 1, 2]), torch.tensor([2**63 - 1, 5]), 1)
+    assert torch.equal(a, b) and m.num_embeddings == 2
+    assert sorted(m.keys().tolist()) == [5, 2**63 - 1]
