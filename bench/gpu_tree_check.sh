@@ -2,13 +2,15 @@
 # Build-check-time script of the GPU tree engine for a GPU machine: one call does it all, logs
 # land in $OUT.
 #
-#   bash bench/gpu_tree_check.sh [tests|bench|all] [bench/gpu.py options]   (default: all)
+#   bash bench/gpu_tree_check.sh [tests|profile|bench|all] [bench/gpu.py options]
+#   (default: all = tests, then bench; "profile" runs alone, or with "tests,profile,bench")
 #
 # Carried packages (in .whl/, ignored by git): np.tar.xz, a numpy 2.3 tree (numba-cuda 0.30
 # cannot import the image's numpy 2.5), and xgb.tar.xz, the xgboost wheel's tree (the peer);
 # each is unpacked to /tmp and put first on PYTHONPATH. Steps:
 #   tests  the CUDA backend on the GPU: conformance suite, GPU == CPU quantised models,
 #          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py)
+#   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler)
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
 set -uo pipefail
 what=${1:-all}
@@ -39,11 +41,15 @@ except Exception as e:
     print("xgboost unavailable:", e)
 PY
 status=0
-if [[ $what == tests || $what == all ]]; then
+[[ $what == all ]] && what=tests,bench
+if [[ $what == *tests* ]]; then
     timeout 900 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
         tests/kernels/test_cuda_backend_gpu.py 2>&1 | tee "$OUT/tests.txt" || status=1
 fi
-if [[ $what == bench || $what == all ]]; then
+if [[ $what == *profile* ]]; then
+    timeout 300 python3 bench/gpu_profile.py 2>&1 | tee "$OUT/profile.txt" || status=1
+fi
+if [[ $what == *bench* ]]; then
     python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1
 fi
 exit $status

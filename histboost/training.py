@@ -100,7 +100,9 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
 
     timer = PhaseTimer()
     with timer("binning"):
-        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None)
+        # a GPU backend bins the rows on the device from the cuts
+        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
+                         bin_rows=p.device == "cpu")
     mapper = dtrain.bin_mapper
     n, n_features = dtrain.shape
     K = objective.n_outputs
@@ -130,9 +132,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history.clear()
 
     with timer("binning"):
-        backend = make_backend(p.device, dtrain.bins, mapper.bin_offsets, n_threads=p.n_threads,
-                               label=y, weight=w, n_outputs=K,
-                               count_rows=p.min_data_in_leaf > 0)
+        backend = make_backend(p.device, dtrain.bins if p.device == "cpu" else None,
+                               mapper.bin_offsets, n_threads=p.n_threads, label=y, weight=w,
+                               n_outputs=K, count_rows=p.min_data_in_leaf > 0,
+                               raw=dtrain.data, mapper=mapper)
         backend.set_margin(margin)
     if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
         timer.sync = backend.synchronize

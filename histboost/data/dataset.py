@@ -210,9 +210,10 @@ class Dataset:
         return self.data.shape
 
     # -- binning ----------------------------------------------------------------------------
-    def construct(self, max_bin: int | None = None) -> Dataset:
+    def construct(self, max_bin: int | None = None, bin_rows: bool = True) -> Dataset:
         """Compute cut points (or take the reference's) and bin the data. Idempotent; a
-        different `max_bin` re-bins."""
+        different `max_bin` re-bins. ``bin_rows=False`` computes the cuts only (a GPU
+        backend bins the rows on the device); `bins` bins them on first use."""
         if self.reference is not None:
             ref = self.reference
             if max_bin is not None or ref._bin_mapper is None:
@@ -223,15 +224,17 @@ class Dataset:
             mapper = self._bin_mapper
             if mapper is None or mapper.max_bin != mb:
                 mapper = compute_bin_mapper(self.data, self.weight, mb)
-        if mapper is not self._bin_mapper or self._bins is None:
+        if mapper is not self._bin_mapper:
             self._bin_mapper = mapper
+            self._bins = None
+        if bin_rows and self._bins is None:
             self._bins = mapper.transform(self.data)
         return self
 
     @property
     def bin_mapper(self) -> BinMapper:
         if self._bin_mapper is None:
-            self.construct()
+            self.construct(bin_rows=False)
         assert self._bin_mapper is not None
         return self._bin_mapper
 
@@ -239,7 +242,10 @@ class Dataset:
     def bins(self) -> np.ndarray:
         """(n, F) uint8/uint16 bin indices, C order."""
         if self._bins is None:
-            self.construct()
+            if self._bin_mapper is not None:  # cuts computed without the rows binned
+                self._bins = self._bin_mapper.transform(self.data)
+            else:
+                self.construct()
         assert self._bins is not None
         return self._bins
 

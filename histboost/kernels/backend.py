@@ -128,20 +128,25 @@ class Backend(Protocol):
         `tree` over the binned matrix otherwise."""
 
 
-def make_backend(device: str, bins: np.ndarray, bin_offsets: np.ndarray, *, n_threads: int,
-                 label: np.ndarray | None, weight: np.ndarray | None, n_outputs: int,
-                 count_rows: bool) -> Backend:
+def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, *,
+                 n_threads: int, label: np.ndarray | None, weight: np.ndarray | None,
+                 n_outputs: int, count_rows: bool, raw: np.ndarray | None = None,
+                 mapper: Any = None) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
-    bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). Raises ValueError for an unknown
-    device and RuntimeError naming what is missing when CUDA cannot be used."""
+    bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). A CUDA backend may instead take
+    the raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on
+    the device. Raises ValueError for an unknown device and RuntimeError naming what is
+    missing when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend
 
+        if bins is None:
+            raise ValueError("the CPU backend needs the binned matrix")
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows)
     if device == "cuda" or device.startswith("cuda:"):
         from .cuda.backend import CUDABackend
 
         return CUDABackend(bins, bin_offsets, device, label=label, weight=weight,
-                           n_outputs=n_outputs, count_rows=count_rows)
+                           n_outputs=n_outputs, count_rows=count_rows, raw=raw, mapper=mapper)
     raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")

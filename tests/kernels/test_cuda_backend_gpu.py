@@ -87,3 +87,13 @@ def test_gpu_prediction_equals_cpu_prediction():
     on_cpu = b.predict(X, output_margin=True)
     np.testing.assert_array_equal(on_gpu, on_cpu)
     np.testing.assert_array_equal(from_device, on_cpu)
+
+
+def test_device_binning_equals_host_binning():
+    X, y = make_classification(50_000, 9, seed=9)
+    X[::11, 4] = np.nan
+    d = histboost.Dataset(X.astype(np.float32), label=y).construct()
+    be = make_backend("cuda", None, d.bin_mapper.bin_offsets, n_threads=1, label=y,
+                      weight=None, n_outputs=1, count_rows=False, raw=d.data,
+                      mapper=d.bin_mapper)
+    np.testing.assert_array_equal(be.bins[:, :9].cpu().numpy(), d.bins)

@@ -28,16 +28,17 @@ def compile_ptx():
 
 
 def _kernels():
-    from histboost.kernels.cuda import gradients, histogram, partition, predict, split
+    from histboost.kernels.cuda import binning, gradients, histogram, partition, predict, split
 
-    return [k for m in (gradients, histogram, partition, predict, split) for k in m.KERNELS]
+    return [k for m in (binning, gradients, histogram, partition, predict, split)
+            for k in m.KERNELS]
 
 
 def test_tree_kernels_compile(compile_ptx):
     from histboost.kernels.launch import numba_signature
 
     kernels = _kernels()
-    assert len(kernels) == 18
+    assert len(kernels) == 22
     ptx = {k.name + str(k.spec[0]): compile_ptx(k.dispatcher, numba_signature(k.spec))
            for k in kernels}
     assert all(".entry" in p for p in ptx.values())

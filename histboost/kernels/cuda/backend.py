@@ -94,28 +94,43 @@ class CUDABackend:
     # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
     row_rounding = 2.0**-19
 
-    def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, device: str = "cuda",
+    def __init__(self, bins: np.ndarray | None, bin_offsets: np.ndarray, device: str = "cuda",
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
-                 n_outputs: int = 1, count_rows: bool = False) -> None:
+                 n_outputs: int = 1, count_rows: bool = False, raw: np.ndarray | None = None,
+                 mapper=None) -> None:
         import torch
 
-        from . import _common, gradients, histogram, partition, predict, split
+        from . import _common, binning, gradients, histogram, partition, predict, split
 
         self._torch = torch
         _torch_dtypes(torch)
         self._k = {"common": _common, "gradients": gradients, "histogram": histogram,
-                   "partition": partition, "predict": predict, "split": split}
+                   "partition": partition, "predict": predict, "split": split,
+                   "binning": binning}
         self.device = _cuda_device(device)
         dev = self.device
         self.offsets_host = np.ascontiguousarray(bin_offsets, np.int64)
-        self.n_rows, self.n_features = (int(s) for s in bins.shape)
+        if bins is None and (raw is None or mapper is None):
+            raise ValueError("the CUDA backend needs the binned matrix, or the raw matrix and "
+                             "its BinMapper")
+        shape = bins.shape if bins is not None else raw.shape
+        self.n_rows, self.n_features = (int(s) for s in shape)
         self.total_bins = int(self.offsets_host[-1])
         self.n_outputs = int(n_outputs)
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
-        host_bins = bins if bins.dtype == np.uint8 else bins.astype(np.int32)
-        self._bin_dtype = host_bins.dtype
-        self.bins = torch.from_numpy(np.ascontiguousarray(host_bins)).to(dev)
+        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
+        self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
+        # one-byte bins: rows padded to whole 4-byte words, which the histogram kernel reads
+        width = -(-self.n_features // 4) * 4 if one_byte else self.n_features
+        self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
+                                device=dev)
+        if bins is not None:
+            self.bins[:, :self.n_features] = torch.from_numpy(
+                np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(dev)
+        else:
+            self._bin_on_device(raw, mapper)
+        self._words = self.bins.view(torch.int32) if one_byte else self.bins
         self.offsets = torch.from_numpy(self.offsets_host).to(dev)
         self.missing_bins = torch.from_numpy(
             (self.offsets_host[1:] - 1 - self.offsets_host[:-1]).astype(np.int32)).to(dev)
@@ -142,6 +157,24 @@ class CUDABackend:
         self._uses_all_rows = True
         self._hists: dict[int, tuple[object, int]] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
+
+    def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
+        """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
+        about 128 MiB (the device never holds the whole raw matrix)."""
+        torch = self._torch
+        raw = np.ascontiguousarray(raw)
+        if raw.dtype not in (np.float32, np.float64):
+            raw = raw.astype(np.float64)
+        cuts, ptr = self._upload(np.asarray(mapper.cut_values, np.float64),
+                                 np.asarray(mapper.cut_ptr, np.int64))
+        kernel = self._k["binning"].BIN_MATRIX[(raw.dtype, self._bin_dtype)]
+        common = self._k["common"]
+        step = max(1, (128 << 20) // max(1, raw.shape[1] * raw.itemsize))
+        for a in range(0, self.n_rows, step):
+            block = torch.from_numpy(raw[a:a + step]).to(self.device)
+            out = self.bins[a:a + step]
+            kernel.launch(common.grid(block.shape[0] * block.shape[1]), common.THREADS,
+                          self.device, block, cuts, ptr, out)
 
     # -- helpers ------------------------------------------------------------------------------
     def _tensor(self, a: np.ndarray):
@@ -178,8 +211,8 @@ class CUDABackend:
 
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
-        for name in ("bins", "offsets", "missing_bins", "label", "weight", "_margin", "_pairs",
-                     "_ints", "_all_rows", "rows", "_scratch"):
+        for name in ("bins", "_words", "offsets", "missing_bins", "label", "weight", "_margin",
+                     "_pairs", "_ints", "_all_rows", "rows", "_scratch"):
             setattr(self, name, None)
         self._hists.clear()
         if self.device.type == "cuda":
@@ -268,7 +301,7 @@ class CUDABackend:
             (chunks,) = self._upload(chunks)
             self._k["histogram"].BUILD[self._bin_dtype].launch(
                 (int(chunks.shape[1]), int(self._group_first.shape[0])),
-                self._k["common"].THREADS, self.device, self.bins, self._ints, self.rows,
+                self._k["common"].THREADS, self.device, self._words, self._ints, self.rows,
                 chunks[0], chunks[1], chunks[2], self._group_first, self._group_last,
                 self.offsets, self._channels, self._wide, out)
         self._store(nodes, out)
