@@ -108,9 +108,6 @@ class TrainParams:
             return self.nthread
         return max(1, os.cpu_count() or 1)
 
-    @property
-    def trees_per_round(self) -> int:
-        return self.num_class if self.objective.startswith("multi:") else 1
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

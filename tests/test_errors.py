@@ -451,3 +451,14 @@ def test_bool_is_not_a_number_parameter(name):
     with pytest.raises(ValueError, match=f"parameter '{name}' must be a"):
         parse_params({name: True})
     assert parse_params({"verbose": True}).verbosity == 1  # LightGBM / sklearn spelling
+
+
+def test_custom_objective_beyond_float32_raises():
+    rng = np.random.default_rng(0)
+    d = histboost.Dataset(rng.normal(size=(30, 2)), label=rng.normal(size=30))
+
+    def obj(preds, dtrain):
+        return np.full(preds.shape, 1e39), np.ones(preds.shape)
+
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        histboost.train({}, d, 1, obj=obj, verbose_eval=False)

@@ -67,6 +67,10 @@ class CustomObjective(Objective):
         hess = np.asarray(hess, dtype=np.float64).reshape(margin.shape)
         if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(hess))):
             raise ValueError("custom objective returned NaN or infinite gradients/hessians")
+        big = float(np.finfo(np.float32).max)
+        if np.any(np.abs(grad) > big) or np.any(hess > big):
+            raise ValueError("custom objective returned gradients or hessians beyond float32's "
+                             "range (|value| > 3.4e38); rescale the loss")
         if np.any(hess < 0):
             raise ValueError("custom objective returned negative hessians")
         return np.ascontiguousarray(np.stack([grad.T, hess.T], axis=2), dtype=np.float32)

@@ -1,5 +1,7 @@
-"""`Tree`: one regression tree as a structure of arrays, the single format used from fitting to
-JSON to prediction (and, later, to the device).
+"""`Tree`: one regression tree as a structure of arrays, the single format of a fitted tree and
+of its JSON form. The growers (`histboost.tree.grower`) build it from their node records;
+prediction packs a model's trees into the flat arrays of
+`histboost.tree.predictor.PackedForest`, which the CPU and CUDA prediction kernels read.
 
 Normal trees (``kind == "tree"``), one entry per node, node 0 the root, nodes in creation order:
 

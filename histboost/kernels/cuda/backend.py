@@ -8,10 +8,10 @@ cheap, and its tensors take CuPy, JAX and NumPy inputs through DLPack. Under Num
 simulator the same code runs on CPU tensors (CI).
 
 Everything as large as the data stays on the device: bins (n, F) uint8 (int32 when a feature
-has more than 256 slots), labels, weights, margins float64 (n, K), gradient pairs float32
-(K, n, 2), the tree's integer pairs int32 (n, 2), the row-index array and the histograms.
-Only split records, gain tables of oblivious levels (total_bins x 2), node totals and row counts
-cross to the host.
+has more than 256 slots; rows padded to 4-byte words) and their column-major copy, labels,
+weights, margins float64 (n, K), gradient pairs float32 (K, n, 2), the tree's integer pairs
+int32 (n, 2), the row-index array and the histograms. Only split records, gain tables of
+oblivious levels (total_bins x 2), node totals and row counts cross to the host.
 
 Histograms are always integer sums, so they do not depend on the order of the atomics and a
 model is the same bits on every run. Quantised trees round the pairs as the CPU engine does
@@ -109,6 +109,8 @@ class CUDABackend:
                    "binning": binning}
         self.device = _cuda_device(device)
         dev = self.device
+        self._staging = None
+        self._staging_done = None
         self.offsets_host = np.ascontiguousarray(bin_offsets, np.int64)
         if bins is None and (raw is None or mapper is None):
             raise ValueError("the CUDA backend needs the binned matrix, or the raw matrix and "
@@ -131,6 +133,7 @@ class CUDABackend:
         else:
             self._bin_on_device(raw, mapper)
         self._words = self.bins.view(torch.int32) if one_byte else self.bins
+        self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
         self.offsets = torch.from_numpy(self.offsets_host).to(dev)
         self.missing_bins = torch.from_numpy(
             (self.offsets_host[1:] - 1 - self.offsets_host[:-1]).astype(np.int32)).to(dev)
@@ -181,19 +184,33 @@ class CUDABackend:
         return self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
     def _upload(self, *arrays: np.ndarray) -> list:
-        """Host arrays as device tensors in one host-to-device copy (a copy costs more in
-        latency than in bytes at these sizes): the arrays are packed into one byte buffer,
-        each at an 8-byte aligned offset, and viewed back with their dtypes and shapes."""
+        """Host arrays as device tensors in one asynchronous host-to-device copy (a copy
+        costs more in latency than in bytes at these sizes; from pageable memory it also
+        blocks the host, measured 75 us a call on an H100 host): the arrays are packed into
+        one pinned staging buffer, each at an 8-byte aligned offset, and viewed back on the
+        device with their dtypes and shapes. The buffer is reused once its last copy is done."""
         torch = self._torch
         flat = [np.ascontiguousarray(a) for a in arrays]
         offsets, total = [], 0
         for a in flat:
             offsets.append(total)
             total += (a.nbytes + 7) // 8 * 8
-        buf = np.zeros(max(total, 8), np.uint8)
+        total = max(total, 8)
+        if self._staging_done is not None:
+            self._staging_done.synchronize()
+        if self._staging is None or self._staging.shape[0] < total:
+            pinned = self.device.type == "cuda"
+            self._staging = torch.empty(max(total, 1 << 16), dtype=torch.uint8,
+                                        pin_memory=pinned)
+        host = self._staging.numpy()
         for a, o in zip(flat, offsets, strict=True):
-            buf[o:o + a.nbytes] = a.reshape(-1).view(np.uint8)
-        dev = torch.from_numpy(buf).to(self.device)
+            host[o:o + a.nbytes] = a.reshape(-1).view(np.uint8)
+        if self.device.type == "cuda":
+            dev = self._staging[:total].to(self.device, non_blocking=True)
+            self._staging_done = torch.cuda.Event()
+            self._staging_done.record()
+        else:
+            dev = self._staging[:total].clone()
         out = []
         for a, o in zip(flat, offsets, strict=True):
             t = dev[o:o + a.nbytes].view(_TORCH_DTYPE[a.dtype.str]) if a.size else \
@@ -211,8 +228,8 @@ class CUDABackend:
 
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
-        for name in ("bins", "_words", "offsets", "missing_bins", "label", "weight", "_margin",
-                     "_pairs", "_ints", "_all_rows", "rows", "_scratch"):
+        for name in ("_staging", "bins", "_words", "_columns", "offsets", "missing_bins", "label",
+                     "weight", "_margin", "_pairs", "_ints", "_all_rows", "rows", "_scratch"):
             setattr(self, name, None)
         self._hists.clear()
         if self.device.type == "cuda":
@@ -351,9 +368,11 @@ class CUDABackend:
         split.BEST_SPLIT.launch(
             k * self.n_features, split.SPLIT_THREADS, self.device, hists,
             self._scales[0], self._scales[1], tot, self.offsets, masks, reg_d, out)
-        # the first maximum over features: ties go to the lowest feature, as on the CPU
-        best = torch.argmax(out[:, :, REC_GAIN], dim=1)
-        return out[torch.arange(k, device=self.device), best].cpu().numpy()
+        # per-feature records to the host (k x F x 7 floats), the first maximum over features:
+        # ties go to the lowest feature, as on the CPU
+        recs = out.cpu().numpy()
+        best = np.argmax(recs[:, :, REC_GAIN], axis=1)
+        return recs[np.arange(k), best]
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
@@ -400,18 +419,19 @@ class CUDABackend:
             node, start, end = chunks[0], chunks[1], chunks[2]
             n_chunks = int(chunks.shape[1])
             # flags and their prefix sum cover only the span of the parents' positions (one
-            # node at a time for best-first growth)
+            # node at a time for best-first growth), shifted by one so that cum[i] sums the
+            # flags of the positions before lo + i: no concatenated zero is needed
             lo, hi = int(starts.min()), int(ends.max())
-            flags = torch.zeros(hi - lo, dtype=torch.int32, device=self.device)
+            off = lo - 1
+            flags = torch.zeros(hi - lo + 1, dtype=torch.int32, device=self.device)
             part.SPLIT_FLAGS[self._bin_dtype].launch(
-                n_chunks, threads, self.device, self.bins, self.rows, node, start, end, feats,
-                bins, dleft, self.missing_bins, lo, flags)
+                n_chunks, threads, self.device, self._columns, self.rows, node, start, end,
+                feats, bins, dleft, self.missing_bins, off, flags)
             cum = torch.cumsum(flags, dim=0)
-            padded = torch.cat([torch.zeros(1, dtype=cum.dtype, device=self.device), cum])
-            base = padded[starts_d - lo]
-            n_left_dev = padded[ends_d - lo] - base
+            base = cum[starts_d - lo]
+            n_left_dev = cum[ends_d - lo] - base
             part.SCATTER_ROWS.launch(n_chunks, threads, self.device, self.rows, flags, cum,
-                                     node, start, end, starts_d, base, n_left_dev, lo,
+                                     node, start, end, starts_d, base, n_left_dev, off,
                                      self._scratch)
             part.COPY_ROWS.launch(n_chunks, threads, self.device, self._scratch, start, end,
                                   self.rows)

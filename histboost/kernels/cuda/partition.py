@@ -18,11 +18,12 @@ from ._common import THREADS
 
 
 @cuda.jit
-def _split_flags(bins, rows, chunk_node, chunk_start, chunk_end, node_feature, node_bin,
+def _split_flags(columns, rows, chunk_node, chunk_start, chunk_end, node_feature, node_bin,
                  node_default_left, missing_bins, lo, flags):
     """flags[p - lo] = 1 if the row at position p goes left (bin <= node_bin, or the missing
-    slot and default left), else 0, for the positions of every chunk (flags covers the span
-    of positions from lo that holds the call's nodes)."""
+    slot and default left), else 0, for the positions of every chunk (flags covers the
+    positions of the call's nodes, from lo on). columns: (F, n) bins, column-major: a node's
+    rows read one byte each from one contiguous column, coalesced while rows are dense."""
     c = cuda.blockIdx.x
     j = chunk_node[c]
     f = node_feature[j]
@@ -30,7 +31,7 @@ def _split_flags(bins, rows, chunk_node, chunk_start, chunk_end, node_feature, n
     missing = missing_bins[f]
     dleft = node_default_left[j]
     for p in range(chunk_start[c] + cuda.threadIdx.x, chunk_end[c], THREADS):
-        b = np.int64(bins[rows[p], f])
+        b = np.int64(columns[f, rows[p]])
         if b == missing:
             flags[p - lo] = dleft
         else:
