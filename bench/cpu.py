@@ -22,25 +22,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import auc, synth
 
 HERE = Path(__file__).resolve().parent
-SYNTH_DIRS = [HERE.parent.parent / "shared" / "bench", HERE.parent / "shared" / "bench"]
 LIBS = ("histboost", "histboost-depthwise", "histboost-quantized", "lightgbm", "xgboost",
         "catboost", "sklearn")
-
-
-def _synth():
-    for d in SYNTH_DIRS:
-        if (d / "synth.py").exists():
-            sys.path.insert(0, str(d))
-            import synth  # noqa: PLC0415
-            return synth
-    raise FileNotFoundError(f"synth.py not found in {[str(d) for d in SYNTH_DIRS]}")
-
-
-def _auc(y: np.ndarray, p: np.ndarray) -> float:
-    from histboost.metrics import auc
-    return auc(y, p)
 
 
 def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
@@ -107,7 +93,7 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
     else:
         raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"lib": lib, "seconds": t, "auc": _auc(yt, np.asarray(p, np.float64)),
+    return {"lib": lib, "seconds": t, "auc": auc(yt, np.asarray(p, np.float64)),
             "peak_mb": peak_mb, "phases": extra}
 
 
@@ -129,8 +115,7 @@ def main() -> None:
         print(json.dumps(run_one(a.worker, a.data, a)))
         return
 
-    synth = _synth()
-    X, y = synth.higgs_like(a.rows + a.test_rows, seed=a.seed)
+    X, y = synth().higgs_like(a.rows + a.test_rows, seed=a.seed)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data.npz")
         np.savez(data, X=X[:a.rows], y=y[:a.rows], Xt=X[a.rows:], yt=y[a.rows:])

@@ -26,25 +26,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import auc, synth
 
-HERE = Path(__file__).resolve().parent
-SYNTH_DIRS = [HERE.parent.parent / "shared" / "bench", HERE.parent / "shared" / "bench"]
 CONFIGS = ("histboost-depthwise", "histboost-depthwise-quantized", "histboost-lossguide",
            "xgboost-depthwise", "xgboost-lossguide", "catboost-depthwise", "histboost-root")
-
-
-def _synth():
-    for d in SYNTH_DIRS:
-        if (d / "synth.py").exists():
-            sys.path.insert(0, str(d))
-            import synth  # noqa: PLC0415
-            return synth
-    raise FileNotFoundError(f"synth.py not found in {[str(d) for d in SYNTH_DIRS]}")
-
-
-def _auc(y: np.ndarray, p: np.ndarray) -> float:
-    from histboost.metrics import auc
-    return auc(y, p)
 
 
 def _load(data: str):
@@ -76,7 +61,7 @@ def _histboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
     p = booster.predict(Xt)
     predict = time.perf_counter() - t0
     out = {"ingest_s": ingest, "ms_round": 1e3 * (total - ingest) / a.rounds,
-           "predict_s": predict, "auc": _auc(yt, p)}
+           "predict_s": predict, "auc": auc(yt, p)}
     # where the time goes: 20 rounds with device-synchronised phase timers
     phases = histboost.train({**params, "verbosity": 2}, d, 20, verbose_eval=False).timings
     out["ms_round_by_phase"] = {k: round(1e3 * v / 20, 2) for k, v in phases.items()
@@ -148,7 +133,7 @@ def _xgboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
     p = booster.inplace_predict(Xt)
     predict = time.perf_counter() - t0
     return {"ingest_s": ingest, "ms_round": 1e3 * train / a.rounds, "predict_s": predict,
-            "auc": _auc(yt, np.asarray(p)), "version": xgb.__version__}
+            "auc": auc(yt, np.asarray(p)), "version": xgb.__version__}
 
 
 def _catboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
@@ -167,7 +152,7 @@ def _catboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
     p = model.predict_proba(Xt)[:, 1]
     predict = time.perf_counter() - t0
     return {"ingest_s": ingest, "ms_round": 1e3 * train / a.rounds, "predict_s": predict,
-            "auc": _auc(yt, p), "version": catboost.__version__}
+            "auc": auc(yt, p), "version": catboost.__version__}
 
 
 def worker(cfg: str, a: argparse.Namespace, data: str) -> dict:
@@ -211,7 +196,7 @@ class _MemorySampler:
 def check_correctness(a: argparse.Namespace) -> None:
     """Quantised GPU training equals the CPU engine's, byte for byte, on 200k rows."""
     import histboost
-    X, y = _synth().higgs_like(200_000, seed=a.seed + 7)
+    X, y = synth().higgs_like(200_000, seed=a.seed + 7)
     for policy in ({"grow_policy": "depthwise", "max_depth": 8},
                    {"grow_policy": "lossguide", "max_leaves": 63, "max_depth": 0},
                    {"grow_policy": "oblivious", "max_depth": 6}):
@@ -252,7 +237,7 @@ def main() -> None:
     data = Path(a.data_dir) / f"{a.rows}-{a.test_rows}-{a.seed}"
     if not (data / "yt.npy").exists():
         data.mkdir(parents=True, exist_ok=True)
-        X, y = _synth().higgs_like(a.rows + a.test_rows, seed=a.seed)
+        X, y = synth().higgs_like(a.rows + a.test_rows, seed=a.seed)
         np.save(data / "X.npy", X[:a.rows])
         np.save(data / "y.npy", y[:a.rows])
         np.save(data / "Xt.npy", X[a.rows:])

@@ -10,6 +10,7 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
+from ..nodes import HistogramStore, NodeRanges
 from . import gradients, histogram, partition, predict, quantize, split
 
 # Every call splits into units of work proportional to its size (at most nthread), and calls
@@ -90,8 +91,8 @@ class CPUBackend:
         self._quantisation: Quantisation | None = None
         self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
-        self._hists: dict[int, tuple[np.ndarray, int]] = {}
-        self._ranges: dict[int, tuple[int, int]] = {}
+        self._hists = HistogramStore(np.stack)
+        self._ranges = NodeRanges()
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
         self._max_chunks = 1
         self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
@@ -174,7 +175,7 @@ class CPUBackend:
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
         self._hists.clear()
-        self._ranges = {0: (0, int(self.rows.shape[0]))}
+        self._ranges.reset(self.rows.shape[0])
         return int(self.rows.shape[0])
 
     def _begin(self, gh: np.ndarray, rows: np.ndarray, quantisation: Quantisation | None
@@ -228,10 +229,10 @@ class CPUBackend:
         kernel(self.slots, self.gh, self.rows, starts, ends, out)
 
     def build_histograms(self, nodes: list[int]) -> np.ndarray:
-        bounds = [self._ranges[i] for i in nodes]
+        bounds = self._ranges.bounds(nodes)
         out = self._build_ranges(np.array([b[0] for b in bounds], np.int64),
                                  np.array([b[1] for b in bounds], np.int64))
-        self._store(nodes, out)
+        self._hists.store(nodes, out)
         return out
 
     def _build_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -262,9 +263,9 @@ class CPUBackend:
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        self._store(targets, self._subtract(self._stack(parents), self._stack(built)))
-        for i in parents:
-            del self._hists[i]
+        self._hists.store(targets, self._subtract(self._hists.stack(parents),
+                                                  self._hists.stack(built)))
+        self._hists.release(parents)
 
     def _subtract(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = np.empty_like(a)
@@ -274,22 +275,9 @@ class CPUBackend:
         kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
         return out
 
-    def _store(self, nodes: list[int], buffer: np.ndarray) -> None:
-        for j, i in enumerate(nodes):
-            self._hists[i] = (buffer, j)
-
-    def _stack(self, nodes: list[int]) -> np.ndarray:
-        """The histograms of `nodes` as one (k, ...) array: a view when they are consecutive
-        rows of one buffer (a level built or subtracted in one call), else a copy."""
-        entries = [self._hists[i] for i in nodes]
-        buffer, first = entries[0]
-        if all(b is buffer and j == first + m for m, (b, j) in enumerate(entries)):
-            return buffer[first:first + len(nodes)]
-        return np.stack([b[j] for b, j in entries])
-
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, total_bins, C) histograms of `nodes` in gradient units."""
-        return self._to_float(self._stack(nodes))
+        return self._to_float(self._hists.stack(nodes))
 
     def _to_float(self, hists: np.ndarray) -> np.ndarray:
         """Histograms of any layout as float64 (k, total_bins, C) in gradient units."""
@@ -357,16 +345,11 @@ class CPUBackend:
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
-        bounds = [self._ranges[i] for i in parents]
+        bounds = self._ranges.bounds(parents)
         n_left = self._partition(bounds, records[:, split.REC_FEATURE].astype(np.int32),
                                  records[:, split.REC_BIN].astype(np.int32),
                                  records[:, split.REC_DEFAULT_LEFT].astype(np.uint8))
-        counts = np.empty((len(parents), 2), np.int64)
-        for j, ((s, e), nl) in enumerate(zip(bounds, n_left.tolist(), strict=True)):
-            self._ranges[lefts[j]] = (s, s + nl)
-            self._ranges[rights[j]] = (s + nl, e)
-            counts[j] = nl, e - s - nl
-        return counts
+        return self._ranges.split(parents, lefts, rights, n_left)
 
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
@@ -409,7 +392,7 @@ class CPUBackend:
                       output: int) -> None:
         if self._uses_all_rows:
             self._team(self.n_rows // _PARTITION_THREAD_MIN_ROWS)
-            bounds = [self._ranges[i] for i in leaves]
+            bounds = self._ranges.bounds(leaves)
             predict.add_leaf_values(self.rows, np.array([b[0] for b in bounds], np.int64),
                                     np.array([b[1] for b in bounds], np.int64),
                                     np.asarray(values, np.float64), self._margin, output)

@@ -32,6 +32,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_GAIN, REC_WIDTH
 from ...tree.tree import Tree
+from ..nodes import HistogramStore, NodeRanges
 
 _TORCH_DTYPE: dict[str, object] = {}
 
@@ -158,8 +159,8 @@ class CUDABackend:
         self._scales = (1.0, 1.0)
         self._wide = False
         self._uses_all_rows = True
-        self._hists: dict[int, tuple[object, int]] = {}
-        self._ranges: dict[int, tuple[int, int]] = {}
+        self._hists = HistogramStore(torch.stack)
+        self._ranges = NodeRanges()
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -306,14 +307,14 @@ class CUDABackend:
             self.rows = self._tensor(np.asarray(rows, np.int32))
             self._scratch = torch.empty_like(self.rows)
         self._hists.clear()
-        self._ranges = {0: (0, int(self.rows.shape[0]))}
+        self._ranges.reset(self.rows.shape[0])
         return int(self.rows.shape[0])
 
     def build_histograms(self, nodes: list[int]):
         torch = self._torch
         out = torch.zeros((len(nodes), self.total_bins, self._channels), dtype=torch.int64,
                           device=self.device)
-        _, _, chunks = self._chunk_arrays([self._ranges[i] for i in nodes])
+        _, _, chunks = self._chunk_arrays(self._ranges.bounds(nodes))
         if chunks.shape[1]:
             (chunks,) = self._upload(chunks)
             self._k["histogram"].BUILD[self._bin_dtype].launch(
@@ -321,44 +322,32 @@ class CUDABackend:
                 self._k["common"].THREADS, self.device, self._words, self._ints, self.rows,
                 chunks[0], chunks[1], chunks[2], self._group_first, self._group_last,
                 self.offsets, self._channels, self._wide, out)
-        self._store(nodes, out)
+        self._hists.store(nodes, out)
         return out
-
-    def _store(self, nodes: list[int], buffer) -> None:
-        for j, i in enumerate(nodes):
-            self._hists[i] = (buffer, j)
-
-    def _stack(self, nodes: list[int]):
-        entries = [self._hists[i] for i in nodes]
-        buffer, first = entries[0]
-        if all(b is buffer and j == first + m for m, (b, j) in enumerate(entries)):
-            return buffer[first:first + len(nodes)]
-        return self._torch.stack([b[j] for b, j in entries])
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        self._store(targets, self._stack(parents) - self._stack(built))
-        for i in parents:
-            del self._hists[i]
+        self._hists.store(targets, self._hists.stack(parents) - self._hists.stack(built))
+        self._hists.release(parents)
 
     def _scale_vector(self, channels: int):
         return self._torch.tensor([self._scales[0], self._scales[1], 1.0][:channels],
                                   dtype=self._torch.float64, device=self.device)
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
-        h = self._stack(nodes)
+        h = self._hists.stack(nodes)
         return (h.to(self._torch.float64) * self._scale_vector(h.shape[2])).cpu().numpy()
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         o0, o1 = int(self.offsets_host[0]), int(self.offsets_host[1])
-        sums = self._stack(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
+        sums = self._hists.stack(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
         return (sums.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray) -> np.ndarray:
         torch = self._torch
         k = len(nodes)
-        hists = self._stack(nodes).contiguous()
+        hists = self._hists.stack(nodes).contiguous()
         out = torch.empty((k, self.n_features, REC_WIDTH), dtype=torch.float64,
                           device=self.device)
         tot, masks, reg_d = self._upload(np.asarray(totals, np.float64),
@@ -378,7 +367,7 @@ class CUDABackend:
                         reg: np.ndarray) -> np.ndarray:
         torch = self._torch
         k = len(nodes)
-        hists = self._stack(nodes).contiguous()
+        hists = self._hists.stack(nodes).contiguous()
         node_gains = torch.full((k, self.total_bins, 2), -math.inf, dtype=torch.float64,
                                 device=self.device)
         common = self._k["common"]
@@ -396,7 +385,7 @@ class CUDABackend:
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:
-        hists = self._stack(nodes)
+        hists = self._hists.stack(nodes)
         o = int(self.offsets_host[feature])
         left = hists[:, o:o + split_bin + 1, :2].sum(dim=1)
         if default_left:
@@ -406,7 +395,7 @@ class CUDABackend:
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
         torch = self._torch
-        bounds = [self._ranges[i] for i in parents]
+        bounds = self._ranges.bounds(parents)
         starts, ends, chunks = self._chunk_arrays(bounds)
         n_left = np.zeros(len(parents), np.int64)
         if chunks.shape[1]:
@@ -436,18 +425,13 @@ class CUDABackend:
             part.COPY_ROWS.launch(n_chunks, threads, self.device, self._scratch, start, end,
                                   self.rows)
             n_left = n_left_dev.cpu().numpy()
-        counts = np.empty((len(parents), 2), np.int64)
-        for j, ((s, e), nl) in enumerate(zip(bounds, n_left.tolist(), strict=True)):
-            self._ranges[lefts[j]] = (s, s + nl)
-            self._ranges[rights[j]] = (s + nl, e)
-            counts[j] = nl, e - s - nl
-        return counts
+        return self._ranges.split(parents, lefts, rights, n_left)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
         threads = self._k["common"].THREADS
         if self._uses_all_rows:
-            _, _, chunks = self._chunk_arrays([self._ranges[i] for i in leaves])
+            _, _, chunks = self._chunk_arrays(self._ranges.bounds(leaves))
             if chunks.shape[1]:
                 chunks, vals = self._upload(chunks, np.asarray(values, np.float64))
                 self._k["partition"].ADD_LEAF_VALUES.launch(

@@ -66,6 +66,17 @@ def _flush(shared, hists, direct, dst, base, channels, n_values, tid):
                 cuda.atomic.add(hists, (dst, base + s // channels, s % channels), np.int64(v))
 
 
+@cuda.jit(device=True, inline=True)
+def _block_group(group_first, group_last, offsets, channels, wide):
+    """The block's feature group: (first feature, end feature, its first slot, shared values
+    it needs, whether it sums straight into global memory; block-uniform)."""
+    f_lo = group_first[cuda.blockIdx.y]
+    f_hi = group_last[cuda.blockIdx.y]
+    base = offsets[f_lo]
+    n_values = (offsets[f_hi] - base) * channels
+    return f_lo, f_hi, base, n_values, wide or n_values > SHARED_VALUES
+
+
 @cuda.jit
 def _build(bins, gh, rows, chunk_out, chunk_start, chunk_end, group_first, group_last,
            offsets, channels, wide, hists):
@@ -75,11 +86,8 @@ def _build(bins, gh, rows, chunk_out, chunk_start, chunk_end, group_first, group
     c = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo = group_first[cuda.blockIdx.y]
-    f_hi = group_last[cuda.blockIdx.y]
-    base = offsets[f_lo]
-    n_values = (offsets[f_hi] - base) * channels
-    direct = wide or n_values > SHARED_VALUES  # block-uniform
+    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
+                                                      channels, wide)
     dst = chunk_out[c]
     _zero(shared, direct, n_values, tid)
     for p in range(chunk_start[c] + tid, chunk_end[c], THREADS):
@@ -100,11 +108,8 @@ def _build_words(words, gh, rows, chunk_out, chunk_start, chunk_end, group_first
     c = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo = group_first[cuda.blockIdx.y]
-    f_hi = group_last[cuda.blockIdx.y]
-    base = offsets[f_lo]
-    n_values = (offsets[f_hi] - base) * channels
-    direct = wide or n_values > SHARED_VALUES  # block-uniform
+    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
+                                                      channels, wide)
     dst = chunk_out[c]
     _zero(shared, direct, n_values, tid)
     for p in range(chunk_start[c] + tid, chunk_end[c], THREADS):

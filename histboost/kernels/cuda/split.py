@@ -18,12 +18,12 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ..cpu import split as cpu_split
 from ..cpu.split import (
     P_ALPHA,
     P_LAMBDA,
     P_MCW,
     P_MDS,
-    P_MIN_DATA,
     REC_BIN,
     REC_DEFAULT_LEFT,
     REC_FEATURE,
@@ -35,26 +35,9 @@ from ..cpu.split import (
 from ..launch import CudaKernel, simulated
 from ._common import mul
 
-
-@cuda.jit(device=True, inline=True)
-def _leaf_weight(G, H, reg):
-    if H < reg[P_MCW] or H <= 0.0:
-        return 0.0
-    alpha = reg[P_ALPHA]
-    if G > alpha:
-        t = G - alpha
-    elif G < -alpha:
-        t = G + alpha
-    else:
-        t = 0.0
-    w = -t / (H + reg[P_LAMBDA])
-    mds = reg[P_MDS]
-    if mds > 0.0:
-        if w > mds:
-            w = mds
-        elif w < -mds:
-            w = -mds
-    return w
+# no products that could fuse: the CPU functions themselves, compiled for the device
+_leaf_weight = cuda.jit(device=True, inline=True)(cpu_split.leaf_weight.py_func)
+_child_ok = cuda.jit(device=True, inline=True)(cpu_split._child_ok.py_func)
 
 
 @cuda.jit(device=True, inline=True)
@@ -72,11 +55,6 @@ def _pair_gain(gl, hl, gr, hr, reg, plain):
         lam = reg[P_LAMBDA]
         return mul(gl, gl) / (hl + lam) + mul(gr, gr) / (hr + lam)
     return _node_gain(gl, hl, reg) + _node_gain(gr, hr, reg)
-
-
-@cuda.jit(device=True, inline=True)
-def _child_ok(H, C, reg):
-    return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
 
 
 @cuda.jit(device=True, inline=True)

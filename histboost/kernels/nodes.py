@@ -1,0 +1,65 @@
+"""Node bookkeeping shared by the backends: which range of the row-index array each node owns,
+and where its histogram is stored. Array-library agnostic (NumPy on the CPU, torch on a GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+class NodeRanges:
+    """Node id -> [start, end) of the backend's row-index array (Python ints)."""
+
+    def __init__(self) -> None:
+        self._ranges: dict[int, tuple[int, int]] = {}
+
+    def reset(self, n_rows: int) -> None:
+        """A new tree: every row in the root, node 0."""
+        self._ranges = {0: (0, int(n_rows))}
+
+    def bounds(self, nodes: Sequence[int]) -> list[tuple[int, int]]:
+        return [self._ranges[i] for i in nodes]
+
+    def split(self, parents: Sequence[int], lefts: Sequence[int], rights: Sequence[int],
+              n_left: np.ndarray) -> np.ndarray:
+        """Record the children of a stable partition (left rows first in each parent's
+        range); returns int64 (k, 2) child row counts."""
+        counts = np.empty((len(parents), 2), np.int64)
+        for j, ((s, e), nl) in enumerate(zip(self.bounds(parents), np.asarray(n_left).tolist(),
+                                             strict=True)):
+            self._ranges[lefts[j]] = (s, s + nl)
+            self._ranges[rights[j]] = (s + nl, e)
+            counts[j] = nl, e - s - nl
+        return counts
+
+
+class HistogramStore:
+    """Node id -> (buffer, index): a node's histogram is row `index` of a (k, ...) buffer made
+    by one build or subtraction call. stack: the array library's stack (np.stack,
+    torch.stack)."""
+
+    def __init__(self, stack: Callable[[list[Any]], Any]) -> None:
+        self._stack = stack
+        self._entries: dict[int, tuple[Any, int]] = {}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def store(self, nodes: Sequence[int], buffer: Any) -> None:
+        for j, i in enumerate(nodes):
+            self._entries[i] = (buffer, j)
+
+    def release(self, nodes: Sequence[int]) -> None:
+        for i in nodes:
+            del self._entries[i]
+
+    def stack(self, nodes: Sequence[int]) -> Any:
+        """The histograms of `nodes` as one (k, ...) array: a view when they are consecutive
+        rows of one buffer (a level built or subtracted in one call), else a copy."""
+        entries = [self._entries[i] for i in nodes]
+        buffer, first = entries[0]
+        if all(b is buffer and j == first + m for m, (b, j) in enumerate(entries)):
+            return buffer[first:first + len(nodes)]
+        return self._stack([b[j] for b, j in entries])
