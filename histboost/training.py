@@ -18,7 +18,7 @@ from .booster import Booster
 from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallback
 from .data.dataset import Dataset
 from .kernels.backend import make_backend
-from .metrics import MULTICLASS, get_metric
+from .metrics import MULTICLASS, check_metrics_defined, get_metric
 from .objectives import CustomObjective, get_objective
 from .objectives.base import Objective
 from .objectives.classification import sigmoid, softmax
@@ -116,8 +116,6 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
                                       else [objective.default_metric])
     metric_fns = {m: get_metric(m) for m in metrics}
-    from .metrics import check_metrics_defined  # (local: keeps this hook self-contained)
-
     for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
         check_metrics_defined(metrics, es.data.label, es.data.weight, K, es.name)
 
