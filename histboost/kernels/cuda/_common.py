@@ -9,7 +9,9 @@ from numba import cuda
 from ..cpu import quantize as cpu_quantize
 from ..launch import simulated
 
-THREADS = 256
+# threads per block; under the simulator, which runs every thread as a Python thread, a warp
+# (every kernel strides by THREADS, so any count computes the same)
+THREADS = 32 if simulated() else 256
 # rows of one node handled by one block of the histogram, partition and margin kernels
 CHUNK_ROWS = 2048
 
