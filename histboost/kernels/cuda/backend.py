@@ -445,5 +445,5 @@ class CUDABackend:
                               f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
                               f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
-            self._k["common"].grid(self.n_rows), threads, self.device, self.bins,
+            self._k["common"].grid(self.n_rows), threads, self.device, self._columns,
             self.missing_bins, *arrays, self._margin)

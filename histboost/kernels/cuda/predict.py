@@ -1,6 +1,8 @@
 """Tree traversal on the GPU, one thread per row: margins of a forest over raw features
 (`Booster.predict` on the device) or over the binned matrix (the training rows outside a
-tree's row sample). The forest layout is `histboost.tree.predictor.PackedForest`'s and the
+tree's row sample). Both read their matrix column-major, (F, n): the threads of a warp are
+consecutive rows, so where they test the same feature (every row at the root) their loads
+coalesce. The forest layout is `histboost.tree.predictor.PackedForest`'s and the
 rules are those of `histboost.kernels.cpu.predict`: x <= threshold (bin <= split_bin) goes
 left, NaN (the missing slot) to the default side; oblivious trees by their bit path."""
 
@@ -15,11 +17,11 @@ from ..launch import CudaKernel
 
 
 @cuda.jit
-def _add_margin_binned(bins, missing_bins, tree_class, left, right, feature, split_bin,
+def _add_margin_binned(columns, missing_bins, tree_class, left, right, feature, split_bin,
                        default_left, value, node_ptr, level_ptr, obl_feature, obl_bin,
                        obl_default_left, leaf_ptr, obl_leaf_value, margin):
     i = cuda.grid(1)
-    if i >= bins.shape[0]:
+    if i >= columns.shape[1]:
         return
     for t in range(tree_class.shape[0]):
         lo = level_ptr[t]
@@ -28,7 +30,7 @@ def _add_margin_binned(bins, missing_bins, tree_class, left, right, feature, spl
             idx = 0
             for lv in range(lo, hi):
                 f = obl_feature[lv]
-                b = np.int64(bins[i, f])
+                b = np.int64(columns[f, i])
                 if b == missing_bins[f]:
                     go_right = obl_default_left[lv] == 0
                 else:
@@ -40,7 +42,7 @@ def _add_margin_binned(bins, missing_bins, tree_class, left, right, feature, spl
             node = 0
             while left[base + node] != -1:
                 f = feature[base + node]
-                b = np.int64(bins[i, f])
+                b = np.int64(columns[f, i])
                 if b == missing_bins[f]:
                     node = left[base + node] if default_left[base + node] else right[
                         base + node]
@@ -53,11 +55,11 @@ def _add_margin_binned(bins, missing_bins, tree_class, left, right, feature, spl
 
 
 @cuda.jit
-def _add_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, threshold,
+def _add_margin_raw(XT, tree_begin, tree_end, tree_class, left, right, feature, threshold,
                     default_left, value, node_ptr, level_ptr, obl_feature, obl_threshold,
                     obl_default_left, leaf_ptr, obl_leaf_value, margin):
     i = cuda.grid(1)
-    if i >= X.shape[0]:
+    if i >= XT.shape[1]:
         return
     for t in range(tree_begin, tree_end):
         lo = level_ptr[t]
@@ -65,7 +67,7 @@ def _add_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, t
         if hi > lo:
             idx = 0
             for lv in range(lo, hi):
-                v = X[i, obl_feature[lv]]
+                v = XT[obl_feature[lv], i]
                 if math.isnan(v):
                     go_right = obl_default_left[lv] == 0
                 else:
@@ -76,7 +78,7 @@ def _add_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, t
             base = node_ptr[t]
             node = 0
             while left[base + node] != -1:
-                v = X[i, feature[base + node]]
+                v = XT[feature[base + node], i]
                 if math.isnan(v):
                     node = left[base + node] if default_left[base + node] else right[
                         base + node]
@@ -123,6 +125,7 @@ def add_margin_raw(forest_on_device: tuple, X, margin, begin: int, end: int) -> 
 
     if X.shape[0] == 0 or end <= begin:
         return
+    XT = X.t().contiguous()
     kernel = ADD_MARGIN_RAW[np.dtype(str(X.dtype).replace("torch.", ""))]
-    kernel.launch(grid(X.shape[0]), THREADS, X.device, X, begin, end, *forest_on_device,
+    kernel.launch(grid(X.shape[0]), THREADS, X.device, XT, begin, end, *forest_on_device,
                   margin)
