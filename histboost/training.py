@@ -64,7 +64,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
           evals: Sequence[tuple[Dataset, str]] = (), obj: CustomObjectiveFn | None = None,
           early_stopping_rounds: int | None = None, evals_result: EvalsLog | None = None,
           verbose_eval: bool | int = True, callbacks: Sequence[TrainingCallback] | None = None,
-          xgb_model: Booster | str | None = None) -> Booster:
+          xgb_model: Booster | str | None = None, comm: Any = None) -> Booster:
     """Train a gradient-boosted tree model.
 
     Parameters
@@ -80,6 +80,14 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     verbose_eval : print eval results every round (True) or every N rounds (int).
     callbacks : `TrainingCallback` objects.
     xgb_model : a Booster (or model file) to continue training from.
+    comm : a `histboost.collective.Communicator` (e.g. ``histboost.collective.init()``) for
+        data-parallel training: each rank's `dtrain` holds a block of the rows, the blocks in
+        rank order making the whole data, and every rank returns the same model. First
+        version (see docs/distributed.md): quantised histograms only
+        (``quantized_grad=True``), the same cuts on every rank (``Dataset(...,
+        reference=...)``), on the CPU, without row subsampling, evals, metrics or early
+        stopping (ValueError otherwise). The model then equals the one-process model on all
+        rows whenever the intercept is (``base_score`` given, or label sums exact in float64).
     """
     if not isinstance(dtrain, Dataset):
         raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
@@ -87,6 +95,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
     raw_params = dict(params or {})
     p = parse_params(raw_params)
+    if comm is not None:
+        from .distributed import training as dist
+
+        dist.check_supported(p, evals, early_stopping_rounds)
     if dtrain.label is None:
         raise ValueError("dtrain has no label")
     if obj is not None and not callable(obj):
@@ -104,10 +116,15 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
                          bin_rows=p.device == "cpu")
     mapper = dtrain.bin_mapper
+    if comm is not None:
+        dist.check_same_cuts(comm, mapper)
     n, n_features = dtrain.shape
     K = objective.n_outputs
 
-    booster = _initial_booster(xgb_model, p, objective, dtrain, y, w)
+    intercept = None
+    if comm is not None and xgb_model is None and p.base_score is None:
+        intercept = dist.global_intercept(comm, objective, y, w)
+    booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
     with timer("predict"):
         margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
 
@@ -130,10 +147,15 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history.clear()
 
     with timer("binning"):
-        backend = make_backend(p.device, dtrain.bins if p.device == "cpu" else None,
-                               mapper.bin_offsets, n_threads=p.n_threads, label=y, weight=w,
-                               n_outputs=K, count_rows=p.min_data_in_leaf > 0,
-                               raw=dtrain.data, mapper=mapper)
+        if comm is None:
+            backend = make_backend(p.device, dtrain.bins if p.device == "cpu" else None,
+                                   mapper.bin_offsets, n_threads=p.n_threads, label=y,
+                                   weight=w, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
+                                   raw=dtrain.data, mapper=mapper)
+        else:
+            backend = dist.make_distributed_backend(
+                comm, dtrain.bins, mapper.bin_offsets, n_threads=p.n_threads, label=y,
+                weight=w, n_outputs=K, count_rows=p.min_data_in_leaf > 0)
         backend.set_margin(margin)
     if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
         timer.sync = backend.synchronize
@@ -191,8 +213,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
 
 
 def _initial_booster(xgb_model: Booster | str | None, p: TrainParams, objective: Objective,
-                     dtrain: Dataset, y: np.ndarray, w: np.ndarray | None) -> Booster:
-    """A new empty Booster with the intercept, or a copy of the model to continue from."""
+                     dtrain: Dataset, y: np.ndarray, w: np.ndarray | None,
+                     intercept: np.ndarray | None = None) -> Booster:
+    """A new empty Booster with the intercept (`intercept`, when given, else fitted to y, w),
+    or a copy of the model to continue from."""
     n_features = dtrain.num_col()
     if xgb_model is not None:
         base = xgb_model if isinstance(xgb_model, Booster) else Booster(model_file=xgb_model)
@@ -205,7 +229,9 @@ def _initial_booster(xgb_model: Booster | str | None, p: TrainParams, objective:
         booster = base.copy()
         booster.params = p.to_dict()
         return booster
-    if p.base_score is not None:
+    if intercept is not None:
+        pass
+    elif p.base_score is not None:
         intercept = objective.score_to_margin(p.base_score)
     else:
         intercept = objective.base_margin(y, w)

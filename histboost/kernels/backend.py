@@ -12,7 +12,9 @@ Implementations: `histboost.kernels.cpu.backend.CPUBackend` (NumPy arrays, Numba
 wrapper reduces across workers what the methods below return, at the points marked "reduce":
 the quantisation bounds (max), the root totals and every histogram that was built from rows
 (sum, before any subtraction), and the child row counts (sum). Everything else is computed
-from reduced quantities, so every worker makes the same choices.
+from reduced quantities, so every worker makes the same choices (`histboost.distributed`;
+its local CPU backends keep one histogram layout, ``pack=False``, and round each row's
+quantised pair at its global index, ``row_ids``).
 
 Conventions
 -----------

@@ -55,7 +55,11 @@ class CPUBackend:
     count_rows: histograms carry per-slot row counts as a third channel (for
     min_data_in_leaf); otherwise the split search estimates child counts from hessians.
     Quantised trees have exact int64 histograms, packed into one int64 per slot when the
-    tree's totals fit (see `kernels.cpu.histogram`); float trees float64 ones.
+    tree's totals fit (see `kernels.cpu.histogram`) and `pack`; float trees float64 ones.
+    pack=False keeps (k, total_bins, C) int64 histograms whatever the totals (a distributed
+    wrapper sums them across workers: the layout must not depend on local totals).
+    row_ids: int64 (n,) global index of each row, the counter of its stochastic rounding
+    (None: 0..n-1), so a worker holding part of the rows rounds them as one process would.
     """
 
     name = "cpu"
@@ -63,7 +67,8 @@ class CPUBackend:
 
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
-                 n_outputs: int = 1, count_rows: bool = False) -> None:
+                 n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
+                 row_ids: np.ndarray | None = None) -> None:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
@@ -79,6 +84,11 @@ class CPUBackend:
         self.label = None if label is None else np.ascontiguousarray(label, np.float64)
         self.weight = None if weight is None else np.ascontiguousarray(weight, np.float64)
         self.count_rows = count_rows
+        self.pack = pack
+        self.row_ids = None if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
+        if self.row_ids is not None and self.row_ids.shape != (self.n_rows,):
+            raise ValueError(f"row_ids must have shape ({self.n_rows},), got "
+                             f"{self.row_ids.shape}")
         self._channels = 3 if count_rows else 2
         self._margin = np.zeros((self.n_rows, self.n_outputs), np.float64)
         self._pairs = np.zeros((self.n_outputs, self.n_rows, 2), np.float32)
@@ -169,8 +179,14 @@ class CPUBackend:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
             self._team(self.n_threads)
-            quantize.quantize_gradients(gh, quantisation.g_inv_scale, quantisation.h_inv_scale,
-                                        np.uint64(quantisation.key), self._quantised)
+            if self.row_ids is None:
+                quantize.quantize_gradients(gh, quantisation.g_inv_scale,
+                                            quantisation.h_inv_scale,
+                                            np.uint64(quantisation.key), self._quantised)
+            else:
+                quantize.quantize_gradients_at(gh, self.row_ids, quantisation.g_inv_scale,
+                                               quantisation.h_inv_scale,
+                                               np.uint64(quantisation.key), self._quantised)
             gh = self._quantised
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
@@ -183,7 +199,7 @@ class CPUBackend:
         """Take the tree's pairs (float32 (n, 2), or int32 (n, 2) when quantised, packed here
         when their sums fit) and rows (int32 sorted)."""
         self._quantisation = quantisation
-        if quantisation is not None and not self.count_rows:
+        if quantisation is not None and not self.count_rows and self.pack:
             # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32;
             # all rows bound any sample of them, without a gather
             if (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31

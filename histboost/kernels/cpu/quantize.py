@@ -40,3 +40,16 @@ def quantize_gradients(gh, g_inv_scale, h_inv_scale, key, out):
         u2 = uniform01(key, 2 * i + 1)
         out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
         out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def quantize_gradients_at(gh, row_ids, g_inv_scale, h_inv_scale, key, out):
+    """`quantize_gradients` with row i drawn at counter 2 * row_ids[i] (+1): a worker holding
+    some rows of a larger matrix rounds each as one process holding all of them would.
+    row_ids: int64 (n,) global row indices."""
+    for i in nb.prange(gh.shape[0]):
+        r = np.uint64(row_ids[i])
+        u1 = uniform01(key, np.uint64(2) * r)
+        u2 = uniform01(key, np.uint64(2) * r + np.uint64(1))
+        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
+        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))

@@ -1,0 +1,217 @@
+"""`DistributedBackend`: the backend conformance suite on one worker, and quantised trees
+grown on 2 and 3 threads-as-workers (rows split unevenly) equal to the tree of one process on
+all rows, with each worker's margins equal to that process's margins of its rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from histboost.collective import CollectiveError, SingleCommunicator
+from histboost.collective.testing import run_threads
+from histboost.distributed import DistributedBackend
+from histboost.kernels.cpu.backend import CPUBackend
+from histboost.params import parse_params
+from histboost.testing.conformance import CHECKS, make_problem
+from histboost.tree.grower import TreeGrower
+from histboost.tree.quantize import make_quantisation, round_key
+from histboost.tree.split import REC_BIN, REC_FEATURE, REC_WIDTH
+
+# -- (a) conformance on one worker -------------------------------------------------------
+
+
+def _single(n_threads):
+    def make(bins, offsets, **kw):
+        return DistributedBackend(CPUBackend(bins, offsets, n_threads, pack=False, **kw),
+                                  SingleCommunicator())
+    return make
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_conformance_one_worker(check, n_threads):
+    check(_single(n_threads), 0)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_conformance_world_size_one_thread_comm(check):
+    """The same checks through a `DistributedCommunicator` of world size 1."""
+    def body(comm):
+        def make(bins, offsets, **kw):
+            return DistributedBackend(CPUBackend(bins, offsets, 1, pack=False, **kw), comm)
+        check(make, 1)
+    run_threads(1, body)
+
+
+def test_packed_local_backend_is_refused():
+    p = make_problem(0, n=50)
+    with pytest.raises(ValueError, match="pack=False"):
+        DistributedBackend(CPUBackend(p.bins, p.offsets, 1), SingleCommunicator())
+
+
+# -- (b) several workers: the tree of one process ----------------------------------------
+
+SEED = 3
+N = 900
+POLICIES = {
+    "depthwise": {"max_depth": 4},
+    "lossguide": {"grow_policy": "lossguide", "max_leaves": 10, "max_depth": 0},
+    "oblivious": {"grow_policy": "oblivious", "max_depth": 3},
+    "depthwise_min_data": {"max_depth": 5, "min_data_in_leaf": 40},
+    "lossguide_min_data": {"grow_policy": "lossguide", "max_leaves": 12, "min_data_in_leaf": 30},
+}
+
+
+def _problem(n_outputs: int):
+    """A problem with K outputs' gradient pairs (float32 (K, n, 2)); the largest |g| and |h|
+    sit in one row each, well above the rest, so a worker without them would pick a finer
+    quantisation scale than the global one."""
+    p = make_problem(SEED, n=N, n_features=6, max_bin=16, weighted=False)
+    rng = np.random.default_rng(SEED)
+    pairs = np.empty((n_outputs, N, 2), np.float32)
+    for k in range(n_outputs):
+        pairs[k, :, 0] = rng.normal(size=N) + 1.5 * (p.bins[:, k % 6] < 5)
+        pairs[k, :, 1] = rng.random(N) + 0.1
+        pairs[k, 11, 0] = -25.0
+        pairs[k, N - 17, 1] = 9.0
+    return p, pairs
+
+
+def _shares(world: int, layout: str) -> list[np.ndarray]:
+    """Uneven row subsets of 0..N-1 (int64, sorted), one per rank."""
+    if layout == "contiguous":
+        cuts = np.round(np.cumsum([0] + [k + 1 for k in range(world)])
+                        / (world * (world + 1) / 2) * N).astype(int)
+        return [np.arange(cuts[r], cuts[r + 1]) for r in range(world)]
+    # random assignment, rank r drawing weight r + 1: neither contiguous nor even
+    owner = np.random.default_rng(7).choice(world, size=N,
+                                            p=np.arange(1, world + 1) / (world * (world + 1) / 2))
+    return [np.flatnonzero(owner == r) for r in range(world)]
+
+
+def _grow(backend, p, pairs, params, margin0):
+    """One quantised tree per output, as `train()` grows round 0; returns the trees' dicts
+    and the backend's margins after the updates."""
+    backend.set_margin(margin0)
+    backend.set_gradients(pairs)
+    grower = TreeGrower(backend, params, p.mapper)
+    trees = []
+    for k in range(pairs.shape[0]):
+        q = make_quantisation(*backend.gradient_bounds(k), params.grad_quant_bits,
+                              round_key(params.seed, 0, k))
+        grown = grower.grow(k, None, q, np.random.default_rng(0))
+        backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+        trees.append(grown.tree.to_dict())
+    return trees, backend.margin()
+
+
+class _Skip(DistributedBackend):
+    """A broken wrapper that skips one reduction (to show the tests would catch it)."""
+
+    skip = ""
+
+    def gradient_bounds(self, output):
+        if self.skip == "bounds":
+            return self.local.gradient_bounds(output)
+        return super().gradient_bounds(output)
+
+    def begin_tree(self, output, rows, quantisation):
+        if self.skip == "root_count":
+            return self.local.begin_tree(output, rows, quantisation)
+        return super().begin_tree(output, rows, quantisation)
+
+    def build_histograms(self, nodes):
+        if self.skip == "histograms":
+            return self.local.build_histograms(nodes)
+        return super().build_histograms(nodes)
+
+    def apply_splits(self, parents, lefts, rights, records):
+        if self.skip == "child_counts":
+            return self.local.apply_splits(parents, lefts, rights, records)
+        return super().apply_splits(parents, lefts, rights, records)
+
+
+def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
+                   skip: str = "", timeout: float = 30.0) -> None:
+    p, pairs = _problem(n_outputs)
+    params = parse_params({"quantized_grad": True, "learning_rate": 0.3, "seed": 5,
+                           **POLICIES[policy]})
+    count_rows = params.min_data_in_leaf > 0
+    margin0 = np.random.default_rng(1).normal(size=(N, n_outputs))
+    # one process on all rows, with the default (packed when it fits) histograms
+    one = CPUBackend(p.bins, p.offsets, 2, n_outputs=n_outputs, count_rows=count_rows)
+    want_trees, want_margin = _grow(one, p, pairs, params, margin0)
+    assert any(t.get("split_feature", t.get("level_feature")) for t in want_trees)
+    assert sum(len(t.get("value", t.get("leaf_value", []))) for t in want_trees) > 2 * n_outputs
+    shares = _shares(world, layout)
+
+    def body(comm):
+        rows = shares[comm.rank]
+        local = CPUBackend(np.ascontiguousarray(p.bins[rows]), p.offsets, 1,
+                           n_outputs=n_outputs, count_rows=count_rows, pack=False,
+                           row_ids=None if skip == "row_ids" else rows)
+        be = _Skip(local, comm)
+        be.skip = skip
+        return _grow(be, p, np.ascontiguousarray(pairs[:, rows]), params, margin0[rows])
+
+    results = run_threads(world, body, timeout=timeout)
+    for rank, (trees, margin) in enumerate(results):
+        assert trees == want_trees, f"rank {rank}: tree differs from one process's"
+        np.testing.assert_array_equal(margin, want_margin[shares[rank]],
+                                      err_msg=f"rank {rank}: margins")
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("world,layout", [(2, "contiguous"), (3, "random")])
+def test_quantised_tree_equals_one_process(world, layout, policy):
+    _check_workers(world, layout, policy)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])
+def test_multiclass_trees_equal_one_process(policy):
+    _check_workers(3, "contiguous", policy, n_outputs=3)
+
+
+@pytest.mark.parametrize("skip", ["bounds", "root_count", "histograms", "child_counts",
+                                  "row_ids"])
+def test_skipping_a_reduction_is_caught(skip):
+    """Each reduction (and rounding at global row indices) is needed: without it the check
+    above fails (a mismatch, or ranks that diverge and time out)."""
+    policy = "depthwise_min_data" if skip == "child_counts" else "depthwise"
+    with pytest.raises((AssertionError, CollectiveError)):
+        _check_workers(2, "contiguous", policy, skip=skip, timeout=2.0)
+
+
+def test_float_histograms_are_global_sums():
+    """Float trees: every rank's root and child histograms (built and subtracted) are the
+    one-process histograms up to float64 rounding, and the child counts are global."""
+    p, pairs = _problem(1)
+    shares = _shares(3, "random")
+    one = CPUBackend(p.bins, p.offsets, 1, count_rows=True)
+    one.set_gradients(pairs)
+    one.begin_tree(0, None, None)
+    one.build_histograms([0])
+    rec = np.zeros((1, REC_WIDTH))
+    rec[0, REC_FEATURE], rec[0, REC_BIN] = 2, 4
+    want_counts = one.apply_splits([0], [1], [2], rec)
+    one.build_histograms([1])
+    one.subtract_histograms([0], [1], [2])
+    want = one.read_histograms([1, 2])
+
+    def body(comm):
+        rows = shares[comm.rank]
+        be = DistributedBackend(CPUBackend(np.ascontiguousarray(p.bins[rows]), p.offsets, 1,
+                                           count_rows=True, pack=False, row_ids=rows), comm)
+        be.set_gradients(np.ascontiguousarray(pairs[:, rows]))
+        n = be.begin_tree(0, None, None)
+        be.build_histograms([0])
+        counts = be.apply_splits([0], [1], [2], rec)
+        be.build_histograms([1])
+        be.subtract_histograms([0], [1], [2])
+        return n, counts, be.read_histograms([1, 2])
+
+    for n, counts, got in run_threads(3, body):
+        assert n == N
+        np.testing.assert_array_equal(counts, want_counts)
+        np.testing.assert_array_equal(got[..., 2], want[..., 2])
+        np.testing.assert_allclose(got[..., :2], want[..., :2], rtol=1e-9, atol=1e-9)
