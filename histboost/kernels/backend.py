@@ -10,7 +10,7 @@ by id and never reads a histogram, a row index or a margin.
 Implementations: `histboost.kernels.cpu.backend.CPUBackend` (NumPy arrays, Numba kernels),
 `histboost.kernels.cuda.backend.CUDABackend` (device arrays, Numba-CUDA kernels). A distributed
 wrapper reduces across workers what the methods below return, at the points marked "reduce":
-the quantisation bounds (max), the root totals and every histogram that was built from rows
+the quantisation bounds (max), the root row count and every histogram that was built from rows
 (sum, before any subtraction), and the child row counts (sum). Everything else is computed
 from reduced quantities, so every worker makes the same choices (`histboost.distributed`;
 its local CPU backends keep one histogram layout, ``pack=False``, and round each row's

@@ -42,6 +42,9 @@ Factory = Callable[..., object]
 
 # float histograms: |error| <= FLOAT_RTOL * (sum of |values| in the slot's rows) + tiny
 FLOAT_RTOL = 1e-6
+# rows of the checks' problems; a suite under Numba's CUDA simulator, which runs every GPU
+# thread as a Python thread, sets fewer
+PROBLEM_ROWS = 240
 
 
 @dataclass
@@ -64,12 +67,13 @@ class Problem:
         return self.mapper.bin_offsets
 
 
-def make_problem(seed: int, n: int = 240, n_features: int = 4, max_bin: int = 12,
+def make_problem(seed: int, n: int | None = None, n_features: int = 4, max_bin: int = 12,
                  missing: float = 0.15, weighted: bool = True,
                  exact_gradients: bool = False) -> Problem:
     """A small random problem: features with few distinct values, missing ones, and gradient
     pairs (multiples of 1/64 when `exact_gradients`, so every float sum is exact)."""
     rng = np.random.default_rng(seed)
+    n = PROBLEM_ROWS if n is None else n
     X = np.round(rng.normal(size=(n, n_features)) * 3) / 2
     X[rng.random(X.shape) < missing] = np.nan
     weight = rng.random(n) * 2 + 0.1 if weighted else None
@@ -161,7 +165,7 @@ def check_gradients(make: Factory, seed: int) -> None:
     """compute_gradients of every built-in loss against float64 NumPy, weights included,
     with saturated margins; margins round-trip through set_margin / margin."""
     rng = np.random.default_rng(seed)
-    p = make_problem(seed, n=150)
+    p = make_problem(seed, n=PROBLEM_ROWS * 5 // 8)
     for loss, K in (("squared_error", 1), ("logistic", 1), ("softmax", 3)):
         for weight in (p.weight, None):
             m = rng.normal(0, 3, (p.bins.shape[0], K))

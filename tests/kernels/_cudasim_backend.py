@@ -18,7 +18,10 @@ warnings.filterwarnings("ignore", category=RuntimeWarning)
 
 import histboost  # noqa: E402
 from histboost.kernels.backend import make_backend  # noqa: E402
+from histboost.testing import conformance  # noqa: E402
 from histboost.testing.conformance import CHECKS  # noqa: E402
+
+conformance.PROBLEM_ROWS = 96  # every simulated GPU thread is a Python thread
 from histboost.testing.data import make_classification  # noqa: E402
 
 
@@ -31,18 +34,18 @@ def check_training_matches_cpu() -> None:
     policy, binary and multiclass, missing values, a row sample and min_data_in_leaf."""
     cases = [
         ({"objective": "binary:logistic", "max_depth": 3}, 2),
-        ({"objective": "binary:logistic", "grow_policy": "lossguide", "max_leaves": 6,
+        ({"objective": "binary:logistic", "grow_policy": "lossguide", "max_leaves": 4,
           "max_depth": 0, "subsample": 0.7}, 2),
         ({"objective": "multi:softprob", "num_class": 3, "grow_policy": "oblivious",
           "max_depth": 2, "min_data_in_leaf": 5}, 3),
     ]
     for params, n_classes in cases:
-        X, y = make_classification(120, 4, n_classes=n_classes, seed=3)
-        base = {"quantized_grad": True, "max_bin": 8, "nthread": 1, "seed": 1, **params}
+        X, y = make_classification(64, 4, n_classes=n_classes, seed=3)
+        base = {"quantized_grad": True, "max_bin": 6, "nthread": 1, "seed": 1, **params}
         models = {}
         for device in ("cpu", "cuda"):
             d = histboost.Dataset(X, label=y)
-            models[device] = histboost.train({**base, "device": device}, d, 2,
+            models[device] = histboost.train({**base, "device": device}, d, 1,
                                              verbose_eval=False)
         cpu, gpu = models["cpu"].save_raw(), models["cuda"].save_raw()
         assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
