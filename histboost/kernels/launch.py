@@ -39,7 +39,6 @@ _TORCH_DTYPES = {
     "float64": torch.float64,
     "int64": torch.int64,
     "int32": torch.int32,
-    "int16": torch.int16,
     "uint8": torch.uint8,
 }
 _SCALARS = {
