@@ -133,22 +133,27 @@ class Backend(Protocol):
 def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, *,
                  n_threads: int, label: np.ndarray | None, weight: np.ndarray | None,
                  n_outputs: int, count_rows: bool, raw: np.ndarray | None = None,
-                 mapper: Any = None) -> Backend:
+                 mapper: Any = None, row_ids: np.ndarray | None = None,
+                 pack: bool = True) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
     bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). A CUDA backend may instead take
     the raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on
-    the device. Raises ValueError for an unknown device and RuntimeError naming what is
-    missing when CUDA cannot be used."""
+    the device. row_ids: int64 (n,) global index of each row when the rows are one worker's
+    share (quantised rounding draws at global rows); pack=False: CPU histograms keep one layout
+    whatever the totals (a distributed wrapper adds them up). Raises ValueError for an
+    unknown device and RuntimeError naming what is missing when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend
 
         if bins is None:
             raise ValueError("the CPU backend needs the binned matrix")
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
-                          n_outputs=n_outputs, count_rows=count_rows)
+                          n_outputs=n_outputs, count_rows=count_rows, pack=pack,
+                          row_ids=row_ids)
     if device == "cuda" or device.startswith("cuda:"):
         from .cuda.backend import CUDABackend
 
         return CUDABackend(bins, bin_offsets, device, label=label, weight=weight,
-                           n_outputs=n_outputs, count_rows=count_rows, raw=raw, mapper=mapper)
+                           n_outputs=n_outputs, count_rows=count_rows, raw=raw, mapper=mapper,
+                           row_ids=row_ids)
     raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {device!r}")

@@ -5,6 +5,11 @@ Each metric is ``metric(y, pred, weight) -> float`` with y float64 (n,) labels, 
 for logloss / auc / error, (n, K) class probabilities for mlogloss / merror, values or margins
 for rmse / mae.
 
+Most metrics are a weighted mean of a per-row loss, finished by a transform (rmse: the square
+root): `METRIC_SUMS` gives their ``(sum of w * loss, sum of w)``, which workers holding
+different rows add up (`histboost.distributed`) to the metric of all rows. Ranking metrics
+(auc) need all rows at once and are computed on the rows gathered from every worker.
+
 Some metrics are undefined on some data (AUC when the labels hold one class, any metric when
 every weight is zero). `check_metrics_defined` says so, naming the metric and the evaluation
 set, before training starts, instead of the metric returning NaN every round.
@@ -19,28 +24,82 @@ import numpy as np
 _EPS = 1e-15
 
 Metric = Callable[[np.ndarray, np.ndarray, np.ndarray | None], float]
+# per-row losses float64 (n,) of labels y (n,) and predictions p
+RowLoss = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def rmse(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """Root of the (weighted) mean squared error of predictions p (n,)."""
-    return float(np.sqrt(np.average((p - y) ** 2, weights=w)))
+def _squared_error(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return (p - y) ** 2
 
 
-def mae(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """(Weighted) mean absolute error of predictions p (n,)."""
-    return float(np.average(np.abs(p - y), weights=w))
+def _absolute_error(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return np.abs(p - y)
 
 
-def logloss(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """(Weighted) mean negative log-likelihood of probabilities p (n,) for labels in [0, 1];
-    p is clipped to [1e-15, 1 - 1e-15]."""
+def _log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
     p = np.clip(p, _EPS, 1 - _EPS)
-    return float(np.average(-(y * np.log(p) + (1 - y) * np.log(1 - p)), weights=w))
+    return -(y * np.log(p) + (1 - y) * np.log(1 - p))
 
 
-def error(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """(Weighted) fraction of rows where ``p > 0.5`` disagrees with ``y > 0.5``."""
-    return float(np.average((p > 0.5) != (y > 0.5), weights=w))
+def _binary_error(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return ((p > 0.5) != (y > 0.5)).astype(np.float64)
+
+
+def _multi_log_loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return -np.log(np.clip(p[np.arange(y.shape[0]), y.astype(np.int64)], _EPS, 1.0))
+
+
+def _multi_error(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return (np.argmax(p, axis=1) != y.astype(np.int64)).astype(np.float64)
+
+
+# name: (per-row loss, transform of the weighted mean)
+_MEAN_METRICS: dict[str, tuple[RowLoss, Callable[[float], float]]] = {
+    "rmse": (_squared_error, np.sqrt),
+    "mae": (_absolute_error, float),
+    "logloss": (_log_loss, float),
+    "error": (_binary_error, float),
+    "mlogloss": (_multi_log_loss, float),
+    "merror": (_multi_error, float),
+}
+
+
+def metric_sums(name: str, y: np.ndarray, p: np.ndarray,
+                w: np.ndarray | None = None) -> np.ndarray:
+    """float64 (2,): (sum of w * loss, sum of w) of mean metric `name` over these rows; the
+    sums of disjoint row sets add up to the sums of their union."""
+    loss = _MEAN_METRICS[name][0](y, p)
+    if w is None:
+        return np.array([float(np.sum(loss)), float(loss.shape[0])])
+    return np.array([float(np.dot(w, loss)), float(np.sum(w))])
+
+
+def finish_metric(name: str, sums: np.ndarray) -> float:
+    """Mean metric `name` from its (sum of w * loss, sum of w)."""
+    return float(_MEAN_METRICS[name][1](sums[0] / sums[1]))
+
+
+def _mean_metric(name: str, doc: str) -> Metric:
+    def metric(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
+        return finish_metric(name, metric_sums(name, y, p, w))
+
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = doc
+    return metric
+
+
+rmse = _mean_metric("rmse", "Root of the (weighted) mean squared error of predictions p (n,).")
+mae = _mean_metric("mae", "(Weighted) mean absolute error of predictions p (n,).")
+logloss = _mean_metric(
+    "logloss", "(Weighted) mean negative log-likelihood of probabilities p (n,) for labels in "
+    "[0, 1]; p is clipped to [1e-15, 1 - 1e-15].")
+error = _mean_metric(
+    "error", "(Weighted) fraction of rows where ``p > 0.5`` disagrees with ``y > 0.5``.")
+mlogloss = _mean_metric(
+    "mlogloss", "(Weighted) mean negative log-probability p (n, K) of the true classes y "
+    "(integers in [0, K)); probabilities are clipped below at 1e-15.")
+merror = _mean_metric(
+    "merror", "(Weighted) fraction of rows whose most probable class in p (n, K) is not y.")
 
 
 def auc(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
@@ -63,22 +122,12 @@ def auc(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
     return float(area / (tp[-1] * fp[-1]))
 
 
-def mlogloss(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """(Weighted) mean negative log-probability p (n, K) of the true classes y (integers in
-    [0, K)); probabilities are clipped below at 1e-15."""
-    p = np.clip(p[np.arange(y.shape[0]), y.astype(np.int64)], _EPS, 1.0)
-    return float(np.average(-np.log(p), weights=w))
-
-
-def merror(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> float:
-    """(Weighted) fraction of rows whose most probable class in p (n, K) is not y."""
-    return float(np.average(np.argmax(p, axis=1) != y.astype(np.int64), weights=w))
-
-
 METRICS: dict[str, Metric] = {
     "rmse": rmse, "mae": mae, "logloss": logloss, "error": error, "auc": auc,
     "mlogloss": mlogloss, "merror": merror,
 }
+# metrics that are a weighted mean of a per-row loss (`metric_sums`); the others need all rows
+MEAN_METRICS = frozenset(_MEAN_METRICS)
 # metrics where larger is better (early stopping direction)
 MAXIMIZE = {"auc"}
 # metrics computed on multiclass probability matrices
@@ -93,10 +142,20 @@ def get_metric(name: str) -> Metric:
         raise ValueError(f"unknown eval_metric {name!r}; choose from {sorted(METRICS)}") from None
 
 
-def _undefined_because(name: str, y: np.ndarray, w: np.ndarray | None,
+def set_facts(y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """float64 (3,): the facts about an evaluation set that decide whether a metric is
+    defined: (weight of the counted rows, of their positives (> 0.5), of their negatives).
+    Facts of disjoint row sets add up (workers sum theirs)."""
+    counted = np.ones(y.shape, np.float64) if w is None else np.asarray(w, np.float64)
+    positive = y > 0.5
+    return np.array([counted.sum(), counted[positive].sum(), counted[~positive].sum()])
+
+
+def _undefined_because(name: str, y: np.ndarray, facts: np.ndarray,
                        n_outputs: int) -> str | None:
-    """Why metric `name` cannot be computed on labels y (n,) with weights w, or None."""
-    if w is not None and not np.any(w > 0):
+    """Why metric `name` cannot be computed on labels y (n,) of a set with `set_facts`
+    `facts` (of this set, or of all workers' parts of it), or None."""
+    if not facts[0] > 0:
         return "every weight of the set is zero"
     if name in MULTICLASS:
         if n_outputs < 2:
@@ -110,27 +169,29 @@ def _undefined_because(name: str, y: np.ndarray, w: np.ndarray | None,
                 f"{' or '.join(sorted(MULTICLASS))}")
     if name == "logloss" and np.any((y < 0) | (y > 1)):
         return f"it needs labels in [0, 1], found {float(y[(y < 0) | (y > 1)][0])!r}"
-    if name == "auc":
-        counted = np.ones(y.shape, bool) if w is None else w > 0
-        positive = y > 0.5
-        if np.all(positive[counted]) or not np.any(positive[counted]):
-            which = "positive (> 0.5)" if np.any(positive[counted]) else "negative (<= 0.5)"
-            return (f"every label is {which}: AUC needs both classes (choose another "
-                    "eval_metric, such as logloss, or an evaluation set with both classes)")
+    if name == "auc" and not (facts[1] > 0 and facts[2] > 0):
+        which = "positive (> 0.5)" if facts[1] > 0 else "negative (<= 0.5)"
+        return (f"every label is {which}: AUC needs both classes (choose another "
+                "eval_metric, such as logloss, or an evaluation set with both classes)")
     return None
 
 
 def check_metrics_defined(metrics: Sequence[str], y: np.ndarray, w: np.ndarray | None,
-                          n_outputs: int, data_name: str) -> None:
+                          n_outputs: int, data_name: str,
+                          facts: np.ndarray | None = None) -> None:
     """Raise ValueError naming the metric and the evaluation set if any of `metrics` is
     undefined on labels y float64 (n,) with weights w float64 (n,) or None, for a model of
-    `n_outputs` margins per row (instead of a NaN every round, or a crash mid-training)."""
+    `n_outputs` margins per row (instead of a NaN every round, or a crash mid-training).
+    facts: the set's `set_facts` summed over every worker's rows (default: these rows')."""
+    if facts is None:
+        facts = set_facts(y, w)
     for name in metrics:
-        reason = _undefined_because(name, y, w, n_outputs)
+        reason = _undefined_because(name, y, facts, n_outputs)
         if reason is not None:
             raise ValueError(f"eval_metric {name!r} is undefined on evaluation set "
                              f"{data_name!r}: {reason}")
 
 
-__all__ = ["MAXIMIZE", "METRICS", "MULTICLASS", "Metric", "auc", "check_metrics_defined",
-           "error", "get_metric", "logloss", "mae", "merror", "mlogloss", "rmse"]
+__all__ = ["MAXIMIZE", "MEAN_METRICS", "METRICS", "MULTICLASS", "Metric", "auc",
+           "check_metrics_defined", "error", "finish_metric", "get_metric", "logloss", "mae",
+           "merror", "metric_sums", "mlogloss", "rmse", "set_facts"]

@@ -85,8 +85,9 @@ class CPUBackend:
         self.weight = None if weight is None else np.ascontiguousarray(weight, np.float64)
         self.count_rows = count_rows
         self.pack = pack
-        self.row_ids = None if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
-        if self.row_ids is not None and self.row_ids.shape != (self.n_rows,):
+        self.row_ids = (np.zeros(0, np.int64) if row_ids is None
+                        else np.ascontiguousarray(row_ids, np.int64))
+        if row_ids is not None and self.row_ids.shape != (self.n_rows,):
             raise ValueError(f"row_ids must have shape ({self.n_rows},), got "
                              f"{self.row_ids.shape}")
         self._channels = 3 if count_rows else 2
@@ -179,14 +180,9 @@ class CPUBackend:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
             self._team(self.n_threads)
-            if self.row_ids is None:
-                quantize.quantize_gradients(gh, quantisation.g_inv_scale,
-                                            quantisation.h_inv_scale,
-                                            np.uint64(quantisation.key), self._quantised)
-            else:
-                quantize.quantize_gradients_at(gh, self.row_ids, quantisation.g_inv_scale,
-                                               quantisation.h_inv_scale,
-                                               np.uint64(quantisation.key), self._quantised)
+            quantize.quantize_gradients(gh, self.row_ids,
+                                        quantisation.g_inv_scale, quantisation.h_inv_scale,
+                                        np.uint64(quantisation.key), self._quantised)
             gh = self._quantised
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None

@@ -88,7 +88,8 @@ class CUDABackend:
 
     bins: host (n, F) uint8/uint16; bin_offsets: int64 (F+1,); device: 'cuda' or 'cuda:N';
     label float64 (n,), weight float64 (n,) or None; n_outputs: margins per row (K);
-    count_rows: histograms carry a row-count channel (min_data_in_leaf).
+    count_rows: histograms carry a row-count channel (min_data_in_leaf). row_ids: int64 (n,)
+    global row indices of quantised rounding (a worker's share of the rows; None: 0..n-1).
     """
 
     name = "cuda"
@@ -98,7 +99,7 @@ class CUDABackend:
     def __init__(self, bins: np.ndarray | None, bin_offsets: np.ndarray, device: str = "cuda",
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, raw: np.ndarray | None = None,
-                 mapper=None) -> None:
+                 mapper=None, row_ids: np.ndarray | None = None) -> None:
         import torch
 
         from . import _common, binning, gradients, histogram, partition, predict, split
@@ -151,6 +152,13 @@ class CUDABackend:
                                   device=dev)
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
         self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
+        # global row indices of quantised rounding (empty: 0..n-1), see the CPU backend
+        if row_ids is not None and np.shape(row_ids) != (self.n_rows,):
+            raise ValueError(f"row_ids must have shape ({self.n_rows},), got "
+                             f"{np.shape(row_ids)}")
+        self._row_ids = torch.as_tensor(
+            np.zeros(0, np.int64) if row_ids is None else np.ascontiguousarray(row_ids, np.int64),
+            device=dev)
         self.rows = self._all_rows.clone()
         self._scratch = torch.empty_like(self.rows)
         first, last = histogram.feature_groups(self.offsets_host, self._channels)
@@ -230,7 +238,8 @@ class CUDABackend:
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
         for name in ("_staging", "bins", "_words", "_columns", "offsets", "missing_bins", "label",
-                     "weight", "_margin", "_pairs", "_ints", "_all_rows", "rows", "_scratch"):
+                     "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids", "rows",
+                     "_scratch"):
             setattr(self, name, None)
         self._hists.clear()
         if self.device.type == "cuda":
@@ -293,8 +302,8 @@ class CUDABackend:
             largest = quantisation.max_value
         common = self._k["common"]
         self._k["gradients"].ROUND_PAIRS.launch(
-            common.grid(self.n_rows), common.THREADS, self.device, self._pairs, output, g_inv,
-            h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
+            common.grid(self.n_rows), common.THREADS, self.device, self._pairs, output,
+            self._row_ids, g_inv, h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
         self._scales = (1.0 / g_inv, 1.0 / h_inv)
         self._wide = largest > top
         self._uses_all_rows = rows is None

@@ -56,17 +56,22 @@ def _softmax(margin, y, w, weighted, out):
 
 
 @cuda.jit
-def _round_pairs(pairs, output, g_inv_scale, h_inv_scale, key_hi, key_lo, stochastic, out):
-    """out[i] = floor(pairs[output, i] * inv_scale + u): u from the counter-based hash when
-    `stochastic` (as the CPU engine rounds), 0.5 otherwise (round to nearest)."""
+def _round_pairs(pairs, output, row_ids, g_inv_scale, h_inv_scale, key_hi, key_lo, stochastic,
+                 out):
+    """out[i] = floor(pairs[output, i] * inv_scale + u): u from the counter-based hash at the
+    row's global index (row_ids[i], or i when row_ids is empty) when `stochastic` (as the CPU
+    engine rounds), 0.5 otherwise (round to nearest)."""
     i = cuda.grid(1)
     if i < out.shape[0]:
         u1 = 0.5
         u2 = 0.5
         if stochastic:
             key = (np.uint64(key_hi) << np.uint64(32)) | np.uint64(key_lo)
-            u1 = uniform01(key, 2 * i)
-            u2 = uniform01(key, 2 * i + 1)
+            r = np.uint64(i)
+            if row_ids.shape[0] > 0:
+                r = np.uint64(row_ids[i])
+            u1 = uniform01(key, np.uint64(2) * r)
+            u2 = uniform01(key, np.uint64(2) * r + np.uint64(1))
         out[i, 0] = np.int32(math.floor(np.float64(pairs[output, i, 0]) * g_inv_scale + u1))
         out[i, 1] = np.int32(math.floor(np.float64(pairs[output, i, 1]) * h_inv_scale + u2))
 
@@ -77,6 +82,6 @@ PAIR_KERNELS = {
     "logistic": CudaKernel(_logistic, _PAIR_SPEC),
     "softmax": CudaKernel(_softmax, _PAIR_SPEC),
 }
-ROUND_PAIRS = CudaKernel(_round_pairs, (("float32", 3), "int64", "float64", "float64", "int64",
-                                        "int64", "boolean", ("int32", 2)))
+ROUND_PAIRS = CudaKernel(_round_pairs, (("float32", 3), "int64", ("int64", 1), "float64", "float64",
+                                        "int64", "int64", "boolean", ("int32", 2)))
 KERNELS = (*PAIR_KERNELS.values(), ROUND_PAIRS)

@@ -1,0 +1,33 @@
+"""Row subsampling with a counter-based hash: row r of the whole data set is in round t's
+sample iff ``uniform01(key(seed, t), r) < fraction``.
+
+Each row's draw depends on its global index only, so a worker holding a block of the rows
+keeps exactly the rows one process holding all of them would keep (the same rule as the
+stochastic rounding in `histboost.kernels.cpu.quantize`), on any thread count. The sample size
+is Binomial(n, fraction), as in XGBoost's uniform sampling, not an exact count.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .quantize import uniform01
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def _mark_sampled(row_ids, key, fraction, out):
+    ids = row_ids.shape[0] > 0
+    for i in nb.prange(out.shape[0]):
+        r = np.uint64(row_ids[i]) if ids else np.uint64(i)
+        out[i] = uniform01(key, r) < fraction
+
+
+def sample_rows(n_rows: int, row_ids: np.ndarray | None, key: int,
+                fraction: float) -> np.ndarray:
+    """int32 sorted indices of the sampled rows among n_rows local rows whose global indices
+    are row_ids int64 (n_rows,) (None: 0..n_rows-1). key: the round's uint64 key."""
+    mask = np.empty(n_rows, np.bool_)
+    ids = np.zeros(0, np.int64) if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
+    _mark_sampled(ids, np.uint64(key), float(fraction), mask)
+    return np.flatnonzero(mask).astype(np.int32)
