@@ -100,6 +100,7 @@ class TrainParams:
     disable_default_eval_metric: bool = False
     verbosity: int = 1
     tree_method: str = "hist"
+    tree_learner: str = "data"
 
     @property
     def n_threads(self) -> int:
@@ -232,6 +233,16 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
                          f"histboost only builds histograms, got {tree_method!r}")
     values["device"] = device
     values["tree_method"] = "hist"
+
+    learner = str(values.get("tree_learner", "data")).lower()
+    if learner in ("feature", "feature_parallel", "voting", "voting_parallel"):
+        raise ValueError(f"tree_learner={learner!r} (LightGBM) is not implemented; histboost "
+                         "has 'data' (histogram allreduce) and 'reduce_scatter' (LightGBM's "
+                         "data-parallel learner)")
+    learner = {"serial": "data", "data_parallel": "data"}.get(learner, learner)
+    if learner not in ("data", "reduce_scatter"):
+        raise ValueError(f"tree_learner must be 'data' or 'reduce_scatter', got {learner!r}")
+    values["tree_learner"] = learner
 
     p = TrainParams(**values)
     _check_ranges(p)

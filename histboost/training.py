@@ -18,6 +18,7 @@ from .booster import Booster
 from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallback
 from .data.dataset import Dataset
 from .kernels.backend import make_backend
+from .kernels.cpu.sampling import sample_rows
 from .metrics import MULTICLASS, check_metrics_defined, get_metric
 from .objectives import CustomObjective, get_objective
 from .objectives.base import Objective
@@ -26,7 +27,7 @@ from .params import ALIASES, TrainParams, parse_params
 from .timer import PhaseTimer
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
-from .tree.quantize import make_quantisation, round_key
+from .tree.quantize import make_quantisation, round_key, sample_key
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 
@@ -50,11 +51,6 @@ class _EvalSet:
     """An evaluation set with its running margins."""
 
     def __init__(self, data: Dataset, name: str, booster: Booster) -> None:
-        if not isinstance(data, Dataset):
-            raise TypeError(f"evals entries must be (Dataset, name) pairs, got "
-                            f"{type(data).__name__} for {name!r}")
-        if data.label is None:
-            raise ValueError(f"eval set {name!r} has no label")
         self.data = data
         self.name = name
         self.margin = booster.predict_margin(booster._matrix(data)[0], data.base_margin)
@@ -95,49 +91,78 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
     raw_params = dict(params or {})
     p = parse_params(raw_params)
+    dist = None
     if comm is not None:
         from .distributed import training as dist
 
-        dist.check_supported(p, evals, early_stopping_rounds)
-    if dtrain.label is None:
-        raise ValueError("dtrain has no label")
-    if obj is not None and not callable(obj):
-        raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
-    objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
-                            else get_objective(p.objective, p.num_class))
-    y, w = dtrain.label, dtrain.weight
-    objective.check_label(y)
-    if w is not None and not np.any(w > 0):
-        raise ValueError("all weights are zero")
-
+        dist.check_supported(p)
     timer = PhaseTimer()
-    with timer("binning"):
-        # a GPU backend bins the rows on the device from the cuts
-        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
-                         bin_rows=p.device == "cpu")
+    try:
+        if dtrain.label is None:
+            raise ValueError("dtrain has no label")
+        if obj is not None and not callable(obj):
+            raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
+        objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
+                                else get_objective(p.objective, p.num_class))
+        y, w = dtrain.label, dtrain.weight
+        objective.check_label(y)
+        if comm is None and w is not None and not np.any(w > 0):
+            raise ValueError("all weights are zero")
+        with timer("binning"):
+            # a GPU backend bins the rows on the device from the cuts
+            dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
+                             bin_rows=p.device == "cpu")
+        evals = list(evals or ())
+        for d, name in evals:
+            if not isinstance(d, Dataset):
+                raise TypeError(f"evals entries must be (Dataset, name) pairs, got "
+                                f"{type(d).__name__} for {name!r}")
+            if d.label is None:
+                raise ValueError(f"eval set {name!r} has no label")
+    except (ValueError, TypeError) as e:
+        if dist is None:
+            raise
+        dist.raise_together(comm, e)
+        raise
     mapper = dtrain.bin_mapper
-    if comm is not None:
-        dist.check_same_cuts(comm, mapper)
     n, n_features = dtrain.shape
     K = objective.n_outputs
+    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
+                                      else [objective.default_metric])
+    row_ids = None
+    if dist is not None:
+        dist.raise_together(comm, None)
+        dist.check_same_job(comm, dist.job_description(
+            p, n_features, K, num_boost_round, [name for _, name in evals],
+            early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
+        row_ids, _ = dist.global_row_ids(comm, n)
+        if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
+            raise ValueError("all weights are zero on every rank")
 
     intercept = None
-    if comm is not None and xgb_model is None and p.base_score is None:
+    if dist is not None and xgb_model is None and p.base_score is None:
         intercept = dist.global_intercept(comm, objective, y, w)
     booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
     with timer("predict"):
         margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
 
-    evals = list(evals or ())
-    eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
-    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
-                                      else [objective.default_metric])
     metric_fns = {m: get_metric(m) for m in metrics}
+    eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
     for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
-        check_metrics_defined(metrics, es.data.label, es.data.weight, K, es.name)
+        y_e, w_e = es.data.label, es.data.weight
+        facts = None if dist is None else dist.global_set_facts(comm, y_e, w_e)
+        try:
+            check_metrics_defined(metrics, y_e, w_e, K, es.name, facts)
+        except ValueError as e:
+            if dist is None:
+                raise
+            dist.raise_together(comm, e)
+        if dist is not None:
+            dist.raise_together(comm, None)
 
+    leader = comm is None or comm.rank == 0  # the rank that prints
     cbs: list[TrainingCallback] = list(callbacks or ())
-    if verbose_eval and eval_sets:
+    if verbose_eval and eval_sets and leader:
         cbs.append(EvaluationMonitor(period=int(verbose_eval)))
     if early_stopping_rounds is not None:
         if not eval_sets:
@@ -147,15 +172,15 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history.clear()
 
     with timer("binning"):
-        if comm is None:
-            backend = make_backend(p.device, dtrain.bins if p.device == "cpu" else None,
-                                   mapper.bin_offsets, n_threads=p.n_threads, label=y,
-                                   weight=w, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
-                                   raw=dtrain.data, mapper=mapper)
+        backend_args = dict(n_threads=p.n_threads, label=y, weight=w, n_outputs=K,
+                            count_rows=p.min_data_in_leaf > 0, raw=dtrain.data, mapper=mapper)
+        bins = dtrain.bins if p.device == "cpu" else None
+        if dist is None:
+            backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
         else:
             backend = dist.make_distributed_backend(
-                comm, dtrain.bins, mapper.bin_offsets, n_threads=p.n_threads, label=y,
-                weight=w, n_outputs=K, count_rows=p.min_data_in_leaf > 0)
+                comm, p.device, bins, mapper.bin_offsets, tree_learner=p.tree_learner,
+                row_ids=row_ids, **backend_args)
         backend.set_margin(margin)
     if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
         timer.sync = backend.synchronize
@@ -174,8 +199,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                     backend.compute_gradients(objective.loss)
             rows = None
             if p.subsample < 1.0:
-                keep = max(1, int(round(p.subsample * n)))
-                rows = np.sort(rng.choice(n, size=keep, replace=False)).astype(np.int32)
+                rows = sample_rows(n, row_ids, sample_key(p.seed, epoch), p.subsample)
             trees = []
             for k in range(K):
                 quantisation = None
@@ -199,14 +223,17 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                     log = history.setdefault(es.name, {})
                     for m, fn in metric_fns.items():
                         pred = _metric_input(objective, es.margin, m)
-                        log.setdefault(m, []).append(fn(es.data.label, pred, es.data.weight))
+                        y_e, w_e = es.data.label, es.data.weight
+                        value = (fn(y_e, pred, w_e) if dist is None
+                                 else dist.global_metric(comm, m, fn, y_e, pred, w_e))
+                        log.setdefault(m, []).append(value)
             if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
                 break
     finally:
         backend.release()
     for cb in cbs:
         booster = cb.after_training(booster)
-    if p.verbosity >= 2:
+    if p.verbosity >= 2 and leader:
         print(timer.summary(), flush=True)
     booster.timings = dict(timer.seconds)
     return booster

@@ -1,25 +1,39 @@
 """`DistributedBackend`: data-parallel tree learning through the backend seam.
 
 Each worker wraps the backend of its own rows. The wrapper reduces across workers exactly at
-the points `histboost.kernels.backend` marks "reduce" and delegates everything else:
+the points `histboost.kernels.backend` marks "reduce" and delegates everything else. Two tree
+learners (``tree_learner``):
 
+``"data"`` (XGBoost's histogram allreduce):
 - ``gradient_bounds``: max, so every worker derives the same `Quantisation`;
 - ``begin_tree``: the root's row count, summed;
-- ``build_histograms``: the buffer of the new histograms, summed in place, so the local
-  backend's stored histograms become the global ones before any subtraction;
+- ``build_histograms``: the buffer of the new histograms, summed in place (allreduce), so the
+  local backend's stored histograms become the global ones before any subtraction;
 - ``apply_splits``: the children's row counts, summed (the local backend keeps its own row
   ranges; only the grower sees the global counts, and picks the same child to build).
+Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
+and return the same values on every worker.
 
-Histogram totals, split search, oblivious gain tables and ``evaluate_split`` read only the
-reduced histograms, so they return the same values on every worker, and every worker grows
-the same tree. Margins and gradient pairs stay local: each worker updates its rows' margins.
+``"reduce_scatter"`` (LightGBM's data-parallel learner): the features are cut into one block
+per worker (contiguous, about equal histogram slots). ``build_histograms`` reduce-scatters the
+buffer by feature block: each worker receives the global histograms of its block only (half
+the bytes of an allreduce). Each worker searches its block and the best-split records are
+reduced with `better_split` (higher gain, ties to the lower feature, as one process breaks
+them); oblivious gain tables are reduced with max (-inf outside a block), a chosen split's
+child sums are broadcast by the block's owner, node totals are summed from each worker's
+local totals. The grower sees the same values as with ``"data"``.
+
+Margins and gradient pairs stay local: each worker updates its rows' margins.
 
 Quantised histograms are int64 sums, exact in any order: a tree grown on N workers equals
 the tree of one process on all rows, provided each row is rounded at its global index (the
-CPU backend's ``row_ids``) and the local backends keep one histogram layout (``pack=False``:
+local backend's ``row_ids``) and the local backends keep one histogram layout (``pack=False``:
 the packed layout depends on local totals, and packed sums could overflow once added up).
 Float histograms are float64 sums reduced in a fixed order: reproducible for a given worker
 count, but not bit-identical to one process.
+
+``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
+"splits", "counts"), for `bench/distributed.py` and the docs.
 """
 
 from __future__ import annotations
@@ -28,11 +42,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..tree.split import better_split
+
 if TYPE_CHECKING:
     from ..collective.base import Communicator
     from ..kernels.backend import Backend
     from ..tree.quantize import Quantisation
     from ..tree.tree import Tree
+
+TREE_LEARNERS = ("data", "reduce_scatter")
+
+
+def feature_blocks(bin_offsets: np.ndarray, world: int) -> np.ndarray:
+    """int64 (world + 1,): worker r owns features ``blocks[r]:blocks[r+1]`` (contiguous, about
+    total_bins / world histogram slots each; a block may be empty when features are few)."""
+    offsets = np.asarray(bin_offsets, np.int64)
+    total = int(offsets[-1])
+    starts = offsets[:-1]
+    # a feature belongs to the block its first slot falls in
+    owner = np.minimum(starts * world // max(total, 1), world - 1)
+    blocks = np.searchsorted(owner, np.arange(world + 1), side="left")
+    blocks[-1] = offsets.shape[0] - 1
+    return blocks.astype(np.int64)
 
 
 class DistributedBackend:
@@ -40,21 +71,43 @@ class DistributedBackend:
 
     local: the backend of this worker's rows (a CPU backend should be built with
     ``pack=False`` and, for quantised trees matching one process, ``row_ids``); comm: a
-    `histboost.collective.Communicator`, the same group on every worker. Every worker must
-    make the same sequence of calls (the grower does: its choices follow reduced values).
+    `histboost.collective.Communicator`, the same group on every worker; tree_learner:
+    "data" or "reduce_scatter" (module docstring). Every worker must make the same sequence
+    of calls (the grower does: its choices follow reduced values).
     """
 
-    def __init__(self, local: Backend, comm: Communicator) -> None:
+    def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data") -> None:
         if getattr(local, "pack", False):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
             raise ValueError("the local CPU backend of a DistributedBackend needs pack=False")
+        if tree_learner not in TREE_LEARNERS:
+            raise ValueError(f"tree_learner must be one of {TREE_LEARNERS}, got "
+                             f"{tree_learner!r}")
         self.local = local
         self.comm = comm
-        self.name = f"distributed({local.name})"
+        self.tree_learner = tree_learner
+        self.name = f"distributed({local.name}, {tree_learner})"
         self.n_features = local.n_features
         self.total_bins = local.total_bins
         self.row_rounding = local.row_rounding
+        self.traffic = {"histograms": 0, "splits": 0, "counts": 0}
+        offsets = np.asarray(local.bin_offsets, np.int64)
+        self.bin_offsets = offsets
+        blocks = feature_blocks(offsets, comm.world_size)
+        self._blocks = blocks
+        # this worker's features and histogram slots (reduce_scatter)
+        self._own = np.zeros(self.n_features, bool)
+        self._own[blocks[comm.rank]:blocks[comm.rank + 1]] = True
+        self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
+                       for r in range(comm.world_size)]
+        self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
+        self._totals: dict[int, np.ndarray] = {}
+
+    def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
+        self.traffic[kind] += int(x.nbytes if hasattr(x, "nbytes")
+                                  else x.numel() * x.element_size())
+        return self.comm.allreduce(x, op=op, inplace=True)
 
     @property
     def n_rows(self) -> int:
@@ -91,7 +144,7 @@ class DistributedBackend:
         """(max |g|, max |h|) over all workers' rows: every worker must quantise with the
         same scales."""
         bounds = np.array(self.local.gradient_bounds(output), np.float64)
-        self.comm.allreduce(bounds, op="max", inplace=True)
+        self._reduce(bounds, "counts", "max")
         return float(bounds[0]), float(bounds[1])
 
     # -- one tree ------------------------------------------------------------------------
@@ -100,40 +153,94 @@ class DistributedBackend:
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
         row count over all workers."""
         count = np.array([self.local.begin_tree(output, rows, quantisation)], np.int64)
-        self.comm.allreduce(count, op="sum", inplace=True)
+        self._reduce(count, "counts")
+        self._totals.clear()
         return int(count[0])
 
     def build_histograms(self, nodes: list[int]) -> Any:
-        """Builds the local histograms of `nodes` and sums the returned buffer,
-        (k, total_bins, channels), across workers in place: the local backend stores that
-        buffer, so its histograms of `nodes` become the global ones before any subtraction
-        (a subtracted sibling is then global too). Returns the buffer."""
+        """Builds the local histograms of `nodes` and reduces the returned buffer,
+        (k, total_bins, channels), across workers in place: all of it ("data") or this
+        worker's feature block ("reduce_scatter"; the rest stays local and is never read).
+        The local backend stores that buffer, so its histograms of `nodes` become global
+        before any subtraction (a subtracted sibling is then global too). Returns the
+        buffer."""
         buf = self.local.build_histograms(nodes)
-        self.comm.allreduce(buf, op="sum", inplace=True)
+        if self.tree_learner == "data":
+            return self._reduce(buf, "histograms")
+        # node totals from every worker's local totals (each worker holds a block only)
+        totals = self._reduce(np.ascontiguousarray(self.local.histogram_totals(nodes)),
+                              "counts")
+        self._totals.update(zip(nodes, totals, strict=True))
+        self._reduce_scatter_blocks(buf)
         return buf
+
+    def _reduce_scatter_blocks(self, buf: Any) -> None:
+        """buf (k, total_bins, C), numpy or torch: this worker's slots become the sums over
+        all workers. The blocks travel as (world, widest block, k, C), one block per worker."""
+        k, _, c = buf.shape
+        world = self.comm.world_size
+        widest = max(hi - lo for lo, hi in self._slots)
+        if isinstance(buf, np.ndarray):
+            send = np.zeros((world, widest, k, c), buf.dtype)
+            for r, (lo, hi) in enumerate(self._slots):
+                send[r, :hi - lo] = buf[:, lo:hi].transpose(1, 0, 2)
+        else:  # a torch tensor on the device
+            send = buf.new_zeros((world, widest, k, c))
+            for r, (lo, hi) in enumerate(self._slots):
+                send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
+        self.traffic["histograms"] += int(send.nbytes if isinstance(send, np.ndarray)
+                                          else send.numel() * send.element_size())
+        mine = self.comm.reduce_scatter(send, op="sum")
+        lo, hi = self._slots[self.comm.rank]
+        if hi > lo:
+            block = mine[0, :hi - lo]
+            buf[:, lo:hi] = (block.transpose(1, 0, 2) if isinstance(block, np.ndarray)
+                             else block.permute(1, 0, 2))
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         # global parent - global built child: the global sibling, without communication
         self.local.subtract_histograms(parents, built, targets)
+        if self.tree_learner == "reduce_scatter":
+            for p, b, t in zip(parents, built, targets, strict=True):
+                self._totals[t] = self._totals.pop(p) - self._totals[b]
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
+        """As the local backend's; with "reduce_scatter" only this worker's feature block
+        holds global sums (the other slots hold this worker's rows only)."""
         return self.local.read_histograms(nodes)
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
-        return self.local.histogram_totals(nodes)
+        if self.tree_learner == "data":
+            return self.local.histogram_totals(nodes)
+        return np.stack([self._totals[i] for i in nodes])
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray) -> np.ndarray:
-        return self.local.find_best_splits(nodes, totals, feature_masks, reg)
+        if self.tree_learner == "data":
+            return self.local.find_best_splits(nodes, totals, feature_masks, reg)
+        recs = self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg)
+        return self._reduce(np.ascontiguousarray(recs, np.float64), "splits", better_split)
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
-        return self.local.oblivious_gains(nodes, totals, feature_mask, reg)
+        if self.tree_learner == "data":
+            return self.local.oblivious_gains(nodes, totals, feature_mask, reg)
+        table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg)
+        return self._reduce(np.ascontiguousarray(table, np.float64), "splits", "max")
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:
-        return self.local.evaluate_split(nodes, feature, split_bin, default_left)
+        if self.tree_learner == "data":
+            return self.local.evaluate_split(nodes, feature, split_bin, default_left)
+        owner = int(self._owner[feature])
+        if owner == self.comm.rank:
+            left = np.ascontiguousarray(
+                self.local.evaluate_split(nodes, feature, split_bin, default_left), np.float64)
+        else:
+            left = np.zeros((len(nodes), 2), np.float64)
+        self.traffic["splits"] += left.nbytes
+        return self.comm.broadcast(left, root=owner, inplace=True)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
@@ -141,8 +248,7 @@ class DistributedBackend:
         workers (the grower builds the smaller child: every worker must pick the same)."""
         counts = np.ascontiguousarray(
             self.local.apply_splits(parents, lefts, rights, records), np.int64)
-        self.comm.allreduce(counts, op="sum", inplace=True)
-        return counts
+        return self._reduce(counts, "counts")
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:

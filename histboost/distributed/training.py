@@ -1,16 +1,22 @@
-"""What `histboost.train(..., comm=...)` needs beyond the backend wrapper: the limits of
-this first version, one check that every rank bins with the same cuts, the global row index
-of each local row, and the intercept from labels summed over all ranks."""
+"""What `histboost.train(..., comm=...)` needs beyond the backend wrapper: agreement of the
+ranks on the job, errors raised on every rank at once, the global index of each local row, the
+intercept and metrics from sums over all ranks.
+
+Every function here is collective: all ranks call it at the same point of `train`.
+"""
 
 from __future__ import annotations
 
+import json
 import zlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..kernels.cpu.backend import CPUBackend
-from .backend import DistributedBackend
+from ..kernels.backend import make_backend
+from ..metrics import MEAN_METRICS, finish_metric, metric_sums, set_facts
+from .backend import TREE_LEARNERS, DistributedBackend
 
 if TYPE_CHECKING:
     from ..collective.base import Communicator
@@ -18,41 +24,102 @@ if TYPE_CHECKING:
     from ..objectives.base import Objective
     from ..params import TrainParams
 
-
-def check_supported(p: TrainParams, evals: Any, early_stopping_rounds: int | None) -> None:
-    """Raise ValueError naming the first setting distributed training cannot run yet."""
-    unsupported = [
-        (not p.quantized_grad, "float histograms across workers (set quantized_grad=True)"),
-        (p.subsample < 1.0, "row subsampling across workers (subsample < 1)"),
-        (p.device != "cpu", f"device {p.device!r} across workers (only 'cpu')"),
-        (bool(evals), "evaluation sets and metrics across workers (evals)"),
-        (early_stopping_rounds is not None, "early stopping across workers"),
-    ]
-    for bad, what in unsupported:
-        if bad:
-            raise ValueError(f"distributed training (comm=...) does not support {what} yet")
+# settings each rank may choose for itself: they do not change the model
+_LOCAL_SETTINGS = {"nthread", "verbosity"}
 
 
-def check_same_cuts(comm: Communicator, mapper: BinMapper) -> None:
-    """Raise ValueError on every rank unless all ranks hold the same cuts (computing global
-    cuts from the ranks' rows is not supported yet)."""
-    digest = zlib.crc32(np.ascontiguousarray(mapper.cut_ptr, np.int64).tobytes())
-    digest = zlib.crc32(np.ascontiguousarray(mapper.cut_values, np.float64).tobytes(), digest)
-    # max and -min of the same value agree iff every rank has it; both ranks raise alike
-    both = np.array([digest, -digest], np.int64)
-    comm.allreduce(both, op="max", inplace=True)
-    if both[0] != -both[1]:
-        raise ValueError("distributed training needs the same cuts on every rank (build each "
-                         "rank's Dataset with reference= a Dataset binned identically "
-                         "everywhere); cuts merged across workers are not supported yet")
+def check_supported(p: TrainParams) -> None:
+    """Raise ValueError naming a setting distributed training cannot run."""
+    if p.device != "cpu" and not p.quantized_grad:
+        # the GPU backend's float trees use fixed point at scales from the local gradients
+        raise ValueError("distributed training on GPUs needs quantized_grad=True (float "
+                         "histograms across GPU workers are not supported)")
 
 
-def global_row_ids(comm: Communicator, n_rows: int) -> np.ndarray:
-    """int64 (n_rows,): this rank's rows as a block of the rows of all ranks in rank order
-    (the rounding counter of quantised pairs: the model of one process on those rows)."""
+def raise_together(comm: Communicator, error: BaseException | None) -> None:
+    """Collective: if any rank passes an error, raise on every rank, naming the ranks and the
+    first failing rank's message (the others would otherwise wait in their next collective
+    until its timeout). The failing rank re-raises its own exception."""
+    flags = np.asarray(comm.allgather(np.array([error is not None], np.int64))).reshape(-1)
+    failed = [int(r) for r in np.flatnonzero(flags)]
+    if not failed:
+        return
+    message = (f"{type(error).__name__}: {error}" if error is not None else "").encode()
+    texts = comm.allgather(np.frombuffer(message, np.uint8).copy() if message
+                           else np.zeros(0, np.uint8))
+    lengths = np.asarray(comm.allgather(np.array([len(message)], np.int64))).reshape(-1)
+    first = failed[0]
+    start = int(lengths[:first].sum())
+    text = bytes(np.asarray(texts)[start:start + int(lengths[first])]).decode(errors="replace")
+    if error is not None:
+        raise error
+    raise RuntimeError(f"distributed training stopped: rank{'s' if len(failed) > 1 else ''} "
+                       f"{', '.join(map(str, failed))} failed; rank {first}: {text}")
+
+
+def job_description(p: TrainParams, n_features: int, n_outputs: int, num_boost_round: int,
+                    eval_names: Sequence[str], early_stopping_rounds: int | None,
+                    custom_objective: bool, bin_layout: tuple[int, ...] | None) -> dict:
+    """What every rank must agree on (the parameters that shape the model and the loop)."""
+    params = {k: v for k, v in p.to_dict().items() if k not in _LOCAL_SETTINGS}
+    return {"params": params, "n_features": n_features, "n_outputs": n_outputs,
+            "num_boost_round": num_boost_round, "evals": list(eval_names),
+            "early_stopping_rounds": early_stopping_rounds,
+            "custom_objective": custom_objective, "bins": bin_layout}
+
+
+def check_same_job(comm: Communicator, job: dict) -> None:
+    """Collective: raise ValueError on every rank unless all ranks describe the same job,
+    naming the first rank and setting that differ from rank 0's."""
+    text = json.dumps(job, sort_keys=True, default=str).encode()
+    digest = np.array([zlib.crc32(text), len(text)], np.int64)
+    digests = np.asarray(comm.allgather(digest)).reshape(-1, 2)
+    if np.all(digests == digests[0]):
+        return
+    lengths = [int(n) for n in digests[:, 1]]
+    blob = bytes(np.asarray(comm.allgather(np.frombuffer(text, np.uint8).copy())))
+    jobs, at = [], 0
+    for n in lengths:
+        jobs.append(json.loads(blob[at:at + n]))
+        at += n
+    for rank, other in enumerate(jobs[1:], start=1):
+        diff = _first_difference(jobs[0], other)
+        if diff is not None:
+            key, a, b = diff
+            if key.startswith("bins"):
+                raise ValueError(
+                    f"distributed training needs the same cuts on every rank: rank {rank}'s "
+                    "bins differ from rank 0's (build each rank's Dataset with reference= a "
+                    "Dataset binned identically everywhere)")
+            raise ValueError(f"distributed training: rank {rank} differs from rank 0 in "
+                             f"{key}: {b!r} (rank 0: {a!r}); every rank must pass the same "
+                             "parameters, features and rounds")
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            d = _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+            if d is not None:
+                return d
+        return None
+    return None if a == b else (path or "value", a, b)
+
+
+def bin_layout(mapper: BinMapper) -> tuple[int, ...]:
+    """A short fingerprint of the cuts (value bins per feature and a checksum of the
+    thresholds): ranks must bin with the same cuts."""
+    crc = zlib.crc32(np.ascontiguousarray(mapper.cut_values, np.float64).tobytes())
+    return (*(int(v) for v in mapper.n_value_bins), crc)
+
+
+def global_row_ids(comm: Communicator, n_rows: int) -> tuple[np.ndarray, int]:
+    """(int64 (n_rows,), n_global): this rank's rows as a block of the rows of all ranks in
+    rank order, and the row count of all ranks. The global index is the counter of each row's
+    stochastic rounding and row sampling: the draws of one process on all rows."""
     sizes = np.asarray(comm.allgather(np.array([n_rows], np.int64)), np.int64).reshape(-1)
     first = int(sizes[:comm.rank].sum())
-    return np.arange(first, first + n_rows, dtype=np.int64)
+    return np.arange(first, first + n_rows, dtype=np.int64), int(sizes.sum())
 
 
 def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
@@ -68,12 +135,32 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
     return objective.base_margin(np.array([sums[0] / sums[1]]), None)
 
 
-def make_distributed_backend(comm: Communicator, bins: np.ndarray, bin_offsets: np.ndarray, *,
-                             n_threads: int, label: np.ndarray, weight: np.ndarray | None,
-                             n_outputs: int, count_rows: bool) -> DistributedBackend:
-    """A `DistributedBackend` over a CPU backend of this rank's binned rows (unpacked
-    histograms, rounding at global row indices)."""
-    local = CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
-                       n_outputs=n_outputs, count_rows=count_rows, pack=False,
-                       row_ids=global_row_ids(comm, int(bins.shape[0])))
-    return DistributedBackend(local, comm)
+def global_set_facts(comm: Communicator, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """`histboost.metrics.set_facts` of an evaluation set split across the ranks."""
+    return comm.allreduce(set_facts(y, w), op="sum")
+
+
+def global_metric(comm: Communicator, name: str, fn: Any, y: np.ndarray, pred: np.ndarray,
+                  w: np.ndarray | None) -> float:
+    """Metric `name` over the rows of all ranks: mean metrics from their (sum, weight) summed
+    across ranks (two floats per metric and round); the others (AUC) on the rows gathered
+    from every rank in rank order, the value one process computes on all rows."""
+    if name in MEAN_METRICS:
+        return finish_metric(name, comm.allreduce(metric_sums(name, y, pred, w), op="sum"))
+    ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)))
+    ps = np.asarray(comm.allgather(np.ascontiguousarray(pred, np.float64)))
+    ws = (None if w is None
+          else np.asarray(comm.allgather(np.ascontiguousarray(w, np.float64))))
+    return fn(ys, ps, ws)
+
+
+def make_distributed_backend(comm: Communicator, device: str, bins: np.ndarray | None,
+                             bin_offsets: np.ndarray, *, tree_learner: str, **kwargs: Any
+                             ) -> DistributedBackend:
+    """A `DistributedBackend` over the backend of `device` for this rank's rows (one
+    histogram layout on every rank; quantised rounding at the global row indices given in
+    kwargs["row_ids"]). kwargs: the rest of `make_backend`'s arguments."""
+    if tree_learner not in TREE_LEARNERS:
+        raise ValueError(f"tree_learner must be one of {TREE_LEARNERS}, got {tree_learner!r}")
+    local = make_backend(device, bins, bin_offsets, pack=False, **kwargs)
+    return DistributedBackend(local, comm, tree_learner=tree_learner)

@@ -44,6 +44,8 @@ class Backend(Protocol):
     n_rows: int
     n_features: int
     total_bins: int
+    # host int64 (F+1,): feature f owns histogram slots bin_offsets[f]:bin_offsets[f+1]
+    bin_offsets: np.ndarray
     # float trees: the largest error a row's gradient pair may get before it is summed,
     # relative to the tree's largest |g| (or |h|); 0 when pairs are summed as they are
     row_rounding: float

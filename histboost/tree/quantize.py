@@ -61,3 +61,10 @@ def round_key(seed: int, round_: int, output: int) -> int:
     """A 64-bit key per (seed, round, output) for the counter-based rounding RNG."""
     return (np.random.SeedSequence([seed & 0xFFFFFFFF, round_, output])
             .generate_state(1, np.uint64)[0].item())
+
+
+def sample_key(seed: int, round_: int) -> int:
+    """A 64-bit key per (seed, round) for row subsampling (`kernels.cpu.sampling`), a
+    stream apart from every `round_key`."""
+    return (np.random.SeedSequence([seed & 0xFFFFFFFF, round_], spawn_key=(1,))
+            .generate_state(1, np.uint64)[0].item())

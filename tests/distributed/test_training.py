@@ -14,8 +14,8 @@ from histboost.collective.testing import run_threads
 N = 700
 
 
-def _data(objective: str):
-    rng = np.random.default_rng(11)
+def _data(objective: str, seed: int = 11):
+    rng = np.random.default_rng(seed)
     X = np.round(rng.normal(size=(N, 5)) * 4) / 2
     X[rng.random(X.shape) < 0.1] = np.nan
     signal = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) * 0.5 + rng.normal(size=N)
@@ -49,26 +49,32 @@ def _train_ranks(params, X, y, world, rounds=4, **kw):
 
 
 CASES = [
-    ("binary:logistic", {"max_depth": 3}),
+    ("binary:logistic", {"max_depth": 3, "subsample": 0.7}),
     ("binary:logistic", {"grow_policy": "lossguide", "max_leaves": 8, "min_data_in_leaf": 25}),
-    ("reg:squarederror", {"grow_policy": "oblivious", "max_depth": 3}),
+    ("reg:squarederror", {"grow_policy": "oblivious", "max_depth": 3, "subsample": 0.8}),
     ("multi:softmax", {"num_class": 3, "max_depth": 3, "colsample_bytree": 0.8}),
 ]
 
 
+def _strip(model: dict) -> dict:
+    model.pop("histboost_version", None)
+    model.get("params", {}).pop("tree_learner", None)
+    return model
+
+
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
 @pytest.mark.parametrize("objective,extra", CASES, ids=lambda c: str(c))
-@pytest.mark.parametrize("world", [2, 3])
-def test_model_equals_one_process(world, objective, extra):
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_model_equals_one_process(world, objective, extra, learner):
     X, y = _data(objective)
     params = {"objective": objective, "quantized_grad": True, "learning_rate": 0.3,
-              "seed": 4, "nthread": 1, **extra}
+              "seed": 4, "nthread": 1, "tree_learner": learner, **extra}
     full, models = _train_ranks(params, X, y, world)
-    want = hb.train(params, full, 4, verbose_eval=False).to_dict()
+    want = _strip(hb.train(params, full, 4, verbose_eval=False).to_dict())
     assert len(want["trees"]) == 4 * (3 if objective == "multi:softmax" else 1)
     assert any(len(t.get("value", t.get("leaf_value", []))) > 2 for t in want["trees"])
     for rank, got in enumerate(models):
-        got.pop("histboost_version"), want.pop("histboost_version", None)
-        assert got == want, f"rank {rank}: model differs from one process's"
+        assert _strip(got) == want, f"rank {rank}: model differs from one process's"
 
 
 def test_single_communicator_is_one_process():
@@ -79,24 +85,113 @@ def test_single_communicator_is_one_process():
     assert got == hb.train(params, d, 3).to_dict()
 
 
-@pytest.mark.parametrize("extra,kw,match", [
-    ({"quantized_grad": False}, {}, "float histograms"),
-    ({"subsample": 0.5}, {}, "subsampling"),
-    ({}, {"early_stopping_rounds": 2}, "early stopping"),
-])
-def test_unsupported_settings_raise(extra, kw, match):
-    X, y = _data("binary:logistic")
-    params = {"objective": "binary:logistic", "quantized_grad": True, **extra}
-    with pytest.raises(ValueError, match=match):
-        _train_ranks(params, X, y, 2, **kw)
+def _split_eval(world, objective, params, rounds, **kw):
+    """Train on `world` thread ranks with an evaluation set split across them too; returns
+    (one-process booster and history, per-rank (booster, history))."""
+    X, y = _data(objective)
+    Xt, yt = (a[:300] for a in _data(objective, seed=12))
+    full = hb.Dataset(X, label=y)
+    full.construct()
+    want_log: dict = {}
+    want = hb.train(params, full, rounds, evals=[(hb.Dataset(Xt, label=yt, reference=full),
+                                                  "test")], evals_result=want_log,
+                    verbose_eval=False, **kw)
+    blocks, test_blocks = _blocks(world), np.array_split(np.arange(300), world)
+
+    def body(comm):
+        b, tb = blocks[comm.rank], test_blocks[comm.rank]
+        d = hb.Dataset(X[b], label=y[b], reference=full)
+        dt = hb.Dataset(Xt[tb], label=yt[tb], reference=full)
+        log: dict = {}
+        bst = hb.train(params, d, rounds, evals=[(dt, "test")], evals_result=log,
+                       verbose_eval=False, comm=comm, **kw)
+        return bst, log
+
+    return (want, want_log), run_threads(world, body)
 
 
-def test_evals_raise():
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+def test_metrics_and_early_stopping_are_global(learner):
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 5,
+              "learning_rate": 1.0, "eval_metric": ["logloss", "auc"], "nthread": 1,
+              "tree_learner": learner}
+    (want, want_log), ranks = _split_eval(3, "binary:logistic", params, 30,
+                                          early_stopping_rounds=3)
+    assert want.best_iteration < 29  # early stopping happened
+    for rank, (bst, log) in enumerate(ranks):
+        assert bst.best_iteration == want.best_iteration, f"rank {rank}"
+        # AUC over the gathered rows: exactly one process's; logloss from summed parts
+        assert log["test"]["auc"] == want_log["test"]["auc"], f"rank {rank}"
+        np.testing.assert_allclose(log["test"]["logloss"], want_log["test"]["logloss"],
+                                   rtol=1e-12, err_msg=f"rank {rank}")
+
+
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+def test_float_histograms_reproducible_and_close(learner):
+    params = {"objective": "binary:logistic", "max_depth": 3, "learning_rate": 0.3,
+              "eval_metric": "logloss", "nthread": 1, "tree_learner": learner}
+    (_, want_log), first = _split_eval(3, "binary:logistic", params, 10)
+    _, again = _split_eval(3, "binary:logistic", params, 10)
+    models = [bst.to_dict() for bst, _ in first]
+    assert all(m == models[0] for m in models), "ranks disagree"
+    assert [bst.to_dict() for bst, _ in again] == models, "a rerun differs"
+    got = first[0][1]["test"]["logloss"][-1]
+    assert abs(got - want_log["test"]["logloss"][-1]) < 1e-3
+
+
+def test_differing_parameters_name_the_rank_and_setting():
     X, y = _data("binary:logistic")
-    d = hb.Dataset(X, label=y)
-    with pytest.raises(ValueError, match="evaluation sets"):
-        hb.train({"quantized_grad": True}, d, 2, evals=[(d, "train")],
-                 comm=SingleCommunicator())
+    blocks = _blocks(3)
+    full = hb.Dataset(X, label=y)
+    full.construct()
+
+    def body(comm):
+        b = blocks[comm.rank]
+        params = {"quantized_grad": True, "max_depth": 4 if comm.rank == 2 else 3,
+                  "nthread": comm.rank + 1}  # nthread may differ: it does not change models
+        try:
+            hb.train(params, hb.Dataset(X[b], label=y[b], reference=full), 2, comm=comm)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    for e in run_threads(3, body):
+        assert e is not None and "rank 2" in e and "max_depth" in e, e
+
+
+def test_an_error_on_one_rank_stops_every_rank():
+    X, y = _data("binary:logistic")
+    blocks = _blocks(2)
+    full = hb.Dataset(X, label=y)
+    full.construct()
+
+    def body(comm):
+        b = blocks[comm.rank]
+        yy = y[b].copy()
+        if comm.rank == 1:
+            yy[0] = 3.0  # not a binary label
+        try:
+            hb.train({"objective": "binary:logistic", "quantized_grad": True},
+                     hb.Dataset(X[b], label=yy, reference=full), 2, comm=comm)
+        except (ValueError, RuntimeError) as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    errors = run_threads(2, body, timeout=20)
+    assert errors[1] is not None and errors[1].startswith("ValueError"), errors
+    assert errors[0] is not None and "rank 1" in errors[0] and "label" in errors[0], errors
+
+
+def test_gpu_float_histograms_raise():
+    X, y = _data("binary:logistic")
+    with pytest.raises(ValueError, match="quantized_grad"):
+        hb.train({"device": "cuda"}, hb.Dataset(X, label=y), 1, comm=SingleCommunicator())
+
+
+def test_unknown_tree_learner_raises():
+    X, y = _data("binary:logistic")
+    with pytest.raises(ValueError, match="voting"):
+        hb.train({"tree_learner": "voting"}, hb.Dataset(X, label=y), 1)
 
 
 def test_differing_cuts_raise_on_every_rank():

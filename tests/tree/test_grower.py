@@ -14,10 +14,12 @@ from scipy.special import expit
 from sklearn import metrics as skm
 
 import histboost
+from histboost.kernels.cpu.sampling import sample_rows
 from histboost.testing import model_reference as mref
 from histboost.testing import reference as ref
 from histboost.testing.data import make_classification, make_regression
 from histboost.testing.threads import forced_paths
+from histboost.tree.quantize import sample_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _training_helpers import X_BIN, X_MC, X_REG, Y_BIN, Y_MC, Y_REG, F, _json, _train  # noqa: E402
@@ -230,12 +232,39 @@ def test_sampling_is_seeded(sampling):
     assert _json(a) != _json(c)
 
 
+def _sampled_rows_reference(n: int, seed: int, round_: int, fraction: float) -> np.ndarray:
+    """Row r is sampled iff u(key, r) < fraction, u from the top 53 bits of
+    splitmix64(key ^ splitmix64(r)): written with Python integers."""
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        z = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    key = sample_key(seed, round_)
+    return np.array([r for r in range(n)
+                     if (mix(key ^ mix(r)) >> 11) * (1.0 / 9007199254740992.0) < fraction])
+
+
 def test_subsample_and_colsample_bytree_limits():
     X, y = make_regression(500, 8, seed=2)
-    b = _train({"max_depth": 4, "subsample": 0.3, "colsample_bytree": 0.25}, X, y, 6)
-    for t in b.trees:
-        assert t.count[0] == round(0.3 * 500)
+    b = _train({"max_depth": 4, "subsample": 0.3, "colsample_bytree": 0.25, "seed": 5},
+               X, y, 6)
+    for r, t in enumerate(b.trees):
+        # the root holds exactly the rows of the hash rule (a Binomial(500, 0.3) count)
+        assert t.count[0] == _sampled_rows_reference(500, 5, r, 0.3).size
+        assert 100 < t.count[0] < 200
         assert len(set(t.split_feature[t.left_child != -1])) <= 2
+
+
+def test_sampled_rows_follow_the_hash_rule():
+    got = sample_rows(2000, None, sample_key(7, 3), 0.4)
+    np.testing.assert_array_equal(got, _sampled_rows_reference(2000, 7, 3, 0.4))
+    # a worker holding rows 1500.. of the data keeps what one process keeps of them
+    part = sample_rows(500, np.arange(1500, 2000), sample_key(7, 3), 0.4)
+    np.testing.assert_array_equal(part + 1500, got[got >= 1500])
 
 
 def test_subsampled_training_margins_equal_prediction():

@@ -72,6 +72,7 @@ class CPUBackend:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
+        self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._team(self.n_threads)

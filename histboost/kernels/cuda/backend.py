@@ -114,6 +114,7 @@ class CUDABackend:
         self._staging = None
         self._staging_done = None
         self.offsets_host = np.ascontiguousarray(bin_offsets, np.int64)
+        self.bin_offsets = self.offsets_host
         if bins is None and (raw is None or mapper is None):
             raise ValueError("the CUDA backend needs the binned matrix, or the raw matrix and "
                              "its BinMapper")
