@@ -135,7 +135,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         dist.check_same_job(comm, dist.job_description(
             p, n_features, K, num_boost_round, [name for _, name in evals],
             early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
-        row_ids, _ = dist.global_row_ids(comm, n)
+        row_ids = dist.global_row_ids(comm, n, dtrain.row_ids)
         if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
             raise ValueError("all weights are zero on every rank")
 

@@ -154,12 +154,18 @@ class Dataset:
     max_bin : histogram slots per feature including the missing slot, in [3, 65536] (<= 256:
         uint8 bins).
     reference : the training `Dataset` whose cut points this (validation) set must share.
+    row_ids : distributed training only: the index of each row in the whole data set, int64
+        (n,), unique across workers (default: the workers' rows are blocks in rank order).
+        Each row's stochastic rounding and row sampling draw at this index, so the model does
+        not depend on which worker holds which rows (`histboost.dask` sets it from the
+        partitions' positions).
     """
 
     def __init__(self, data: Any, label: Any = None, weight: Any = None,
                  base_margin: Any = None, group: Any = None,
                  feature_names: Sequence[str] | None = None, max_bin: int = 256,
-                 reference: Dataset | None = None) -> None:
+                 reference: Dataset | None = None, *,
+                 row_ids: Any = None) -> None:
         X, names = to_float_matrix(data)
         n, F = X.shape
         if n == 0:
@@ -192,6 +198,13 @@ class Dataset:
         self.feature_names = feature_names
         self.max_bin = int(max_bin)
         self.reference = reference
+        self.row_ids = None
+        if row_ids is not None:
+            ids = np.asarray(row_ids)
+            if ids.shape != (n,) or ids.dtype.kind not in "iu" or (n and int(ids.min()) < 0):
+                raise ValueError(f"row_ids must be {n} non-negative integers, one per row; got "
+                                 f"shape {ids.shape}, dtype {ids.dtype}")
+            self.row_ids = ids.astype(np.int64)
         if reference is not None and reference.num_col() != F:
             raise ValueError(f"data has {F} features but the reference Dataset has "
                              f"{reference.num_col()}")

@@ -113,13 +113,43 @@ def bin_layout(mapper: BinMapper) -> tuple[int, ...]:
     return (*(int(v) for v in mapper.n_value_bins), crc)
 
 
-def global_row_ids(comm: Communicator, n_rows: int) -> tuple[np.ndarray, int]:
-    """(int64 (n_rows,), n_global): this rank's rows as a block of the rows of all ranks in
-    rank order, and the row count of all ranks. The global index is the counter of each row's
-    stochastic rounding and row sampling: the draws of one process on all rows."""
-    sizes = np.asarray(comm.allgather(np.array([n_rows], np.int64)), np.int64).reshape(-1)
-    first = int(sizes[:comm.rank].sum())
-    return np.arange(first, first + n_rows, dtype=np.int64), int(sizes.sum())
+def global_row_ids(comm: Communicator, n_rows: int, given: np.ndarray | None) -> np.ndarray:
+    """int64 (n_rows,): the index of each local row in the whole data set, the counter of its
+    stochastic rounding and row sampling (the draws of one process on all rows). `given`:
+    the Dataset's ``row_ids`` (the same choice on every rank: all given or none); default:
+    this rank's rows as a block of the rows of all ranks in rank order. Raises ValueError on
+    every rank when the ids of all ranks are not 0..N-1 each once."""
+    sizes = np.asarray(comm.allgather(np.array([n_rows, given is not None], np.int64)),
+                       np.int64).reshape(-1, 2)
+    if np.any(sizes[:, 1] != sizes[0, 1]):
+        raise ValueError("Dataset row_ids given on some ranks only: give them on every rank "
+                         "or on none")
+    total = int(sizes[:, 0].sum())
+    if given is None:
+        first = int(sizes[:comm.rank, 0].sum())
+        return np.arange(first, first + n_rows, dtype=np.int64)
+    # the ids of all ranks are 0..N-1 each once iff all lie in range and the sum of a 64-bit
+    # hash over them equals its sum over 0..N-1 (a false pass has probability ~2**-64); each
+    # rank hashes its ids and its share of 0..N-1, so the check costs O(local rows)
+    ids = np.asarray(given, np.int64)
+    lo, hi = total * comm.rank // comm.world_size, total * (comm.rank + 1) // comm.world_size
+    with np.errstate(over="ignore"):
+        balance = (_mix64(ids.astype(np.uint64)).sum(dtype=np.uint64)
+                   - _mix64(np.arange(lo, hi, dtype=np.uint64)).sum(dtype=np.uint64))
+    check = np.array([balance, np.uint64(np.any((ids < 0) | (ids >= total)))], np.uint64)
+    comm.allreduce(check, op="sum", inplace=True)
+    if check[0] != 0 or check[1] != 0:
+        raise ValueError(f"Dataset row_ids of all ranks must be 0..{total - 1}, each once")
+    return ids
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 of uint64 x (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,

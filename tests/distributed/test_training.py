@@ -209,3 +209,49 @@ def test_differing_cuts_raise_on_every_rank():
 
     errors = run_threads(2, body)
     assert all(e is not None and "same cuts" in e for e in errors), errors
+
+
+def test_row_ids_make_the_model_independent_of_placement():
+    """Rows dealt to workers in any order, with their global indices as Dataset row_ids,
+    give the one-process model (subsampling and rounding draw at the global index)."""
+    X, y = _data("binary:logistic")
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 3,
+              "subsample": 0.7, "nthread": 1}
+    full = hb.Dataset(X, label=y)
+    full.construct()
+    want = _strip(hb.train(params, full, 3).to_dict())
+    shares = np.array_split(np.random.default_rng(3).permutation(N), 3)
+
+    def body(comm):
+        rows = np.sort(shares[comm.rank])[::-1]  # any order within a worker too
+        d = hb.Dataset(X[rows], label=y[rows], reference=full, row_ids=rows)
+        return _strip(hb.train(params, d, 3, comm=comm).to_dict())
+
+    assert all(m == want for m in run_threads(3, body))
+
+
+@pytest.mark.parametrize("bad", ["duplicate", "out_of_range", "some_ranks"])
+def test_bad_row_ids_raise_on_every_rank(bad):
+    X, y = _data("binary:logistic")
+    full = hb.Dataset(X, label=y)
+    full.construct()
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        ids = np.arange(N)[b]
+        if bad == "duplicate" and comm.rank == 1:
+            ids = ids.copy()
+            ids[0] = 0
+        if bad == "out_of_range" and comm.rank == 1:
+            ids = ids + 1
+        if bad == "some_ranks" and comm.rank == 1:
+            ids = None
+        try:
+            hb.train({"quantized_grad": True},
+                     hb.Dataset(X[b], label=y[b], reference=full, row_ids=ids), 1, comm=comm)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    assert all(e is not None and "row_ids" in e for e in run_threads(2, body)), bad
