@@ -26,6 +26,7 @@ import numpy as np
 from . import __version__
 from ._files import atomic_write
 from .booster import Booster
+from .collective.errors import CollectiveError
 from .data.io import FileData, load_data
 from .params import parse_params
 from .training import train
@@ -75,7 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     t = sub.add_parser("train", help="train a model on a data file",
-                       description="Train a model; prints the evaluation metrics every round.")
+                       description="Train a model; prints the evaluation metrics every "
+                                   "round. Under torchrun (WORLD_SIZE > 1) every process "
+                                   "trains on its block of the rows (DATA with '{rank}' in "
+                                   "the name: its own file) and rank 0 writes the model.")
     t.add_argument("data", metavar="DATA", help="training data file")
     _add_data_options(t, "label column: 0-based index or header name (default: 0); libsvm "
                       "files always hold the label first", 0)
@@ -96,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--log-every", type=int, default=1, metavar="N",
                    help="print metrics every N rounds (default: 1)")
     t.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    t.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="under torchrun: seconds a collective call may wait for the other "
+                        "ranks before the job stops with an error (default: 300)")
 
     p = sub.add_parser("predict", help="predict with a saved model",
                        description="Write one prediction per line (tab-separated class "
@@ -168,34 +175,91 @@ def _align_columns(data: FileData, names: list[str], path: str) -> FileData:
 
 
 # -- commands --------------------------------------------------------------------------------------
+def _world_size() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1") or 1)
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE must be an integer, got "
+                         f"{os.environ['WORLD_SIZE']!r}") from None
+
+
+def _rank_block(data: FileData, rank: int, world: int) -> tuple[FileData, np.ndarray]:
+    """Rows ``np.array_split`` block `rank` of `world` of data, and their row indices."""
+    rows = np.array_split(np.arange(data.X.shape[0]), world)[rank]
+    if rows.size == 0:
+        raise ValueError(f"{data.X.shape[0]} rows cannot be split over {world} ranks")
+    sub = {k: (None if v is None else v[rows[0]:rows[-1] + 1])
+           for k, v in (("X", data.X), ("y", data.y), ("weight", data.weight))}
+    if data.group is not None:
+        raise ValueError("query groups cannot be split across ranks yet")
+    return data._replace(**sub), rows
+
+
 def _train(args: argparse.Namespace) -> int:
     if args.num_round < 0:
         raise ValueError(f"--num-round must be >= 0, got {args.num_round}")
-    _check_writable(args.model_out)
+    world = _world_size()
+    comm = None
+    if world > 1:
+        from .collective import init
+
+        comm = init(timeout=args.timeout)
+        if comm.rank != 0:  # one rank reports and writes; the others print errors only
+            args.quiet = True
+    try:
+        return _train_with(args, comm)
+    finally:
+        if comm is not None:
+            comm.close()
+
+
+def _train_with(args: argparse.Namespace, comm: Any) -> int:
+    rank, world = (0, 1) if comm is None else (comm.rank, comm.world_size)
+    if rank == 0:
+        _check_writable(args.model_out)
     params = dict(args.param)
     if args.quiet:
         params.setdefault("verbosity", 0)
     with warnings.catch_warnings():  # check values before reading the data; train() warns
         warnings.simplefilter("ignore")
         parse_params(params)
-    train_data = _read(args, args.data, args.label_column, args.weight_column)
+
+    def read(path: str, n_features: int | None = None) -> tuple[FileData, Any]:
+        """This rank's rows of `path` (its own file when the name holds {rank}), and the
+        cuts every rank shares when all read one file (None otherwise)."""
+        if comm is not None and "{rank}" in path:
+            return _read(args, path.format(rank=rank), args.label_column, args.weight_column,
+                         n_features), None
+        data = _read(args, path, args.label_column, args.weight_column, n_features)
+        if comm is None:
+            return data, None
+        block, _ = _rank_block(data, rank, world)
+        return block, data
+
+    train_data, whole = read(args.data)
     if train_data.y is None:
         raise ValueError("training data needs a label column")
-    dtrain = train_data.to_dataset()
+    reference = None
+    if whole is not None:  # every rank read the whole file: the same cuts everywhere
+        reference = whole.to_dataset()
+        reference.construct(parse_params(params).max_bin)
+    dtrain = train_data.to_dataset(reference=reference)
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
-        valid = _align_columns(_read(args, path, args.label_column, args.weight_column,
-                                     n_features=dtrain.num_col()), dtrain.feature_names, path)
+        valid, _ = read(path, dtrain.num_col())
+        valid = _align_columns(valid, dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain), name))
     started = time.perf_counter()
     booster = train(params, dtrain, num_boost_round=args.num_round, evals=evals,
                     early_stopping_rounds=args.early_stopping_rounds,
-                    verbose_eval=False if args.quiet else max(1, args.log_every))
-    booster.save_model(args.model_out)  # Booster writes a temporary file and renames it
+                    verbose_eval=False if args.quiet else max(1, args.log_every), comm=comm)
+    if rank == 0:  # every rank holds the same model; one writes it, atomically
+        booster.save_model(args.model_out)
     best = ("" if booster.best_iteration is None
             else f", best iteration {booster.best_iteration} ({booster.best_score:.6g})")
-    _note(args, f"trained {booster.num_boosted_rounds()} rounds in "
+    ranks = "" if comm is None else f" on {world} processes"
+    _note(args, f"trained {booster.num_boosted_rounds()} rounds{ranks} in "
                 f"{time.perf_counter() - started:.2f} s{best}; model written to "
                 f"{args.model_out}")
     return 0
@@ -253,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return _COMMANDS[args.command](args)
+        except CollectiveError as e:  # another rank failed, stalled or left (torchrun)
+            print(f"histboost {args.command}: error: {e}", file=sys.stderr, flush=True)
+            return 1
         except (OSError, ValueError, TypeError, OverflowError) as e:
             print(f"histboost {args.command}: error: {e}", file=sys.stderr, flush=True)
             return EXIT_USAGE

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..collective.errors import CollectiveError
 from ..kernels.backend import make_backend
 from ..metrics import MEAN_METRICS, finish_metric, metric_sums, set_facts
 from .backend import TREE_LEARNERS, DistributedBackend
@@ -39,21 +40,21 @@ def check_supported(p: TrainParams) -> None:
 def raise_together(comm: Communicator, error: BaseException | None) -> None:
     """Collective: if any rank passes an error, raise on every rank, naming the ranks and the
     first failing rank's message (the others would otherwise wait in their next collective
-    until its timeout). The failing rank re-raises its own exception."""
-    flags = np.asarray(comm.allgather(np.array([error is not None], np.int64))).reshape(-1)
-    failed = [int(r) for r in np.flatnonzero(flags)]
+    until its timeout). The failing rank re-raises its own exception, the others raise
+    `CollectiveError`."""
+    message = b"" if error is None else f"{type(error).__name__}: {error}".encode()
+    info = np.asarray(comm.allgather(np.array([error is not None, len(message)], np.int64)))
+    info = info.reshape(-1, 2)
+    failed = [int(r) for r in np.flatnonzero(info[:, 0])]
     if not failed:
         return
-    message = (f"{type(error).__name__}: {error}" if error is not None else "").encode()
-    texts = comm.allgather(np.frombuffer(message, np.uint8).copy() if message
-                           else np.zeros(0, np.uint8))
-    lengths = np.asarray(comm.allgather(np.array([len(message)], np.int64))).reshape(-1)
+    texts = np.asarray(comm.allgather(np.frombuffer(message, np.uint8).copy()))
     first = failed[0]
-    start = int(lengths[:first].sum())
-    text = bytes(np.asarray(texts)[start:start + int(lengths[first])]).decode(errors="replace")
+    start = int(info[:first, 1].sum())
+    text = bytes(texts[start:start + int(info[first, 1])]).decode(errors="replace")
     if error is not None:
         raise error
-    raise RuntimeError(f"distributed training stopped: rank{'s' if len(failed) > 1 else ''} "
+    raise CollectiveError(f"distributed training stopped: rank{'s' if len(failed) > 1 else ''} "
                        f"{', '.join(map(str, failed))} failed; rank {first}: {text}")
 
 

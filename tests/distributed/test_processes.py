@@ -1,0 +1,127 @@
+"""`histboost train` under a torchrun-style launch (real processes, torch.distributed Gloo on
+loopback): the model equals the one-process model, only rank 0 writes it, and a worker that
+dies or stalls ends the job on the others with an error within the timeout, leaving no
+process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import histboost as hb
+
+pytest.importorskip("torch.distributed")
+
+REPO = Path(__file__).resolve().parents[2]
+ROUNDS = 6
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(900, 6)), 2)
+    y = (X[:, 0] - X[:, 1] + rng.normal(size=900) > 0).astype(int)
+    path = tmp_path_factory.mktemp("data") / "train.csv"
+    np.savetxt(path, np.column_stack([y, X]), delimiter=",", fmt="%g")
+    return path
+
+
+def _command(data: Path, out: Path, rounds: int, timeout: float) -> list[str]:
+    return [sys.executable, "-m", "histboost", "train", str(data), "--model-out", str(out),
+            "--num-round", str(rounds), "--timeout", str(timeout), "--param",
+            "objective=binary:logistic", "quantized_grad=true", "max_depth=4", "nthread=1",
+            "eval_metric=logloss"]
+
+
+def _launch(world: int, command: list[str], logs: Path) -> list[subprocess.Popen]:
+    port = _free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", CUDA_VISIBLE_DEVICES="",
+                   PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+        log = open(logs / f"rank{rank}.log", "w")  # noqa: SIM115 (the process owns it)
+        procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True, cwd=str(REPO)))
+        log.close()
+    return procs
+
+
+def _finish(procs: list[subprocess.Popen], deadline: float) -> list[int | None]:
+    """Wait until `deadline` (monotonic); kill whatever is left; return the exit codes
+    (None for a process that had to be killed)."""
+    codes: list[int | None] = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(deadline - time.monotonic(), 0.1)))
+        except subprocess.TimeoutExpired:
+            codes.append(None)
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+    return codes
+
+
+def _log(logs: Path, rank: int) -> str:
+    return (logs / f"rank{rank}.log").read_text()
+
+
+def test_cli_model_equals_one_process(tmp_path, data_file):
+    out = tmp_path / "two.json"
+    procs = _launch(2, _command(data_file, out, ROUNDS, 60), tmp_path)
+    # meanwhile, the one-process model in this process (the CLI's parameters)
+    table = np.loadtxt(data_file, delimiter=",")
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "nthread": 1, "eval_metric": "logloss"}
+    want = json.loads(hb.train(params, hb.Dataset(table[:, 1:], label=table[:, 0]), ROUNDS,
+                               verbose_eval=False).save_raw())
+    codes = _finish(procs, time.monotonic() + 120)
+    assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
+    got = json.loads(out.read_text())
+    assert got["trees"] == want["trees"] and got["learner"] == want["learner"]
+    assert "on 2 processes" in _log(tmp_path, 0)
+    assert "train-logloss" not in _log(tmp_path, 1)  # only rank 0 reports
+    assert not list(tmp_path.glob("two.json.*")), "temporary files left behind"
+
+
+@pytest.mark.parametrize("fault", ["killed", "stalled"])
+def test_a_dead_or_stalled_worker_stops_the_job(tmp_path, data_file, fault):
+    timeout = 6.0
+    out = tmp_path / "model.json"
+    procs = _launch(2, _command(data_file, out, 100_000, timeout), tmp_path)
+    # wait until training runs (rank 0 prints a metric line per round)
+    start = time.monotonic()
+    while "[3]" not in _log(tmp_path, 0):
+        assert time.monotonic() - start < 90, _log(tmp_path, 0) + _log(tmp_path, 1)
+        assert procs[0].poll() is None, _log(tmp_path, 0)
+        time.sleep(0.2)
+    t0 = time.monotonic()
+    if fault == "killed":
+        os.killpg(procs[1].pid, signal.SIGKILL)
+    else:
+        os.killpg(procs[1].pid, signal.SIGSTOP)
+    codes = _finish(procs[:1], t0 + timeout + 30)
+    stopped_after = time.monotonic() - t0
+    _finish(procs[1:], time.monotonic())  # the stalled rank is killed here
+    log = _log(tmp_path, 0)
+    assert codes == [1], log
+    assert stopped_after < timeout + 20, stopped_after
+    assert "histboost train: error:" in log and "rank" in log.lower(), log
+    assert not out.exists(), "a model was written by a failed job"
