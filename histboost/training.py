@@ -236,6 +236,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     if p.verbosity >= 2 and leader:
         print(timer.summary(), flush=True)
     booster.timings = dict(timer.seconds)
+    # bytes this rank passed to collectives, by purpose (distributed training; else None)
+    booster.traffic = dict(backend.traffic) if dist is not None else None
     return booster
 
 
