@@ -34,7 +34,8 @@ def init(backend: str | None = None, timeout: float = 60.0, *,
       ``WORLD_SIZE`` (and ``LOCAL_RANK`` for the GPU), as ``torchrun`` sets them; `close`
       destroys that group again.
 
-    backend: None (Gloo for CPU tensors, plus NCCL for CUDA tensors when CUDA is available),
+    backend: None (Gloo for CPU tensors, plus NCCL for CUDA tensors when CUDA is available and
+    this host runs no more processes, ``LOCAL_WORLD_SIZE``, than it has GPUs),
     "gloo", "nccl" (CUDA tensors via NCCL; CPU tensors and metadata still via Gloo), or any
     torch backend string. timeout: default seconds per call (also the engine's own timeout).
     check_metadata: default for every call's shape/dtype agreement check.
@@ -58,7 +59,11 @@ def init(backend: str | None = None, timeout: float = 60.0, *,
                               "(launch with torchrun, or set them as torchrun does)")
     rank = int(os.environ["RANK"])
     if backend is None:
-        cuda = torch.cuda.is_available() and dist.is_nccl_available()
+        # NCCL needs a GPU of its own per process: with more processes on this host than
+        # GPUs (e.g. two sharing one GPU to test), CUDA tensors go through Gloo instead
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        cuda = (torch.cuda.is_available() and dist.is_nccl_available()
+                and local_world <= torch.cuda.device_count())
         backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
     elif backend == "nccl":
         backend = "cpu:gloo,cuda:nccl"

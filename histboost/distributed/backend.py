@@ -17,11 +17,12 @@ and return the same values on every worker.
 ``"reduce_scatter"`` (LightGBM's data-parallel learner): the features are cut into one block
 per worker (contiguous, about equal histogram slots). ``build_histograms`` reduce-scatters the
 buffer by feature block: each worker receives the global histograms of its block only (half
-the bytes of an allreduce). Each worker searches its block and the best-split records are
-reduced with `better_split` (higher gain, ties to the lower feature, as one process breaks
-them); oblivious gain tables are reduced with max (-inf outside a block), a chosen split's
-child sums are broadcast by the block's owner, node totals are summed from each worker's
-local totals. The grower sees the same values as with ``"data"``.
+the bytes of an allreduce). Each worker searches its block, the best-split records are
+allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
+the lower feature, as one process breaks them); oblivious gain tables are reduced with max
+(-inf outside a block), a chosen split's child sums are broadcast by the block's owner, node
+totals are summed from each worker's local totals. The grower sees the same values as with
+``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
 
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..tree.split import better_split
+from ..tree.split import REC_BIN, REC_FEATURE, REC_GAIN
 
 if TYPE_CHECKING:
     from ..collective.base import Communicator
@@ -51,6 +52,18 @@ if TYPE_CHECKING:
     from ..tree.tree import Tree
 
 TREE_LEARNERS = ("data", "reduce_scatter")
+
+
+def best_records(candidates: np.ndarray) -> np.ndarray:
+    """float64 (k, REC_WIDTH): per node, the best of the workers' records candidates (W, k,
+    REC_WIDTH), by `histboost.tree.split.better_split`'s order (higher gain, ties to the lower
+    feature, a record without a feature last, then the lower bin), vectorised."""
+    feature = candidates[..., REC_FEATURE]
+    keys = (candidates[..., REC_BIN], np.where(feature >= 0, feature, np.inf),
+            -candidates[..., REC_GAIN])
+    # lexsort sorts by the last key first; the first row of each node's order wins
+    order = np.lexsort(keys, axis=0)[0]
+    return candidates[order, np.arange(candidates.shape[1])]
 
 
 def feature_blocks(bin_offsets: np.ndarray, world: int) -> np.ndarray:
@@ -219,8 +232,12 @@ class DistributedBackend:
                          reg: np.ndarray) -> np.ndarray:
         if self.tree_learner == "data":
             return self.local.find_best_splits(nodes, totals, feature_masks, reg)
-        recs = self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg)
-        return self._reduce(np.ascontiguousarray(recs, np.float64), "splits", better_split)
+        recs = np.ascontiguousarray(
+            self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg),
+            np.float64)
+        self.traffic["splits"] += recs.nbytes
+        # every worker's records, then the same vectorised choice on every worker
+        return best_records(np.asarray(self.comm.allgather(recs[None])))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:

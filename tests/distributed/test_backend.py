@@ -215,3 +215,23 @@ def test_float_histograms_are_global_sums():
         np.testing.assert_array_equal(counts, want_counts)
         np.testing.assert_array_equal(got[..., 2], want[..., 2])
         np.testing.assert_allclose(got[..., :2], want[..., :2], rtol=1e-9, atol=1e-9)
+
+
+def test_best_records_is_better_split_folded():
+    """The vectorised choice among workers' records equals folding `better_split`."""
+    from histboost.distributed.backend import best_records
+    from histboost.tree.split import better_split
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        W, k = int(rng.integers(1, 5)), int(rng.integers(1, 6))
+        c = np.zeros((W, k, REC_WIDTH))
+        c[..., 0] = rng.integers(0, 3, (W, k))  # few gains: ties are common
+        c[..., 1] = rng.integers(-1, 4, (W, k))
+        c[..., 2] = rng.integers(0, 3, (W, k))
+        got = best_records(c)
+        for j in range(k):
+            want = c[0, j]
+            for w in range(1, W):
+                want = better_split(want, c[w, j])
+            np.testing.assert_array_equal(got[j], want)

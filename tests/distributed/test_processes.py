@@ -48,14 +48,17 @@ def _command(data: Path, out: Path, rounds: int, timeout: float) -> list[str]:
             "eval_metric=logloss"]
 
 
-def _launch(world: int, command: list[str], logs: Path) -> list[subprocess.Popen]:
+def _launch(world: int, command: list[str], logs: Path,
+            gpu: bool = False) -> list[subprocess.Popen]:
     port = _free_port()
     procs = []
     for rank in range(world):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                   OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", CUDA_VISIBLE_DEVICES="",
+                   LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
                    PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+        if not gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ""
         log = open(logs / f"rank{rank}.log", "w")  # noqa: SIM115 (the process owns it)
         procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, cwd=str(REPO)))
@@ -125,3 +128,30 @@ def test_a_dead_or_stalled_worker_stops_the_job(tmp_path, data_file, fault):
     assert stopped_after < timeout + 20, stopped_after
     assert "histboost train: error:" in log and "rank" in log.lower(), log
     assert not out.exists(), "a model was written by a failed job"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _cuda_available(), reason="no CUDA device")
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+def test_gpu_workers_give_the_cpu_model(tmp_path, data_file, learner):
+    """Two processes on the GPU(s) (sharing one over Gloo when there is one): the quantised
+    model equals the one-process CPU model."""
+    out = tmp_path / "gpu.json"
+    cmd = _command(data_file, out, ROUNDS, 120) + ["device=cuda", f"tree_learner={learner}"]
+    procs = _launch(2, cmd, tmp_path, gpu=True)
+    table = np.loadtxt(data_file, delimiter=",")
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "nthread": 1, "eval_metric": "logloss"}
+    want = json.loads(hb.train(params, hb.Dataset(table[:, 1:], label=table[:, 0]), ROUNDS,
+                               verbose_eval=False).save_raw())
+    codes = _finish(procs, time.monotonic() + 300)
+    assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
+    assert json.loads(out.read_text())["trees"] == want["trees"]
