@@ -84,9 +84,9 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         data-parallel training: each rank's `dtrain` holds a block of the rows, the blocks in
         rank order making the whole data, and every rank returns the same model. First
         version (see docs/distributed.md): quantised histograms only
-        (``quantized_grad=True``), the same cuts on every rank (``Dataset(...,
-        reference=...)``), on the CPU, without row subsampling, evals, metrics or early
-        stopping (ValueError otherwise). The model then equals the one-process model on all
+        (``quantized_grad=True``), on the CPU, without row subsampling, evals, metrics or
+        early stopping (ValueError otherwise). Without ``reference=``, the cuts come from all
+        ranks' rows, as one process's. The model then equals the one-process model on all
         rows whenever the intercept is (``base_score`` given, or label sums exact in float64).
     """
     if not isinstance(dtrain, Dataset):
@@ -114,7 +114,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     with timer("binning"):
         # a GPU backend bins the rows on the device from the cuts
         dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
-                         bin_rows=p.device == "cpu")
+                         bin_rows=p.device == "cpu", comm=comm)
     mapper = dtrain.bin_mapper
     if comm is not None:
         dist.check_same_cuts(comm, mapper)

@@ -115,7 +115,8 @@ def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins:
     return cuts[:max_value_bins]
 
 
-def _check_sampling(max_bin: int, sample_rows: int) -> None:
+def check_sampling(max_bin: int, sample_rows: int) -> None:
+    """Raise ValueError unless max_bin >= 2 and sample_rows >= 1."""
     if max_bin < 2:
         raise ValueError(f"max_bin must be >= 2, got {max_bin}")
     if sample_rows < 1:
@@ -248,7 +249,7 @@ def compute_bin_mapper(X: np.ndarray, weight: np.ndarray | None, max_bin: int,
     The sample depends on the global row indices only, so the cuts of the same rows split into
     blocks across any number of workers are these, bit for bit.
     """
-    _check_sampling(max_bin, sample_rows)
+    check_sampling(max_bin, sample_rows)
     n = X.shape[0]
     Xs, ws = cut_sample(X, weight, sample_row_ids(0, n, n, sample_rows, seed))
     return mapper_from_cuts(columns_cuts(Xs, ws, max_bin, n_threads), max_bin)

@@ -1,6 +1,7 @@
 """What `histboost.train(..., comm=...)` needs beyond the backend wrapper: the limits of
 this first version, one check that every rank bins with the same cuts, the global row index
-of each local row, and the intercept from labels summed over all ranks."""
+of each local row, and the intercept from labels summed over all ranks. The global cuts
+themselves are `histboost.distributed.cuts`."""
 
 from __future__ import annotations
 
@@ -34,17 +35,19 @@ def check_supported(p: TrainParams, evals: Any, early_stopping_rounds: int | Non
 
 
 def check_same_cuts(comm: Communicator, mapper: BinMapper) -> None:
-    """Raise ValueError on every rank unless all ranks hold the same cuts (computing global
-    cuts from the ranks' rows is not supported yet)."""
+    """Raise ValueError on every rank unless all ranks hold the same cuts: one allreduce of a
+    checksum. Global cuts (no reference) are equal by construction; this catches ranks whose
+    reference Datasets were binned differently (a reference on some ranks only is caught
+    earlier, by `Dataset.construct`)."""
     digest = zlib.crc32(np.ascontiguousarray(mapper.cut_ptr, np.int64).tobytes())
     digest = zlib.crc32(np.ascontiguousarray(mapper.cut_values, np.float64).tobytes(), digest)
     # max and -min of the same value agree iff every rank has it; both ranks raise alike
     both = np.array([digest, -digest], np.int64)
     comm.allreduce(both, op="max", inplace=True)
     if both[0] != -both[1]:
-        raise ValueError("distributed training needs the same cuts on every rank (build each "
-                         "rank's Dataset with reference= a Dataset binned identically "
-                         "everywhere); cuts merged across workers are not supported yet")
+        raise ValueError("distributed training needs the same cuts on every rank: the ranks' "
+                         "reference Datasets have different cuts (give every rank a reference "
+                         "binned identically, or none to compute global cuts from all rows)")
 
 
 def global_row_ids(comm: Communicator, n_rows: int) -> np.ndarray:
