@@ -62,9 +62,8 @@ def _check_agreement(table: np.ndarray) -> None:
     for col, what in ((_FEATURES, "feature counts"), (_MAX_BIN, "max_bin"),
                       (_SAMPLE_ROWS, "sample_rows"), (_SEED, "seeds")):
         if np.any(table[:, col] != table[0, col]):
-            values = table[:, col] + ((1 << 63) if col == _SEED else 0)
-            raise ValueError(f"global cuts: the ranks' {what} differ ({values.tolist()} in rank "
-                             "order)")
+            values = [int(v) + ((1 << 63) if col == _SEED else 0) for v in table[:, col]]
+            raise ValueError(f"global cuts: the ranks' {what} differ ({values} in rank order)")
 
 
 def global_bin_mapper(comm: Communicator, X: np.ndarray, weight: np.ndarray | None,
