@@ -4,6 +4,10 @@ A feature with k value bins has k upper bounds ``cuts[0] < ... < cuts[k-1] = +in
 slot, index k, for missing values (NaN). A value x goes to the first bin b with x <= cuts[b], so a
 split "bin <= b goes left" is the same as the raw rule "x <= cuts[b] goes left": prediction needs
 no binning and the tree stores raw thresholds.
+
+Cuts come from a sample of the rows picked by a hash of (seed, global row index)
+(`sample_row_ids`): one rule in one process (`compute_bin_mapper`) and across workers that hold
+blocks of the rows (`histboost.distributed.cuts.global_bin_mapper`), so both give the same cuts.
 """
 
 from __future__ import annotations
