@@ -224,29 +224,22 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
         warnings.simplefilter("ignore")
         parse_params(params)
 
-    def read(path: str, n_features: int | None = None) -> tuple[FileData, Any]:
-        """This rank's rows of `path` (its own file when the name holds {rank}), and the
-        cuts every rank shares when all read one file (None otherwise)."""
+    def read(path: str, n_features: int | None = None) -> FileData:
+        """This rank's rows of `path` (its own file when the name holds {rank})."""
         if comm is not None and "{rank}" in path:
             return _read(args, path.format(rank=rank), args.label_column, args.weight_column,
-                         n_features), None
+                         n_features)
         data = _read(args, path, args.label_column, args.weight_column, n_features)
-        if comm is None:
-            return data, None
-        block, _ = _rank_block(data, rank, world)
-        return block, data
+        return data if comm is None else _rank_block(data, rank, world)[0]
 
-    train_data, whole = read(args.data)
+    train_data = read(args.data)
     if train_data.y is None:
         raise ValueError("training data needs a label column")
-    reference = None
-    if whole is not None:  # every rank read the whole file: the same cuts everywhere
-        reference = whole.to_dataset()
-        reference.construct(parse_params(params).max_bin)
-    dtrain = train_data.to_dataset(reference=reference)
+    # with comm, train() computes the cuts of all ranks' rows, as one process would
+    dtrain = train_data.to_dataset()
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
-        valid, _ = read(path, dtrain.num_col())
+        valid = read(path, dtrain.num_col())
         valid = _align_columns(valid, dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain), name))

@@ -77,13 +77,14 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     callbacks : `TrainingCallback` objects.
     xgb_model : a Booster (or model file) to continue training from.
     comm : a `histboost.collective.Communicator` (e.g. ``histboost.collective.init()``) for
-        data-parallel training: each rank's `dtrain` holds a block of the rows, the blocks in
-        rank order making the whole data, and every rank returns the same model. First
-        version (see docs/distributed.md): quantised histograms only
-        (``quantized_grad=True``), the same cuts on every rank (``Dataset(...,
-        reference=...)``), on the CPU, without row subsampling, evals, metrics or early
-        stopping (ValueError otherwise). The model then equals the one-process model on all
-        rows whenever the intercept is (``base_score`` given, or label sums exact in float64).
+        data-parallel training (docs/distributed.md): each rank passes its own rows (and its
+        part of each evaluation set); the rows of all ranks in rank order (or by
+        ``Dataset(row_ids=...)``) are the whole data set. Cuts come from all ranks' rows as
+        one process would compute them (unless every rank gives the same ``reference=``);
+        metrics and early stopping are global; every rank returns the same model. With
+        ``quantized_grad=True`` it equals the one-process model on all rows (whenever the
+        intercept does: ``base_score`` given, or label sums exact in float64);
+        ``tree_learner`` picks histogram allreduce ("data") or reduce-scatter.
     """
     if not isinstance(dtrain, Dataset):
         raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
@@ -108,10 +109,6 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         objective.check_label(y)
         if comm is None and w is not None and not np.any(w > 0):
             raise ValueError("all weights are zero")
-        with timer("binning"):
-            # a GPU backend bins the rows on the device from the cuts
-            dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
-                             bin_rows=p.device == "cpu")
         evals = list(evals or ())
         for d, name in evals:
             if not isinstance(d, Dataset):
@@ -124,20 +121,26 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
             raise
         dist.raise_together(comm, e)
         raise
-    mapper = dtrain.bin_mapper
     n, n_features = dtrain.shape
-    K = objective.n_outputs
-    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
-                                      else [objective.default_metric])
     row_ids = None
     if dist is not None:
         dist.raise_together(comm, None)
-        dist.check_same_job(comm, dist.job_description(
-            p, n_features, K, num_boost_round, [name for _, name in evals],
-            early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
         row_ids = dist.global_row_ids(comm, n, dtrain.row_ids)
         if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
             raise ValueError("all weights are zero on every rank")
+    with timer("binning"):
+        # a GPU backend bins the rows on the device from the cuts; with comm, the cuts of
+        # all ranks' rows (a collective call)
+        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
+                         bin_rows=p.device == "cpu", comm=comm)
+    mapper = dtrain.bin_mapper
+    K = objective.n_outputs
+    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
+                                      else [objective.default_metric])
+    if dist is not None:
+        dist.check_same_job(comm, dist.job_description(
+            p, n_features, K, num_boost_round, [name for _, name in evals],
+            early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
 
     intercept = None
     if dist is not None and xgb_model is None and p.base_score is None:

@@ -10,6 +10,7 @@ bins also serve prediction on binned rows.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,6 +138,21 @@ def _check_gradient_range(label: np.ndarray | None, weight: np.ndarray | None,
             "them")
 
 
+def _ranks_agree(comm: Any, uses_reference: bool, has_global_cuts: bool) -> bool:
+    """One allreduce: raise ValueError on every rank unless all ranks or none have a
+    reference Dataset; True when the ranks may keep the cuts they hold (all use references,
+    or all hold global cuts computed with this comm), False when they must compute global
+    cuts (the same answer on every rank, so they stay in step)."""
+    ref, keep = int(uses_reference), int(uses_reference or has_global_cuts)
+    flags = np.array([ref, -ref, -keep], np.int64)  # max of -x is -min(x)
+    comm.allreduce(flags, op="max", inplace=True)
+    if flags[0] != -flags[1]:
+        raise ValueError("distributed training: a reference Dataset on some ranks only; give "
+                         "every rank's Dataset a reference with the same cuts, or none (global "
+                         "cuts from all ranks' rows)")
+    return bool(flags[2] == -1)
+
+
 class Dataset:
     """Training or validation data for `histboost.train`.
 
@@ -210,6 +226,8 @@ class Dataset:
                              f"{reference.num_col()}")
         self._bin_mapper: BinMapper | None = None
         self._bins: np.ndarray | None = None
+        # the communicator the held cuts were computed with (global cuts), weakly
+        self._cuts_comm: weakref.ref[Any] | None = None
 
     # -- shape ------------------------------------------------------------------------------
     def num_row(self) -> int:
@@ -223,11 +241,25 @@ class Dataset:
         return self.data.shape
 
     # -- binning ----------------------------------------------------------------------------
-    def construct(self, max_bin: int | None = None, bin_rows: bool = True) -> Dataset:
+    def construct(self, max_bin: int | None = None, bin_rows: bool = True,
+                  comm: Any = None) -> Dataset:
         """Compute cut points (or take the reference's) and bin the data. Idempotent; a
         different `max_bin` re-bins. ``bin_rows=False`` computes the cuts only (a GPU
-        backend bins the rows on the device); `bins` bins them on first use."""
-        if self.reference is not None:
+        backend bins the rows on the device); `bins` bins them on first use.
+
+        comm: a `histboost.collective.Communicator` when this Dataset is one rank's block of
+        rows in data-parallel training. A collective call then: every rank makes it, either
+        all with a reference (the reference's cuts, as without comm) or all without one
+        (ValueError on every rank otherwise); without, the cuts are the global cuts of all
+        ranks' rows (`histboost.distributed.cuts.global_bin_mapper`), equal to the cuts of
+        one process on all rows. Global cuts are kept for later calls with the same comm."""
+        if comm is not None and not _ranks_agree(comm, self.reference is not None,
+                                                 self._has_global_cuts(comm, max_bin)):
+            from ..distributed.cuts import global_bin_mapper
+
+            mb = self.max_bin if max_bin is None else _check_max_bin(max_bin)
+            mapper = global_bin_mapper(comm, self.data, self.weight, mb, row_ids=self.row_ids)
+        elif self.reference is not None:
             ref = self.reference
             if max_bin is not None or ref._bin_mapper is None:
                 ref.construct(max_bin)  # else keep the cuts the reference was trained with
@@ -240,9 +272,18 @@ class Dataset:
         if mapper is not self._bin_mapper:
             self._bin_mapper = mapper
             self._bins = None
+            self._cuts_comm = None if comm is None or self.reference is not None \
+                else weakref.ref(comm)
         if bin_rows and self._bins is None:
             self._bins = mapper.transform(self.data)
         return self
+
+    def _has_global_cuts(self, comm: Any, max_bin: int | None) -> bool:
+        """Whether the cuts held are the global cuts computed with `comm` for `max_bin`."""
+        mb = self.max_bin if max_bin is None else max_bin
+        return (self.reference is None and self._bin_mapper is not None
+                and self._bin_mapper.max_bin == mb and self._cuts_comm is not None
+                and self._cuts_comm() is comm)
 
     @property
     def bin_mapper(self) -> BinMapper:

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from histboost.data.binning import BinMapper, compute_bin_mapper, feature_cuts
+from histboost.data.binning import (
+    BinMapper,
+    compute_bin_mapper,
+    feature_cuts,
+    row_hash,
+    sample_row_ids,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 
@@ -188,6 +194,57 @@ def test_sampled_rows_for_cuts():
         np.testing.assert_array_equal(bins[:, f], np.searchsorted(m.feature_cuts(f), x[:, f]))
 
 
+def test_row_hash_is_splitmix64():
+    """Seed 0: the reference outputs of splitmix64 started at state 0, one per row."""
+    want = np.array([0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F,
+                     0xF88BB8A8724C81EC], np.uint64)
+    np.testing.assert_array_equal(row_hash(0, np.arange(4)), want)
+    np.testing.assert_array_equal(row_hash(2**64, np.arange(4)), want)  # seed mod 2**64
+    assert not np.any(row_hash(1, np.arange(4)) == want)
+
+
+def test_cut_sample_does_not_depend_on_blocks():
+    """A row is sampled by its hash and global index only: any split into blocks finds the
+    same rows; about sample_rows of them; every row when n <= sample_rows."""
+    n, s = 50_000, 3000
+    whole = sample_row_ids(0, n, n, s, seed=1)
+    assert abs(whole.size - s) < 4 * np.sqrt(s) and np.all(np.diff(whole) > 0)
+    np.testing.assert_array_equal(
+        whole, np.flatnonzero(row_hash(1, np.arange(n)) < np.uint64((s << 64) // n)))
+    for edges in ([0, 1, 17, 20_000, n], [0, 25_000, n], [0, n]):
+        parts = [sample_row_ids(a, b - a, n, s, seed=1) + a
+                 for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+    assert not np.array_equal(sample_row_ids(0, n, n, s, seed=2), whole)
+    np.testing.assert_array_equal(sample_row_ids(0, 100, 100, 100), np.arange(100))
+    assert sample_row_ids(7, 0, 100_000, 10).size == 0
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sampled_cuts_are_the_cuts_of_the_sample(weighted):
+    """With n > sample_rows the cuts are those of the hashed rows, their weights with them and
+    rows of weight 0 left out."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    x = rng.normal(size=(n, 3))
+    x[rng.random(x.shape) < 0.1] = np.nan
+    w = rng.exponential(size=n) if weighted else None
+    if weighted:
+        w[rng.random(n) < 0.2] = 0.0
+    rows = sample_row_ids(0, n, n, 600, seed=5)
+    got = compute_bin_mapper(x, w, 16, sample_rows=600, seed=5)
+    want = compute_bin_mapper(x[rows], None if w is None else w[rows], 16, sample_rows=n)
+    np.testing.assert_array_equal(got.cut_values, want.cut_values)
+    np.testing.assert_array_equal(got.cut_ptr, want.cut_ptr)
+
+
+def test_weights_move_the_sampled_cuts():
+    x = np.arange(100_000.0)
+    w = np.where(x >= 50_000, 10.0, 1.0)
+    heavy = compute_bin_mapper(x[:, None], w, 33, sample_rows=5000).feature_cuts(0)
+    assert np.sum(heavy[:-1] > 50_000) >= 27  # ~10/11 of the 32 bins
+
+
 def test_mapper_from_its_arrays_and_errors():
     x = np.random.default_rng(2).normal(size=(100, 3))
     m = compute_bin_mapper(x, None, 8)
@@ -198,6 +255,8 @@ def test_mapper_from_its_arrays_and_errors():
         m.transform(x[:, :2])
     with pytest.raises(ValueError, match="max_bin"):
         compute_bin_mapper(x, None, 1)
+    with pytest.raises(ValueError, match="sample_rows"):
+        compute_bin_mapper(x, None, 8, sample_rows=0)
 
 
 def test_feature_cuts_limits():

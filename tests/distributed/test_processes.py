@@ -104,6 +104,22 @@ def test_cli_model_equals_one_process(tmp_path, data_file):
     assert not list(tmp_path.glob("two.json.*")), "temporary files left behind"
 
 
+def test_cli_rank_files(tmp_path, data_file):
+    """DATA with {rank}: each process reads its own file; the cuts come from all files."""
+    table = np.loadtxt(data_file, delimiter=",")
+    for r, part in enumerate(np.array_split(table, 2)):
+        np.savetxt(tmp_path / f"part-{r}.csv", part, delimiter=",", fmt="%g")
+    out = tmp_path / "model.json"
+    procs = _launch(2, _command(tmp_path / "part-{rank}.csv", out, 3, 60), tmp_path)
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "nthread": 1, "eval_metric": "logloss"}
+    want = json.loads(hb.train(params, hb.Dataset(table[:, 1:], label=table[:, 0]), 3,
+                               verbose_eval=False).save_raw())
+    codes = _finish(procs, time.monotonic() + 120)
+    assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
+    assert json.loads(out.read_text())["trees"] == want["trees"]
+
+
 @pytest.mark.parametrize("fault", ["killed", "stalled"])
 def test_a_dead_or_stalled_worker_stops_the_job(tmp_path, data_file, fault):
     timeout = 6.0

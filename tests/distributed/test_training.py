@@ -1,6 +1,7 @@
 """`histboost.train(..., comm=...)`: rows split into blocks across 1-3 thread workers give
-the model of one process on all rows (quantised training, shared cuts), and the settings
-the first version does not support raise ValueError naming them."""
+the model of one process on all rows (quantised training, with shared reference cuts or the
+global cuts of all ranks' rows), and the settings the first version does not support raise
+ValueError naming them."""
 
 from __future__ import annotations
 
@@ -194,20 +195,49 @@ def test_unknown_tree_learner_raises():
         hb.train({"tree_learner": "voting"}, hb.Dataset(X, label=y), 1)
 
 
-def test_differing_cuts_raise_on_every_rank():
+@pytest.mark.parametrize("world", [2, 3])
+def test_global_cuts_model_equals_one_process(world):
+    """Each rank's Dataset from its own rows, no reference: the global cuts make the model of
+    one process on all rows (max_bin 16: quantile cuts, which a rank's rows alone would move)."""
     X, y = _data("binary:logistic")
-    blocks = _blocks(2)
-    params = {"objective": "binary:logistic", "quantized_grad": True}
+    X[:, 2] = np.random.default_rng(5).normal(size=N)  # many distinct values
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 3,
+              "max_bin": 16, "seed": 4, "nthread": 1}
+    blocks = _blocks(world)
+    local = hb.Dataset(X[blocks[0]], max_bin=16).bin_mapper
+    full = hb.Dataset(X, label=y, max_bin=16)
+    assert not np.array_equal(local.cut_values, full.bin_mapper.cut_values)
 
     def body(comm):
         b = blocks[comm.rank]
-        try:  # each rank's own cuts, from its own rows
-            hb.train(params, hb.Dataset(X[b], label=y[b]), 2, comm=comm)
+        return hb.train(params, hb.Dataset(X[b], label=y[b]), 4, comm=comm).to_dict()
+
+    want = hb.train(params, full, 4).to_dict()
+    assert any(len(t.get("value", t.get("leaf_value", []))) > 2 for t in want["trees"])
+    for rank, got in enumerate(run_threads(world, body)):
+        assert got == want, f"rank {rank}: model differs from one process's"
+
+
+def _train_errors(world, dataset_of):
+    X, y = _data("binary:logistic")
+    blocks = _blocks(world)
+    params = {"objective": "binary:logistic", "quantized_grad": True}
+
+    def body(comm):
+        try:
+            hb.train(params, dataset_of(comm.rank, X, y, blocks[comm.rank]), 2, comm=comm)
         except ValueError as e:
             return str(e)
         return None
 
-    errors = run_threads(2, body)
+    return run_threads(world, body)
+
+
+def test_references_with_different_cuts_raise_on_every_rank():
+    def dataset_of(rank, X, y, b):  # each rank's reference binned from its own rows
+        return hb.Dataset(X[b], label=y[b], reference=hb.Dataset(X[b]))
+
+    errors = _train_errors(2, dataset_of)
     assert all(e is not None and "same cuts" in e for e in errors), errors
 
 
@@ -255,3 +285,12 @@ def test_bad_row_ids_raise_on_every_rank(bad):
         return None
 
     assert all(e is not None and "row_ids" in e for e in run_threads(2, body)), bad
+
+
+def test_reference_on_some_ranks_only_raises_on_every_rank():
+    def dataset_of(rank, X, y, b):
+        ref = hb.Dataset(X) if rank == 1 else None
+        return hb.Dataset(X[b], label=y[b], reference=ref)
+
+    errors = _train_errors(3, dataset_of)
+    assert all(e is not None and "some ranks only" in e for e in errors), errors
