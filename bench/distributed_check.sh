@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Build-check-time script of distributed training for the device host (16 cores, a GPU): one
+# call does it all, logs land in $OUT.
+#
+#   bash bench/distributed_check.sh [tests,cpu,gpu] (default: all three)
+#
+#   tests  the GPU backend's own tests, then two processes sharing the GPU over Gloo: their
+#          quantised model equals the one-process CPU model (tests/distributed/test_processes.py)
+#   cpu    bench/distributed.py on the CPU: 1, 2, 4 processes splitting the 16 cores
+#   gpu    bench/distributed.py --device cuda: 1 and 2 processes (sharing the GPU when there is
+#          one: a correctness and overhead check, not a scaling figure)
+# Carried: .whl/np.tar.xz (numpy 2.3 for numba-cuda), unpacked to /tmp and put first on
+# PYTHONPATH, as bench/gpu_tree_check.sh does.
+set -uo pipefail
+what=${1:-tests,cpu,gpu}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+site=""
+if [[ -f .whl/np.tar.xz ]]; then
+    mkdir -p /tmp/np && tar xJf .whl/np.tar.xz -C /tmp/np || exit 1
+    site="/tmp/np:"
+fi
+export PYTHONPATH="$site$PWD"
+status=0
+if [[ $what == *tests* ]]; then
+    timeout 600 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
+        tests/kernels/test_cuda_backend_gpu.py tests/distributed/test_processes.py -k "gpu or GPU" \
+        2>&1 | tee "$OUT/tests.txt" || status=1
+fi
+if [[ $what == *cpu* ]]; then
+    timeout 600 python3 bench/distributed.py --rows 1000000 --test-rows 100000 --rounds 20 \
+        --workers 1,2,4 2>&1 | tee "$OUT/cpu.txt" || status=1
+fi
+if [[ $what == *gpu* ]]; then
+    timeout 600 python3 bench/distributed.py --device cuda --rows 2000000 --test-rows 200000 \
+        --rounds 20 --workers 1,2 2>&1 | tee "$OUT/gpu.txt" || status=1
+fi
+exit $status
