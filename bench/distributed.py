@@ -11,7 +11,8 @@ loopback); every process generates the same data, keeps its block of rows and tr
 ``comm=histboost.collective.init()``. Rank 0 reports the time of the boosting loop (after one
 warm-up round that compiles the kernels), the test AUC, the bytes this rank passed to the
 collectives per tree, and whether the model equals the one-process model (quantised mode, JSON
-equal). CPU processes split the machine's cores (``--threads`` each, default cores / workers).
+equal). CPU processes split the cores the run may use (``--threads`` each, default cores / workers;
+``taskset -c 0,1 python bench/distributed.py`` measures two cores).
 Not a timed test: it prints a table with the ratio to one process measured in the same run.
 """
 
@@ -120,7 +121,7 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))  # the cores this run may use (taskset)
     print(f"higgs_like {args.rows} x 28 (+{args.test_rows} test), {args.rounds} rounds, "
           f"depth {args.depth}, {'quantised' if args.quantized else 'float'} gradients, "
           f"device {args.device}, {cores} cores", flush=True)

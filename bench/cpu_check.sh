@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build-check-time script of the CPU engine for the device host (16 cores): one call does it
+# all, logs land in $OUT.
+#
+#   bash bench/cpu_check.sh [bench,dist2,firstrun] [bench/cpu.py options]   (default: bench)
+#
+#   bench     bench/cpu.py: histboost's three configurations against LightGBM, XGBoost and
+#             scikit-learn on 1M x 28 higgs_like, all 16 cores
+#   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
+#             2 processes x 1 thread, the issue's communication target
+#   firstrun  examples/train_higgs.py with an empty Numba cache, then again
+# Carried (in .whl/, ignored by git): cpu.tar.xz, the trees of the xgboost-cpu and lightgbm
+# wheels, and np.tar.xz (numpy 2.3), unpacked to /tmp and put first on PYTHONPATH.
+set -uo pipefail
+what=${1:-bench}
+shift || true
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+site=""
+for pkg in np cpu; do
+    if [[ -f .whl/$pkg.tar.xz ]]; then
+        mkdir -p /tmp/$pkg && tar xJf .whl/$pkg.tar.xz -C /tmp/$pkg || exit 1
+        site="$site/tmp/$pkg:"
+    fi
+done
+export PYTHONPATH="$site$PWD"
+status=0
+if [[ $what == *firstrun* ]]; then
+    for run in first second; do
+        [[ $run == first ]] && rm -rf /tmp/numba-first
+        start=$(date +%s.%N)
+        NUMBA_CACHE_DIR=/tmp/numba-first timeout 300 python3 examples/train_higgs.py > /dev/null \
+            || status=1
+        echo "train_higgs.py $run run: $(echo "$(date +%s.%N) - $start" | bc) s" \
+            | tee -a "$OUT/firstrun.txt"
+    done
+fi
+if [[ $what == *bench* ]]; then
+    timeout 590 python3 bench/cpu.py --libs \
+        histboost,histboost-depthwise,histboost-quantized,lightgbm,xgboost,sklearn "$@" \
+        2>&1 | tee "$OUT/cpu.txt" || status=1
+fi
+if [[ $what == *dist2* ]]; then
+    timeout 400 taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 50000 \
+        --rounds 20 --workers 1,2 2>&1 | tee "$OUT/dist2.txt" || status=1
+fi
+exit $status
