@@ -116,11 +116,12 @@ class DistributedBackend:
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
         self._totals: dict[int, np.ndarray] = {}
+        self._check = True  # per-call metadata check (see begin_tree)
 
     def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
         self.traffic[kind] += int(x.nbytes if hasattr(x, "nbytes")
                                   else x.numel() * x.element_size())
-        return self.comm.allreduce(x, op=op, inplace=True)
+        return self.comm.allreduce(x, op=op, inplace=True, check_metadata=self._check)
 
     @property
     def n_rows(self) -> int:
@@ -166,7 +167,12 @@ class DistributedBackend:
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
         row count over all workers."""
         count = np.array([self.local.begin_tree(output, rows, quantisation)], np.int64)
+        # once per tree, every collective checks that the ranks agree on shapes and dtypes
+        # (a rank out of step fails here, naming itself); the tree's own calls, many and
+        # small, skip that extra round trip: their shapes follow from the agreed job
+        self._check = True
         self._reduce(count, "counts")
+        self._check = False
         self._totals.clear()
         return int(count[0])
 
@@ -203,7 +209,7 @@ class DistributedBackend:
                 send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
         self.traffic["histograms"] += int(send.nbytes if isinstance(send, np.ndarray)
                                           else send.numel() * send.element_size())
-        mine = self.comm.reduce_scatter(send, op="sum")
+        mine = self.comm.reduce_scatter(send, op="sum", check_metadata=self._check)
         lo, hi = self._slots[self.comm.rank]
         if hi > lo:
             block = mine[0, :hi - lo]
@@ -237,7 +243,8 @@ class DistributedBackend:
             np.float64)
         self.traffic["splits"] += recs.nbytes
         # every worker's records, then the same vectorised choice on every worker
-        return best_records(np.asarray(self.comm.allgather(recs[None])))
+        return best_records(np.asarray(self.comm.allgather(recs[None],
+                                                           check_metadata=self._check)))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
@@ -257,7 +264,7 @@ class DistributedBackend:
         else:
             left = np.zeros((len(nodes), 2), np.float64)
         self.traffic["splits"] += left.nbytes
-        return self.comm.broadcast(left, root=owner, inplace=True)
+        return self.comm.broadcast(left, root=owner, inplace=True, check_metadata=self._check)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
