@@ -1,0 +1,20 @@
+"""Training and prediction on a Dask cluster (``pip install 'histboost[dask]'``).
+
+    from distributed import Client, LocalCluster
+    import histboost.dask as hbd
+
+    client = Client(LocalCluster(n_workers=4, threads_per_worker=2))
+    dtrain = hbd.DaskDataset(client, X, label=y)          # Dask array or DataFrame
+    out = hbd.train(client, {"objective": "binary:logistic"}, dtrain, 100)
+    pred = hbd.predict(client, out["booster"], X)         # a Dask array, per partition
+
+Each partition trains on the worker that holds it: one task per worker, pinned there, forms a
+torch.distributed Gloo process group with the others and calls `histboost.train(...,
+comm=...)` on its own rows (see docs/dask.md). The API follows ``xgboost.dask``.
+"""
+
+from ._core import CUT_SAMPLE_ROWS, SHARED_SAMPLE_CUTS, DaskDataset, predict, train
+from ._sklearn import DaskHistBoostClassifier, DaskHistBoostRegressor
+
+__all__ = ["CUT_SAMPLE_ROWS", "SHARED_SAMPLE_CUTS", "DaskDataset", "DaskHistBoostClassifier",
+           "DaskHistBoostRegressor", "predict", "train"]
