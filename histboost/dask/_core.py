@@ -101,7 +101,7 @@ def _as_column(v: Any, X: Any, what: str) -> Any:
                 raise ValueError(f"{what} has {v.shape[0]} rows, data {sum(rows)}")
             v = v.rechunk((rows,))
     elif _is_dask_frame(v):
-        if hasattr(v, "columns"):
+        if v.ndim == 2:
             if len(v.columns) != 1:
                 raise ValueError(f"{what} must be one column, got {len(v.columns)}")
             v = v[v.columns[0]]
@@ -164,7 +164,7 @@ class DaskDataset:
                 raise ValueError(f"data must be 2-D (n_rows, n_features), got {data.ndim}-D")
             data = data.rechunk({1: -1})
             n_features, names = int(data.shape[1]), None
-        elif _is_dask_frame(data) and hasattr(data, "columns"):
+        elif _is_dask_frame(data) and data.ndim == 2:
             names = [str(c) for c in data.columns]
             n_features = len(names)
         else:
@@ -575,7 +575,11 @@ def _predict_parts(client: Any, booster: Booster, data: Any, fn: Callable, width
     input."""
     if isinstance(data, DaskDataset):
         data = data.data
-    raw = client.scatter(booster.save_raw(), broadcast=True, hash=True)
+    import dask
+
+    # one key in the graph holding the model (the same key for the same model): it travels
+    # once to each worker that predicts, and lives as long as the collection's graph
+    raw = dask.delayed(booster.save_raw(), pure=True)
     dtype = np.dtype(dtype)
     if _is_dask_array(data):
         if data.ndim != 2:
