@@ -159,6 +159,17 @@ def test_estimators(client):
     np.testing.assert_array_equal(clf.classes_, [2, 7])
     np.testing.assert_array_equal(clf.predict_proba(dX).compute(), ref.predict_proba(X))
     np.testing.assert_array_equal(clf.predict(dX).compute(), ref.predict(X))
+    # DataFrame in, string labels in a Series: a Series of labels out, with the data's index
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(5)])
+    names = pd.Series(np.where(y > 0, "yes", "no"))
+    clf = hbd.DaskHistBoostClassifier(n_estimators=3, quantized_grad=True, n_jobs=1)
+    clf.client = client
+    clf.fit(dd.from_pandas(frame, npartitions=3), dd.from_pandas(names, npartitions=3))
+    assert clf.classes_.tolist() == ["no", "yes"]
+    assert clf.feature_names_in_.tolist() == list(frame.columns)
+    got = clf.predict(dd.from_pandas(frame, npartitions=2)).compute()
+    ref = HistBoostClassifier(n_estimators=3, quantized_grad=True, n_jobs=1).fit(frame, names)
+    assert got.tolist() == ref.predict(frame).tolist()
 
     Xr, yr = _data(800, objective="reg:squarederror", seed=9)
     Xe, ye = _data(200, objective="reg:squarederror", seed=10)

@@ -13,8 +13,18 @@ torch.distributed Gloo process group with the others and calls `histboost.train(
 comm=...)` on its own rows (see docs/dask.md). The API follows ``xgboost.dask``.
 """
 
-from ._core import CUT_SAMPLE_ROWS, SHARED_SAMPLE_CUTS, DaskDataset, predict, train
-from ._sklearn import DaskHistBoostClassifier, DaskHistBoostRegressor
+from typing import Any
+
+from ._core import CUT_SAMPLE_ROWS, SHARED_SAMPLE_CUTS, DaskDataset, RendezvousError, predict, train
 
 __all__ = ["CUT_SAMPLE_ROWS", "SHARED_SAMPLE_CUTS", "DaskDataset", "DaskHistBoostClassifier",
-           "DaskHistBoostRegressor", "predict", "train"]
+           "DaskHistBoostRegressor", "RendezvousError", "predict", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    """The estimators need scikit-learn: imported on first use."""
+    if name in ("DaskHistBoostClassifier", "DaskHistBoostRegressor"):
+        from . import _sklearn
+
+        return getattr(_sklearn, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..booster import Booster
-from ..collective.errors import CollectiveError
+from ..collective.errors import CollectiveError, CollectiveTimeout
 from ..data.dataset import Dataset, to_float_matrix
 from ..params import parse_params
 from ..training import _max_bin_given
@@ -336,14 +336,21 @@ def _train_task(job: dict[str, Any], rank: int, world: int, host: str, rdzv: str
             raise RendezvousError(f"rank {rank}: the Gloo process group of {world} workers did "
                                   f"not form within {timeout:g}s: {e}") from e
         del store
+        timed_out = None
         try:
             comm = from_process_group(None, timeout=timeout)
             try:
                 return _train_rank(comm, job, ref, parts, spans, eval_parts)
+            except CollectiveTimeout as e:
+                timed_out = e
             finally:
                 comm.close()
         finally:
             dist.destroy_process_group()
+        # dask pickles errors with tblib, which cannot rebuild the RuntimeError + TimeoutError
+        # (OSError) mix, nor a chain holding one: a CollectiveError, message unchanged
+        raise CollectiveError(str(timed_out), op=timed_out.op, rank=timed_out.rank,
+                              peer=timed_out.peer)
     finally:
         _TRAINING.release()
 
@@ -411,22 +418,33 @@ def _priority(e: BaseException) -> int:
 
 
 def _collect(client: Any, futures: list[Any], addrs: list[str], timeout: float) -> Any:
-    from distributed import as_completed, wait
+    """Rank 0's result, or the error that explains the failure once the other ranks have
+    stopped (they stop within `timeout` of a failure; a task still running after that is
+    cancelled)."""
+    import time
+
+    from distributed import as_completed
 
     for f in as_completed(futures):
         if f.status != "finished":  # the first failure: stop waiting for the others' results
             break
     if all(f.status == "finished" for f in futures):
         return futures[0].result()
-    try:  # the other ranks stop within the collective timeout
-        wait(futures, timeout=2 * timeout + 10)
-    except TimeoutError:
-        pass
+    deadline = time.monotonic() + timeout + 5
+    while not all(f.done() for f in futures) and time.monotonic() < deadline:
+        time.sleep(0.05)
     stuck = [f for f in futures if not f.done()]
-    errors = [(_priority(e), r, e) for r, f in enumerate(futures)
-              if f.status == "error" and (e := f.exception()) is not None]
     if stuck:
         client.cancel(stuck)
+    errors: list[tuple[int, int, BaseException]] = []
+    for r, f in enumerate(futures):
+        if f.status == "error":
+            e = f.exception()
+            errors.append((_priority(e), r, e))
+        elif f.status == "cancelled" and f not in stuck:
+            errors.append((0, r, RuntimeError(
+                f"histboost.dask.train: the task of rank {r} on worker {addrs[r]} was lost: "
+                "the worker died or left the cluster")))
     if not errors:
         raise RuntimeError(f"histboost.dask.train: the tasks on {len(stuck)} workers did not "
                            "finish (cancelled)")
@@ -475,6 +493,8 @@ def train(client: Any, params: dict[str, Any], dtrain: DaskDataset, num_boost_ro
         if d.n_features != dtrain.n_features:
             raise ValueError(f"eval set {name!r} has {d.n_features} features, dtrain "
                              f"{dtrain.n_features}")
+    if early_stopping_rounds is not None and not evals:
+        raise ValueError("early_stopping_rounds needs at least one set in evals")
     params = dict(params or {})
     parse_params(params)  # bad parameters raise here, before any task starts
     placement = _place(_holders(client, dtrain.parts), dtrain.rows)
