@@ -5,7 +5,7 @@
 #   bash bench/distributed_check.sh [tests,cpu,gpu] (default: all three)
 #
 #   tests  the GPU backend's own tests, then two processes sharing the GPU over Gloo: their
-#          quantised model equals the one-process CPU model (tests/distributed/test_processes.py)
+#          quantised model equals the one-process CPU model (tests/dist_training/test_processes.py)
 #   cpu    bench/distributed.py on the CPU: 1, 2, 4 processes splitting the 16 cores
 #   gpu    bench/distributed.py --device cuda: 1 and 2 processes (sharing the GPU when there is
 #          one: a correctness and overhead check, not a scaling figure)
@@ -25,7 +25,7 @@ export PYTHONPATH="$site$PWD"
 status=0
 if [[ $what == *tests* ]]; then
     timeout 600 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
-        tests/kernels/test_cuda_backend_gpu.py tests/distributed/test_processes.py -k "gpu or GPU" \
+        tests/kernels/test_cuda_backend_gpu.py tests/dist_training/test_processes.py -k "gpu or GPU" \
         2>&1 | tee "$OUT/tests.txt" || status=1
 fi
 if [[ $what == *cpu* ]]; then
