@@ -95,8 +95,6 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     dist = None
     if comm is not None:
         from .distributed import training as dist
-
-        dist.check_supported(p)
     timer = PhaseTimer()
     try:
         if dtrain.label is None:

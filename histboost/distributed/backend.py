@@ -166,7 +166,11 @@ class DistributedBackend:
                    quantisation: Quantisation | None) -> int:
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
         row count over all workers."""
-        count = np.array([self.local.begin_tree(output, rows, quantisation)], np.int64)
+        bounds = None
+        if quantisation is None and self.row_rounding > 0:
+            # fixed-point float sums (the GPU's): every worker scales by the global bounds
+            bounds = self.gradient_bounds(output)
+        count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
         # once per tree, every collective checks that the ranks agree on shapes and dtypes
         # (a rank out of step fails here, naming itself); the tree's own calls, many and
         # small, skip that extra round trip: their shapes follow from the agreed job

@@ -29,14 +29,6 @@ if TYPE_CHECKING:
 _LOCAL_SETTINGS = {"nthread", "verbosity"}
 
 
-def check_supported(p: TrainParams) -> None:
-    """Raise ValueError naming a setting distributed training cannot run."""
-    if p.device != "cpu" and not p.quantized_grad:
-        # the GPU backend's float trees use fixed point at scales from the local gradients
-        raise ValueError("distributed training on GPUs needs quantized_grad=True (float "
-                         "histograms across GPU workers are not supported)")
-
-
 def raise_together(comm: Communicator, error: BaseException | None) -> None:
     """Collective: if any rank passes an error, raise on every rank, naming the ranks and the
     first failing rank's message (the others would otherwise wait in their next collective

@@ -80,10 +80,14 @@ class Backend(Protocol):
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
-                   quantisation: Quantisation | None) -> int:
+                   quantisation: Quantisation | None,
+                   bounds: tuple[float, float] | None = None) -> int:
         """Start a tree on the gradients of `output`: rows int32 sorted (None: all rows), all
         in the root (node 0); quantise the pairs if asked. Drops every histogram of the last
-        tree. Returns the root's row count. Reduce: sum."""
+        tree. Returns the root's row count. Reduce: sum. bounds: (max |g|, max |h|) over all
+        workers, passed by a distributed wrapper to a backend that sums float trees in fixed
+        point (``row_rounding > 0``), so that every worker's sums share one scale (None:
+        this backend's own `gradient_bounds`); a backend summing floats ignores it."""
 
     def build_histograms(self, nodes: list[int]) -> Any:
         """Histograms of `nodes` summed over their rows. Returns the backend's buffer of the

@@ -235,3 +235,35 @@ def test_best_records_is_better_split_folded():
             for w in range(1, W):
                 want = better_split(want, c[w, j])
             np.testing.assert_array_equal(got[j], want)
+
+
+def test_fixed_point_backends_get_the_global_bounds():
+    """A local backend that sums float trees in fixed point (row_rounding > 0, the GPU's)
+    is given the gradient bounds of all workers at begin_tree, so every worker scales alike;
+    quantised trees and float-summing backends are given none."""
+    p, pairs = _problem(1)
+    shares = _shares(2, "contiguous")
+    want = tuple(float(np.abs(pairs[0, :, c]).max()) for c in (0, 1))
+
+    class FixedPoint(CPUBackend):
+        row_rounding = 2.0**-19
+        seen: list = []
+
+        def begin_tree(self, output, rows, quantisation, bounds=None):
+            self.seen.append(bounds)
+            return super().begin_tree(output, rows, quantisation, bounds)
+
+    def body(comm):
+        rows = shares[comm.rank]
+        local = FixedPoint(np.ascontiguousarray(p.bins[rows]), p.offsets, 1, pack=False,
+                           row_ids=rows)
+        local.seen = []
+        be = DistributedBackend(local, comm)
+        be.set_gradients(np.ascontiguousarray(pairs[:, rows]))
+        be.begin_tree(0, None, None)
+        q = make_quantisation(*be.gradient_bounds(0), 8, 1)
+        be.begin_tree(0, None, q)
+        return local.seen
+
+    for seen in run_threads(2, body):
+        assert seen == [want, None]

@@ -156,16 +156,21 @@ def _cuda_available() -> bool:
 
 
 @pytest.mark.skipif(not _cuda_available(), reason="no CUDA device")
-@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
-def test_gpu_workers_give_the_cpu_model(tmp_path, data_file, learner):
+@pytest.mark.parametrize("learner,quantised", [("data", True), ("reduce_scatter", True),
+                                               ("data", False)])
+def test_gpu_workers_give_the_one_process_model(tmp_path, data_file, learner, quantised):
     """Two processes on the GPU(s) (sharing one over Gloo when there is one): the quantised
-    model equals the one-process CPU model."""
+    model equals the one-process CPU model; the float model (fixed point at the global
+    gradient bounds) equals the one-GPU model."""
     out = tmp_path / "gpu.json"
     cmd = _command(data_file, out, ROUNDS, 120) + ["device=cuda", f"tree_learner={learner}"]
+    if not quantised:
+        cmd = [c for c in cmd if c != "quantized_grad=true"]
     procs = _launch(2, cmd, tmp_path, gpu=True)
     table = np.loadtxt(data_file, delimiter=",")
-    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
-              "nthread": 1, "eval_metric": "logloss"}
+    params = {"objective": "binary:logistic", "quantized_grad": quantised, "max_depth": 4,
+              "nthread": 1, "eval_metric": "logloss",
+              "device": "cpu" if quantised else "cuda"}
     want = json.loads(hb.train(params, hb.Dataset(table[:, 1:], label=table[:, 0]), ROUNDS,
                                verbose_eval=False).save_raw())
     codes = _finish(procs, time.monotonic() + 300)

@@ -183,12 +183,6 @@ def test_an_error_on_one_rank_stops_every_rank():
     assert errors[0] is not None and "rank 1" in errors[0] and "label" in errors[0], errors
 
 
-def test_gpu_float_histograms_raise():
-    X, y = _data("binary:logistic")
-    with pytest.raises(ValueError, match="quantized_grad"):
-        hb.train({"device": "cuda"}, hb.Dataset(X, label=y), 1, comm=SingleCommunicator())
-
-
 def test_unknown_tree_learner_raises():
     X, y = _data("binary:logistic")
     with pytest.raises(ValueError, match="voting"):

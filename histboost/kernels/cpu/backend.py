@@ -175,7 +175,9 @@ class CPUBackend:
 
     # -- one tree -------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
-                   quantisation: Quantisation | None) -> int:
+                   quantisation: Quantisation | None,
+                   bounds: tuple[float, float] | None = None) -> int:
+        # bounds: unused, float trees sum the float pairs themselves (row_rounding = 0)
         gh = self._pairs[output]
         if quantisation is not None:
             if self._quantised.shape != gh.shape:

@@ -286,11 +286,12 @@ class CUDABackend:
 
     # -- one tree -----------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
-                   quantisation: Quantisation | None) -> int:
+                   quantisation: Quantisation | None,
+                   bounds: tuple[float, float] | None = None) -> int:
         torch = self._torch
         top = float(self._k["histogram"].MAX_SHARED_VALUE)
         if quantisation is None:  # fixed point, rounded to nearest (module docstring)
-            g_bound, h_bound = self.gradient_bounds(output)
+            g_bound, h_bound = bounds if bounds is not None else self.gradient_bounds(output)
             g_inv, h_inv = (1.0 if b == 0.0 or not math.isfinite(b)
                             else 2.0 ** math.floor(math.log2(top / b))
                             for b in (g_bound, h_bound))
