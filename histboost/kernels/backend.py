@@ -135,7 +135,8 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                  n_outputs: int, count_rows: bool, raw: np.ndarray | None = None,
                  mapper: Any = None) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
-    bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). A CUDA backend may instead take
+    bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`, CPU only) with slot offsets
+    int64 (F+1,). A CUDA backend may instead take
     the raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on
     the device. Raises ValueError for an unknown device and RuntimeError naming what is
     missing when CUDA cannot be used."""
@@ -144,6 +145,11 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
 
         if bins is None:
             raise ValueError("the CPU backend needs the binned matrix")
+        if not isinstance(bins, np.ndarray):  # a sparse Dataset's `SparseBins`
+            from .cpu.sparse_backend import SparseCPUBackend
+
+            return SparseCPUBackend(bins, n_threads, label=label, weight=weight,
+                                    n_outputs=n_outputs, count_rows=count_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows)
     if device == "cuda" or device.startswith("cuda:"):
