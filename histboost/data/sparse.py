@@ -164,9 +164,13 @@ class SparseMatrix:
 # -- cut points ------------------------------------------------------------------------------------
 def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
                       sample_rows: int | None = None, seed: int = 0) -> BinMapper:
-    """Cut points of every column of S: those `compute_bin_mapper` gives its dense equivalent
-    (the same row sample; under the zero rule the unstored entries enter as one 0.0 weighted
-    by their count or total weight)."""
+    """Cut points of every column of S: those `compute_bin_mapper` gives its dense equivalent.
+
+    The same row sample; each column's values reach `feature_cuts` as its distinct values with
+    their total weights (counts when unweighted), under the zero rule 0.0 weighted by the
+    unstored rows too: the weighted distribution of the dense column, at a cost proportional to
+    the stored values. Columns with the same distribution share one call (e.g. one-hot columns
+    of equal counts, and all empty ones)."""
     if max_bin < 2:
         raise ValueError(f"max_bin must be >= 2, got {max_bin}")
     sample_rows = DEFAULT_SAMPLE_ROWS if sample_rows is None else sample_rows
@@ -179,49 +183,70 @@ def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
         ws = None if weight is None else weight[rows]
         n = sample_rows
     col_ptr, col_rows, col_vals = S.columns()
-    zero = S.unstored == "zero"
+    stored = np.diff(col_ptr)
+    col_of = np.repeat(np.arange(F, dtype=np.int64), stored)
     # rows of weight 0 must not move the cuts (compute_bin_mapper drops them too)
-    positive = None if ws is None else ws > 0
-    total_w = float(n) if ws is None else float(ws[positive].sum())
-    cache: dict[Any, np.ndarray] = {}
+    positive = None if ws is None else ws[col_rows] > 0
+    if S.unstored == "zero":  # weight of each column's unstored rows: its one 0.0
+        if ws is None:
+            lump = (n - stored).astype(np.float64)
+        else:
+            total = float(ws[ws > 0].sum())
+            lump = total - np.bincount(col_of[positive], weights=ws[col_rows[positive]],
+                                       minlength=F)
+    else:
+        lump = np.zeros(F)
+    ok = ~np.isnan(col_vals) if positive is None else ~np.isnan(col_vals) & positive
+    active = np.flatnonzero(stored)
+    zeros = active[lump[active] > 0]  # the unstored rows of a column: one 0.0 of their weight
+    col_of = np.concatenate((col_of[ok], zeros))
+    vals = np.concatenate((col_vals[ok].astype(np.float64), np.zeros(zeros.size)))
+    w = np.concatenate((np.ones(int(ok.sum())) if ws is None
+                        else ws[col_rows[ok]].astype(np.float64), lump[zeros]))
+    del col_rows, col_vals, positive, ok, zeros
+    # distinct (column, value) runs with their total weight (-0.0 and 0.0 are one value); the
+    # sort is stable, so a run sums its weights in row order, the unstored rows' last
+    order = np.lexsort((vals, col_of))
+    col_of, vals, w = col_of[order], vals[order], w[order]
+    del order
+    new = np.ones(vals.size, bool)
+    new[1:] = (col_of[1:] != col_of[:-1]) | (vals[1:] != vals[:-1])
+    starts = np.flatnonzero(new)
+    run_col, run_val = col_of[starts], vals[starts]
+    run_w = np.add.reduceat(w, starts) if starts.size else np.zeros(0)
+    run_ptr = np.zeros(F + 1, np.int64)
+    np.cumsum(np.bincount(run_col, minlength=F), out=run_ptr[1:])
+    del col_of, vals, w, new, starts, run_col
 
-    def one(f: int) -> np.ndarray:
-        a, b = int(col_ptr[f]), int(col_ptr[f + 1])
-        vals = col_vals[a:b]
-        ok = ~np.isnan(vals)
-        if positive is not None:
-            ok &= positive[col_rows[a:b]]
-        vals = vals[ok]
-        w = None if ws is None else ws[col_rows[a:b][ok]].astype(np.float64)
-        if zero:  # the unstored rows: one 0.0 of their weight
-            lump = float(n - (b - a)) if ws is None else \
-                total_w - float(ws[col_rows[a:b]][positive[col_rows[a:b]]].sum())
-            if lump > 0:
-                vals = np.append(vals.astype(np.float64), 0.0)
-                w = np.append(np.ones(vals.size - 1) if w is None else w, lump)
-        if vals.size == 0 or (b == a):
-            key = (vals.size, float(w[-1]) if w is not None and w.size else None)
-            if key not in cache:
-                cache[key] = feature_cuts(vals, w, max_bin - 1)
-            return cache[key]
-        return feature_cuts(vals, w, max_bin - 1)
+    cache: dict[tuple[bytes, bytes], np.ndarray] = {}
 
-    sizes = np.diff(col_ptr)
-    stored = np.flatnonzero(sizes)
-    empty = one(int(np.argmin(sizes))) if stored.size < F else None
-    parts = {int(f): one(int(f)) for f in stored}
+    def cuts(v: np.ndarray, wt: np.ndarray) -> np.ndarray:
+        key = (v.tobytes(), wt.tobytes())
+        out = cache.get(key)
+        if out is None:
+            out = cache[key] = feature_cuts(v, wt, max_bin - 1)
+        return out
+
+    empty = None
+    if active.size < F:  # columns storing nothing: all alike
+        f = int(np.argmin(stored))
+        empty = (cuts(np.zeros(1), lump[f:f + 1]) if lump[f] > 0
+                 else cuts(np.zeros(0), np.zeros(0)))
+    parts = [cuts(run_val[run_ptr[f]:run_ptr[f + 1]], run_w[run_ptr[f]:run_ptr[f + 1]])
+             for f in active.tolist()]
     counts = np.full(F, 0 if empty is None else empty.size, np.int64)
-    for f, c in parts.items():
-        counts[f] = c.size
+    counts[active] = [c.size for c in parts]
     cut_ptr = np.zeros(F + 1, np.int64)
     np.cumsum(counts, out=cut_ptr[1:])
     cut_values = np.empty(int(cut_ptr[-1]), np.float64)
     if empty is not None:
-        starts = cut_ptr[:-1][sizes == 0]
+        first = cut_ptr[:-1][stored == 0]
         for j, v in enumerate(empty):
-            cut_values[starts + j] = v
-    for f, c in parts.items():
-        cut_values[cut_ptr[f]:cut_ptr[f + 1]] = c
+            cut_values[first + j] = v
+    if parts:
+        idx = np.repeat(cut_ptr[active] - np.concatenate(([0], np.cumsum(counts[active])[:-1])),
+                        counts[active]) + np.arange(int(counts[active].sum()))
+        cut_values[idx] = np.concatenate(parts)
     return BinMapper(cut_values, cut_ptr, int(max_bin))
 
 

@@ -170,105 +170,206 @@ def _accumulate_impl(indptr, slots, gh, rows, start, end, hist):
     return pairs
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _zero(h, lo, hi, a, b):
+    """Zero h's slots in the ranges [lo[r], hi[r]) for r in [a, b)."""
+    for r in range(a, b):
+        h[lo[r]:hi[r]] = 0
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histograms(indptr, slots, gh, rows, starts, ends, out):
+def build_histograms(indptr, slots, gh, rows, starts, ends, rng_ptr, rng_lo, rng_hi, out):
     """One histogram per node (node k owns rows[starts[k]:ends[k]]), nodes in parallel, each
-    summed in row order; out (k, total_bins[, C]) overwritten. Not fixed."""
+    summed in row order into out[k] (k, total_bins[, C]). Only node k's live slot ranges
+    [rng_lo[r], rng_hi[r]) for r in [rng_ptr[k], rng_ptr[k+1]) are zeroed first and hold its
+    sums; the other slots are left unspecified. Not fixed."""
     for k in nb.prange(starts.shape[0]):
         h = out[k]
-        h[...] = 0
+        _zero(h, rng_lo, rng_hi, rng_ptr[k], rng_ptr[k + 1])
         _accumulate(indptr, slots, gh, rows, starts[k], ends[k], h)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histograms_serial(indptr, slots, gh, rows, starts, ends, out):
+def build_histograms_serial(indptr, slots, gh, rows, starts, ends, rng_ptr, rng_lo, rng_hi,
+                            out):
     """`build_histograms` on the calling thread."""
     for k in range(starts.shape[0]):
         h = out[k]
-        h[...] = 0
+        _zero(h, rng_lo, rng_hi, rng_ptr[k], rng_ptr[k + 1])
         _accumulate(indptr, slots, gh, rows, starts[k], ends[k], h)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histogram_chunked(indptr, slots, gh, rows, start, end, buffers, out):
-    """One node's histogram in ``buffers.shape[0]`` row chunks built in parallel, then added
-    in chunk order (the result depends on the chunk count only)."""
+def build_histogram_chunked(indptr, slots, gh, rows, start, end, rng_lo, rng_hi, buffers,
+                            out):
+    """One node's histogram (its live ranges rng_lo/hi) in ``buffers.shape[0]`` row chunks
+    built in parallel, then added in chunk order (the result depends on the chunk count
+    only)."""
     n_chunks = buffers.shape[0]
     n = end - start
+    n_ranges = rng_lo.shape[0]
     for c in nb.prange(n_chunks):
         b = buffers[c]
-        b[...] = 0
+        _zero(b, rng_lo, rng_hi, 0, n_ranges)
         _accumulate(indptr, slots, gh, rows, start + n * c // n_chunks,
                     start + n * (c + 1) // n_chunks, b)
     flat = buffers.reshape((n_chunks, -1))
     dst = out.reshape(-1)
-    for i in nb.prange(dst.shape[0]):
-        acc = flat[0, i]
-        for c in range(1, n_chunks):
-            acc += flat[c, i]
-        dst[i] = acc
+    width = dst.shape[0] // out.shape[0]
+    for r in nb.prange(n_ranges):
+        for i in range(rng_lo[r] * width, rng_hi[r] * width):
+            acc = flat[0, i]
+            for c in range(1, n_chunks):
+                acc += flat[c, i]
+            dst[i] = acc
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, n_chunks, buffer, out):
+def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, rng_hi,
+                                   n_chunks, buffer, out):
     """`build_histogram_chunked` on the calling thread: the same chunks, the same sums."""
     n = end - start
-    out[...] = 0
+    n_ranges = rng_lo.shape[0]
+    _zero(out, rng_lo, rng_hi, 0, n_ranges)
     _accumulate(indptr, slots, gh, rows, start, start + n // n_chunks, out)
     src = buffer.reshape(-1)
     dst = out.reshape(-1)
+    width = dst.shape[0] // out.shape[0]
     for c in range(1, n_chunks):
-        buffer[...] = 0
+        _zero(buffer, rng_lo, rng_hi, 0, n_ranges)
         _accumulate(indptr, slots, gh, rows, start + n * c // n_chunks,
                     start + n * (c + 1) // n_chunks, buffer)
-        for i in range(dst.shape[0]):
-            dst[i] += src[i]
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _fix_feature(h, totals, lo, hi, d):
-    for c in range(h.shape[1]):
-        rest = h[lo, c] - h[lo, c]  # zero of the histogram's dtype
-        for s in range(lo, hi):
-            if s != d:
-                rest += h[s, c]
-        h[d, c] = totals[c] - rest
+        for r in range(n_ranges):
+            for i in range(rng_lo[r] * width, rng_hi[r] * width):
+                dst[i] += src[i]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def fix_histograms(hists, offsets, default_slots, totals):
-    """Set every feature's default slot (global index default_slots[f]; features 1..F-1) of
-    each histogram to the node total minus the feature's other slots. hists: (k, total_bins,
-    C) float64 or int64 (packed sums: C = 1; two's-complement differences of packed sums are
-    the packed differences); totals: (k, C) scratch of hists' dtype."""
-    k = hists.shape[0]
-    C = hists.shape[2]
-    for j in range(k):
-        for c in range(C):
-            t = hists[j, 0, c] - hists[j, 0, c]
-            for s in range(offsets[0], offsets[1]):
-                t += hists[j, s, c]
-            totals[j, c] = t
-    F = offsets.shape[0] - 1
-    for f in nb.prange(1, F):
-        for j in range(k):
-            _fix_feature(hists[j], totals[j], offsets[f], offsets[f + 1], default_slots[f])
+def subtract_ranges(parent, child, out, rng_lo, rng_hi, width):
+    """out = parent - child over the slot ranges [rng_lo[r], rng_hi[r]) of one node's flat
+    (total_bins x width,) histograms, width = channels per slot."""
+    for r in nb.prange(rng_lo.shape[0]):
+        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
+            out[i] = parent[i] - child[i]
 
 
 @nb.njit(cache=True, nogil=True)
-def fix_histograms_serial(hists, offsets, default_slots, totals):
+def subtract_ranges_serial(parent, child, out, rng_lo, rng_hi, width):
+    """`subtract_ranges` on the calling thread."""
+    for r in range(rng_lo.shape[0]):
+        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
+            out[i] = parent[i] - child[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def unpack_ranges(packed, g_scale, h_scale, rng_lo, rng_hi, out):
+    """Packed int64 (total_bins,) sums of one node to float64 (total_bins, 2) in gradient
+    units, over the ranges only."""
+    for r in range(rng_lo.shape[0]):
+        for i in range(rng_lo[r], rng_hi[r]):
+            v = packed[i]
+            h = v & _LOW32
+            out[i, 0] = np.float64((v - h) >> 32) * g_scale
+            out[i, 1] = np.float64(h) * h_scale
+
+
+@nb.njit(cache=True, nogil=True)
+def scale_ranges(wide, scales, rng_lo, rng_hi, out):
+    """int64 (total_bins, C) sums of one node to float64 in gradient units (x scales[c]),
+    over the ranges only."""
+    for r in range(rng_lo.shape[0]):
+        for i in range(rng_lo[r], rng_hi[r]):
+            for c in range(wide.shape[1]):
+                out[i, c] = np.float64(wide[i, c]) * scales[c]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _fix_feature(hists, totals, j, lo, hi, d):
+    for c in range(hists.shape[2]):
+        rest = totals[j, c] - totals[j, c]  # zero of hists' dtype
+        for s in range(lo, d):
+            rest += hists[j, s, c]
+        for s in range(d + 1, hi):
+            rest += hists[j, s, c]
+        hists[j, d, c] = totals[j, c] - rest
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _node_total(hists, j, offsets, totals):
+    """totals[j, c] = sum of node j's feature-0 slots (every row once)."""
+    for c in range(hists.shape[2]):
+        t = totals[j, c] - totals[j, c]
+        for s in range(offsets[0], offsets[1]):
+            t += hists[j, s, c]
+        totals[j, c] = t
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def fix_histograms(hists, offsets, default_slots, live_ptr, live, totals):
+    """Set the default slot (global index default_slots[f]) of every live feature f >= 1 of
+    each histogram (node j's live features: live[live_ptr[j]:live_ptr[j+1]]) to the node
+    total minus the feature's other slots. hists: (k, total_bins, C) float64 or int64 (packed
+    sums: C = 1; two's-complement differences of packed sums are the packed differences);
+    totals: (k, C) scratch of hists' dtype."""
+    for j in range(hists.shape[0]):
+        _node_total(hists, j, offsets, totals)
+        for i in nb.prange(live_ptr[j], live_ptr[j + 1]):
+            f = live[i]
+            if f > 0:
+                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
+
+
+@nb.njit(cache=True, nogil=True)
+def fix_histograms_serial(hists, offsets, default_slots, live_ptr, live, totals):
     """`fix_histograms` on the calling thread."""
-    k = hists.shape[0]
-    C = hists.shape[2]
-    for j in range(k):
-        for c in range(C):
-            t = hists[j, 0, c] - hists[j, 0, c]
-            for s in range(offsets[0], offsets[1]):
-                t += hists[j, s, c]
-            totals[j, c] = t
-    for f in range(1, offsets.shape[0] - 1):
-        for j in range(k):
-            _fix_feature(hists[j], totals[j], offsets[f], offsets[f + 1], default_slots[f])
+    for j in range(hists.shape[0]):
+        _node_total(hists, j, offsets, totals)
+        for i in range(live_ptr[j], live_ptr[j + 1]):
+            f = live[i]
+            if f > 0:
+                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
+
+
+_LOW32 = np.int64(0xFFFFFFFF)
+
+
+def _slot_hc(hist, d):
+    """(hessian, row count or -1) of slot d of one histogram (layout chosen at compile time:
+    packed (total_bins,), or (total_bins, 2 or 3))."""
+
+
+@overload(_slot_hc, inline="always")
+def _slot_hc_impl(hist, d):
+    if hist.ndim == 1:
+        def packed(hist, d):
+            return np.float64(hist[d] & _LOW32), -1.0
+        return packed
+
+    def pairs(hist, d):
+        return np.float64(hist[d, 1]), np.float64(hist[d, 2]) if hist.shape[1] == 3 else -1.0
+    return pairs
+
+
+@nb.njit(cache=True, nogil=True)
+def splittable_features(hist, live, default_slots, H, C, h_scale, mcw, min_data, tol, out):
+    """out[i] = whether live feature live[i] may have a valid split in a node of hessian sum
+    H and row count C (hist: its fixed histogram, (total_bins,) packed or (total_bins, 2 or
+    3)); hessians must be non-negative.
+
+    One child of any split of f holds none of the rows in f's default bin, so at most the
+    node's hessian (rows) outside that bin: below min_child_weight (min_data_in_leaf, with
+    row counts) no split of f is valid, in the node or below it (a subset of its rows has no
+    more). `h_scale` turns quantised hessians into gradient units; `tol` is a margin for the
+    rounding of float sums, the test applying only when min_child_weight > 0."""
+    for i in range(live.shape[0]):
+        f = live[i]
+        hd, cd = _slot_hc(hist, default_slots[f])
+        ok = True
+        if mcw > 0.0 and H - hd * h_scale + tol < mcw:
+            ok = False
+        elif cd >= 0.0 and min_data > 0.0 and C - cd < min_data:
+            ok = False
+        out[i] = ok
 
 
 # -- partition -------------------------------------------------------------------------------------
