@@ -30,13 +30,9 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
 from ..nodes import HistogramStore
+from . import backend as dense_backend
 from . import histogram, sparse, sparse_predict, split
-from .backend import (
-    _ELEMENTWISE_THREAD_MIN_VALUES,
-    _HISTOGRAM_THREAD_MIN_ROWS,
-    _PARTITION_THREAD_MIN_ROWS,
-    CPUBackend,
-)
+from .backend import CPUBackend
 
 # the row chunks of a large node's histogram each zero and add a scratch histogram of the live
 # slots: at most one chunk per this many (stored values / live histogram values), so that the
@@ -45,6 +41,8 @@ from .backend import (
 _VALUES_PER_CHUNK_SLOT = 1
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
+# elementwise work over live slots (fixing, subtracting): one thread per this many values
+_PARALLEL_MIN_VALUES = dense_backend._ELEMENTWISE_THREAD_MIN_VALUES
 
 
 class _Pool:
@@ -145,7 +143,7 @@ class SparseCPUBackend(CPUBackend):
             return hists
         if hists.ndim == 2:  # packed quantised sums
             out = self._empty((*hists.shape, 2), np.float64)
-            self._team(min(hists.shape[0], hists.size // _ELEMENTWISE_THREAD_MIN_VALUES))
+            self._team(min(hists.shape[0], hists.size // _PARALLEL_MIN_VALUES))
             histogram.unpack_to_float(hists, q.g_scale, q.h_scale, out)
             return out
         # scales are powers of two, so these products are exact
@@ -204,7 +202,7 @@ class SparseCPUBackend(CPUBackend):
             lo = np.concatenate([lives[k].lo for k in batch])
             hi = np.concatenate([lives[k].hi for k in batch])
             threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _HISTOGRAM_THREAD_MIN_ROWS))
+                                     // dense_backend._HISTOGRAM_THREAD_MIN_ROWS))
             kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
             kernel(sb.indptr, sb.slots, self.gh, self.rows, starts[idx], ends[idx], rng_ptr,
                    lo, hi, sub)
@@ -222,7 +220,7 @@ class SparseCPUBackend(CPUBackend):
         np.cumsum([lv.features.size for lv in lives], out=live_ptr[1:])
         live = np.concatenate([lv.features for lv in lives])
         work = sum(lv.values for lv in lives) * hists.shape[2]
-        parallel = self._team(work // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
+        parallel = self._team(work // _PARALLEL_MIN_VALUES) > 1
         kernel = sparse.fix_histograms if parallel else sparse.fix_histograms_serial
         kernel(hists, self.offsets, self.default_slots, live_ptr, live, totals)
 
@@ -234,7 +232,7 @@ class SparseCPUBackend(CPUBackend):
         width = flat.shape[1] // self.total_bins
         work = sum(lv.values for lv in lives) * width
         kernel = (sparse.subtract_ranges
-                  if self._team(work // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
+                  if self._team(work // _PARALLEL_MIN_VALUES) > 1
                   else sparse.subtract_ranges_serial)
         for j, (p, b, live) in enumerate(zip(parents, built, lives, strict=True)):
             kernel(self._hists.stack([p]).reshape(-1), self._hists.stack([b]).reshape(-1),
@@ -333,7 +331,7 @@ class SparseCPUBackend(CPUBackend):
             idx = np.array(small)
             sub = np.zeros(idx.size, np.int64)
             threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_THREAD_MIN_ROWS))
+                                     // dense_backend._PARTITION_THREAD_MIN_ROWS))
             kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
             kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
                    features[idx], split_bins[idx], self.missing_bins, self.default_bins,
