@@ -135,10 +135,10 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                  n_outputs: int, count_rows: bool, raw: np.ndarray | None = None,
                  mapper: Any = None) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
-    bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`, CPU only) with slot offsets
-    int64 (F+1,). A CUDA backend may instead take
-    the raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on
-    the device. Raises ValueError for an unknown device and RuntimeError naming what is
+    bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`: the CPU's
+    `SparseCPUBackend`) with slot offsets int64 (F+1,). A CUDA backend may instead take the
+    raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on the
+    device. Raises ValueError for an unknown device and RuntimeError naming what is
     missing when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend

@@ -317,6 +317,14 @@ def test_sparse_eval_set_and_continued_training():
     assert more.num_boosted_rounds() == 5
 
 
+def test_too_many_columns_is_a_clear_error():
+    # a libsvm index of 3e9: refused before any per-column array is made
+    S = sp.csr_matrix((np.ones(2), np.array([3_000_000_000, 1]), np.array([0, 1, 2])),
+                      shape=(2, 3_000_000_001))
+    with pytest.raises(ValueError, match="at most 2,147,483,647"):
+        histboost.Dataset(S, label=[0.0, 1.0])
+
+
 def test_sparse_on_cuda_is_a_clear_error():
     with pytest.raises(ValueError, match="sparse Dataset trains on the CPU"):
         histboost.train({"device": "cuda"}, histboost.Dataset(X_S, label=Y), 1)

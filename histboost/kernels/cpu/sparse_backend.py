@@ -76,7 +76,7 @@ _RANGE_GAP = 32
 
 
 class _Live:
-    """A node's live features (int64, ascending, 0 included) and ranges [lo[r], hi[r]) of
+    """A node's live features (int32, ascending, 0 included) and ranges [lo[r], hi[r]) of
     slots covering theirs (the gaps between ranges hold no live slot)."""
 
     __slots__ = ("features", "lo", "hi", "values")
@@ -115,7 +115,7 @@ class SparseCPUBackend(CPUBackend):
         self._hists = HistogramStore(self._stack)
         # features with no entry off their default bin never split (nor need slots)
         varying = np.flatnonzero(np.diff(sbins.col_ptr) > 0)
-        self._root_live = _Live(np.union1d([0], varying).astype(np.int64), self.offsets)
+        self._root_live = _Live(np.union1d([0], varying).astype(np.int32), self.offsets)
         self._live: dict[int, _Live] = {}
         self._refined: dict[int, _Live] = {}
         self._prune = False
@@ -275,7 +275,6 @@ class SparseCPUBackend(CPUBackend):
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray) -> np.ndarray:
-        self._team(1)
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
@@ -306,6 +305,7 @@ class SparseCPUBackend(CPUBackend):
         for p, left, right in zip(parents, lefts, rights, strict=True):
             live = self._refined.pop(p, None) or self._live[p]
             self._live[left] = self._live[right] = live
+            del self._live[p]  # a split node is not searched again
         return counts
 
     # -- partition -----------------------------------------------------------------------
