@@ -41,8 +41,13 @@ from .backend import CPUBackend
 _VALUES_PER_CHUNK_SLOT = 1
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
-# elementwise work over live slots (fixing, subtracting): one thread per this many values
-_PARALLEL_MIN_VALUES = dense_backend._ELEMENTWISE_THREAD_MIN_VALUES
+# Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
+# slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
+# of a sparse node's steps). Elementwise work over live slots (fixing, subtracting) runs in
+# parallel from this many values (several milliseconds of work), and a node's partition, a
+# galloping walk cheaper per row than the dense one, is chunked from this many rows.
+_PARALLEL_MIN_VALUES = 1 << 20
+_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
 
 
 class _Pool:
@@ -317,7 +322,9 @@ class SparseCPUBackend(CPUBackend):
         n_left = np.zeros(starts.shape[0], np.int64)
         small = []
         for k in range(starts.shape[0]):
-            chunks = self._partition_chunks(int(ends[k] - starts[k]))
+            n_rows = int(ends[k] - starts[k])
+            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
+                      else 1)
             if chunks == 1:
                 small.append(k)
                 continue
