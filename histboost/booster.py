@@ -29,6 +29,7 @@ import numpy as np
 from . import __version__
 from ._files import atomic_write
 from .data.dataset import Dataset, to_float_matrix
+from .data.sparse import SparseMatrix
 from .objectives import get_objective
 from .objectives.base import Objective
 from .params import parse_params
@@ -172,7 +173,7 @@ class Booster:
         k = self.trees_per_round
         return a * k, b * k
 
-    def _matrix(self, data: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    def _matrix(self, data: Any) -> tuple[np.ndarray | SparseMatrix, np.ndarray | None]:
         """Raw feature matrix of `data` and its base margin (Datasets may carry one)."""
         if isinstance(data, Dataset):
             X, names, bm = data.data, data.feature_names, data.base_margin
@@ -195,9 +196,10 @@ class Booster:
         n = n if n > 0 else (os.cpu_count() or 1)
         nb.set_num_threads(max(1, min(n, nb.config.NUMBA_NUM_THREADS)))
 
-    def predict_margin(self, X: np.ndarray, base_margin: np.ndarray | None = None,
+    def predict_margin(self, X: np.ndarray | SparseMatrix, base_margin: np.ndarray | None = None,
                        tree_range: tuple[int, int] | None = None) -> np.ndarray:
-        """float64 (n, K) margins of raw X (n, F) over trees [a, b) (all by default)."""
+        """float64 (n, K) margins of raw X (n, F), dense or a `SparseMatrix` (predicted on
+        the CPU without densifying), over trees [a, b) (all by default)."""
         a, b = tree_range if tree_range is not None else (0, len(self.trees))
         n, k = X.shape[0], self.trees_per_round
         if base_margin is not None:
@@ -210,7 +212,7 @@ class Booster:
         else:
             out = np.tile(self.base_margin, (n, 1))
         if b > a:
-            if self._predicts_on_gpu():
+            if self._predicts_on_gpu() and not isinstance(X, SparseMatrix):
                 self._add_margin_cuda(X, out, a, b)
             else:
                 self._set_threads()
@@ -254,6 +256,9 @@ class Booster:
                 iteration_range: tuple[int, int] | None = None) -> np.ndarray:
         """Predict for `data` (Dataset, array (n, F), DataFrame, scipy sparse matrix, or a
         CUDA array: torch tensor, CuPy, anything with DLPack).
+
+        A sparse matrix is read without densifying; its unstored entries are zeros (scipy's
+        meaning); wrap it as ``Dataset(X, unstored="nan")`` to read them as missing values.
 
         A model trained with ``device="cuda"`` predicts on the GPU when one is visible, and
         device input is predicted on its own device without a copy to the host; the result

@@ -27,6 +27,7 @@ from . import __version__
 from ._files import atomic_write
 from .booster import Booster
 from .collective.errors import CollectiveError
+from .data.dataset import Dataset
 from .data.io import FileData, load_data
 from .params import parse_params
 from .training import train
@@ -65,6 +66,9 @@ def _add_data_options(p: argparse.ArgumentParser, label_help: str,
                         help="the first line of a CSV/TSV file holds column names")
     header.add_argument("--no-header", dest="header", action="store_false",
                         help="the first line of a CSV/TSV file is data")
+    p.add_argument("--unstored", choices=("zero", "nan"), default="zero",
+                   help="libsvm entries a line does not list: zeros (default) or missing "
+                        "values (nan); the data stays sparse either way")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,13 +240,13 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     if train_data.y is None:
         raise ValueError("training data needs a label column")
     # with comm, train() computes the cuts of all ranks' rows, as one process would
-    dtrain = train_data.to_dataset()
+    dtrain = train_data.to_dataset(unstored=args.unstored)
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
         valid = read(path, dtrain.num_col())
         valid = _align_columns(valid, dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
-        evals.append((valid.to_dataset(reference=dtrain), name))
+        evals.append((valid.to_dataset(reference=dtrain, unstored=args.unstored), name))
     started = time.perf_counter()
     booster = train(params, dtrain, num_boost_round=args.num_round, evals=evals,
                     early_stopping_rounds=args.early_stopping_rounds,
@@ -269,7 +273,8 @@ def _predict(args: argparse.Namespace) -> int:
                          "label column")
     # a header is matched by name, as the Python API matches a DataFrame's columns
     data = _align_columns(data, booster.feature_names, args.data)
-    pred = booster.predict(data.X, output_margin=args.margin, pred_leaf=args.leaf)
+    X = data.X if isinstance(data.X, np.ndarray) else Dataset(data.X, unstored=args.unstored)
+    pred = booster.predict(X, output_margin=args.margin, pred_leaf=args.leaf)
     # integers for leaves; enough digits that the text reads back to the same float
     fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
     text = io.StringIO()

@@ -30,7 +30,8 @@ _TRAIN_PARAMS = ("learning_rate", "max_depth", "max_leaves", "grow_policy", "reg
                  "reg_alpha", "gamma", "min_child_weight", "min_data_in_leaf", "subsample",
                  "colsample_bytree", "max_bin", "quantized_grad", "eval_metric", "verbosity")
 # Input accepted by fit / predict: float32 stays float32 (the engine bins it exactly), the rest
-# becomes float64; NaN marks missing values; sparse entries that are not stored are missing.
+# becomes float64; NaN marks missing values; sparse matrices stay sparse, entries that are not
+# stored are zeros (scipy's meaning; see docs/sparse.md).
 _CHECK_X = {"accept_sparse": "csr", "ensure_all_finite": "allow-nan",
             "dtype": [np.float64, np.float32]}
 _SKLEARN_KEY = "sklearn"  # extra top-level key of model files written by `save_model`

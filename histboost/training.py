@@ -107,6 +107,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         objective.check_label(y)
         if comm is None and w is not None and not np.any(w > 0):
             raise ValueError("all weights are zero")
+        if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
+            raise ValueError("a sparse Dataset trains on the CPU, in one process, for now "
+                             f"({'device=' + repr(p.device) if comm is None else 'comm'} "
+                             "given); pass a dense array (e.g. X.toarray()) to train it there")
         evals = list(evals or ())
         for d, name in evals:
             if not isinstance(d, Dataset):

@@ -293,17 +293,24 @@ def test_integer_columns_in_pandas():
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
-def test_sparse_input_unstored_entries_are_missing(fmt):
+def test_sparse_input_unstored_entries_are_missing_with_the_nan_rule(fmt):
     rng = np.random.default_rng(1)
     Xz = np.nan_to_num(X_REG.copy(), nan=0.0)
     Xz[rng.random(Xz.shape) < 0.3] = 0.0
     S = sp.csr_matrix(Xz) if fmt == "csr" else sp.csc_matrix(Xz)
     Xn = Xz.copy()
     Xn[Xn == 0] = np.nan
-    a = _train({"max_depth": 4}, S, Y_REG, 5)
+    a = histboost.train({"max_depth": 4, "nthread": 1, "max_bin": 64},
+                        histboost.Dataset(S, label=Y_REG, unstored="nan"), 5, verbose_eval=False)
     b = _train({"max_depth": 4}, Xn, Y_REG, 5)
     assert _json(a) == _json(b)
-    np.testing.assert_array_equal(a.predict(S), b.predict(Xn))
+    np.testing.assert_array_equal(a.predict(histboost.Dataset(S, unstored="nan")),
+                                  b.predict(Xn))
+    # the default rule: unstored entries are zeros, as in scipy
+    c = _train({"max_depth": 4}, S, Y_REG, 5)
+    d = _train({"max_depth": 4}, Xz, Y_REG, 5)
+    assert _json(c) == _json(d)
+    np.testing.assert_array_equal(c.predict(S), d.predict(Xz))
 
 
 def test_max_bin_above_256_uses_uint16():

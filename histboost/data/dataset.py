@@ -5,7 +5,8 @@ re-bin and so that predictions on the training data need no copy; the binned mat
 (n_rows, n_features) uint8 (uint16 when a feature has more than 256 slots), row-major. The
 kernel backend builds its own layouts from it (the CPU histogram kernel reads global slot
 indices, the partition a column-major copy: see `histboost.kernels.cpu.backend`); the Dataset's
-bins also serve prediction on binned rows.
+bins also serve prediction on binned rows. Sparse input stays sparse: raw values as a
+`SparseMatrix`, bins as `SparseBins` (`histboost.data.sparse`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..params import MIN_MAX_BIN
 from .binning import BinMapper, compute_bin_mapper
+from .sparse import SparseBins, SparseMatrix, check_unstored, sparse_bin_mapper
 
 # Gradients travel as float32 (largest 3.4e38): a row's gradient is at most
 # weight x |margin - label|, its hessian a small multiple of the weight. Keeping
@@ -34,15 +36,19 @@ def _is_scipy_sparse(data: Any) -> bool:
     return hasattr(data, "tocsr") and hasattr(data, "nnz")
 
 
-def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
+def to_float_matrix(data: Any, unstored: str = "zero"
+                    ) -> tuple[np.ndarray | SparseMatrix, list[str] | None]:
     """Convert numpy / pandas / scipy-sparse input into a C-ordered float matrix.
 
     Returns (X, column names or None). float32 input stays float32 (its cut points and
-    thresholds are exact in float64); everything else becomes float64. Sparse matrices are
-    densified: entries that are not stored are missing values, as in XGBoost, and duplicate
-    entries add up, as in scipy's ``toarray()``.
+    thresholds are exact in float64); everything else becomes float64. Sparse matrices (scipy,
+    any format, or a `SparseMatrix`) are not densified: X is then a canonical CSR
+    `SparseMatrix` whose unstored entries follow `unstored` ("zero" or "nan"), duplicate
+    entries added up, as in scipy's ``toarray()``.
     """
     names: list[str] | None = None
+    if _is_scipy_sparse(data) or isinstance(data, SparseMatrix):
+        return SparseMatrix.from_any(data, unstored), None
     if _is_pandas_frame(data):
         names = [str(c) for c in data.columns]
         bad = [str(c) for c, t in zip(data.columns, data.dtypes, strict=True)
@@ -55,17 +61,6 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
         dtype = np.float32 if kinds == {"f"} and all(t == np.float32 for t in data.dtypes) \
             else np.float64
         X = data.to_numpy(dtype=dtype, na_value=np.nan)
-    elif _is_scipy_sparse(data):
-        csr = data.tocsr()
-        if not csr.has_canonical_format:
-            # duplicate entries add up, as in scipy's toarray(); sum_duplicates works in place
-            # and tocsr() may return `data` itself
-            csr = csr.copy()
-            csr.sum_duplicates()
-        dtype = np.float32 if csr.dtype == np.float32 else np.float64
-        X = np.full(csr.shape, np.nan, dtype=dtype)
-        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-        X[rows, csr.indices] = csr.data
     else:
         if isinstance(data, list | tuple):
             data = np.asarray(data)
@@ -158,8 +153,9 @@ class Dataset:
 
     Parameters
     ----------
-    data : array (n, F), pandas DataFrame or scipy sparse matrix (densified: entries not
-        stored are missing values, duplicate entries add up); NaN marks missing values.
+    data : array (n, F), pandas DataFrame or scipy sparse matrix (CSR, CSC or any format; kept
+        sparse, see `unstored`; duplicate entries add up, as in ``toarray()``); NaN marks
+        missing values.
     label : (n,) targets, optional for prediction-only data.
     weight : (n,) non-negative row weights. Labels, weights and base margins so large that
         float32 gradients could overflow (weight x (|label| + |margin|) > `GRADIENT_LIMIT`)
@@ -175,14 +171,19 @@ class Dataset:
         Each row's stochastic rounding and row sampling draw at this index, so the model does
         not depend on which worker holds which rows (`histboost.dask` sets it from the
         partitions' positions).
+    unstored : what the entries a sparse matrix does not store are: ``"zero"`` (the default,
+        scipy's meaning) or ``"nan"`` (missing values, as XGBoost reads sparse input). Stored
+        values are used as they are (a stored 0.0 is zero, a stored NaN missing). Ignored for
+        dense input. See docs/sparse.md.
     """
 
     def __init__(self, data: Any, label: Any = None, weight: Any = None,
                  base_margin: Any = None, group: Any = None,
                  feature_names: Sequence[str] | None = None, max_bin: int = 256,
-                 reference: Dataset | None = None, *,
+                 reference: Dataset | None = None, unstored: str = "zero", *,
                  row_ids: Any = None) -> None:
-        X, names = to_float_matrix(data)
+        self.unstored = check_unstored(unstored)
+        X, names = to_float_matrix(data, self.unstored)
         n, F = X.shape
         if n == 0:
             raise ValueError("data is empty: it has 0 rows")
@@ -225,7 +226,7 @@ class Dataset:
             raise ValueError(f"data has {F} features but the reference Dataset has "
                              f"{reference.num_col()}")
         self._bin_mapper: BinMapper | None = None
-        self._bins: np.ndarray | None = None
+        self._bins: np.ndarray | SparseBins | None = None
         # the communicator the held cuts were computed with (global cuts), weakly
         self._cuts_comm: weakref.ref[Any] | None = None
 
@@ -239,6 +240,11 @@ class Dataset:
     @property
     def shape(self) -> tuple[int, int]:
         return self.data.shape
+
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the data is a `SparseMatrix` (binned as `SparseBins`)."""
+        return isinstance(self.data, SparseMatrix)
 
     # -- binning ----------------------------------------------------------------------------
     def construct(self, max_bin: int | None = None, bin_rows: bool = True,
@@ -268,14 +274,15 @@ class Dataset:
             mb = self.max_bin if max_bin is None else _check_max_bin(max_bin)
             mapper = self._bin_mapper
             if mapper is None or mapper.max_bin != mb:
-                mapper = compute_bin_mapper(self.data, self.weight, mb)
+                mapper = (sparse_bin_mapper(self.data, self.weight, mb) if self.is_sparse
+                          else compute_bin_mapper(self.data, self.weight, mb))
         if mapper is not self._bin_mapper:
             self._bin_mapper = mapper
             self._bins = None
             self._cuts_comm = None if comm is None or self.reference is not None \
                 else weakref.ref(comm)
         if bin_rows and self._bins is None:
-            self._bins = mapper.transform(self.data)
+            self._bins = self._bin(mapper)
         return self
 
     def _has_global_cuts(self, comm: Any, max_bin: int | None) -> bool:
@@ -285,6 +292,9 @@ class Dataset:
                 and self._bin_mapper.max_bin == mb and self._cuts_comm is not None
                 and self._cuts_comm() is comm)
 
+    def _bin(self, mapper: BinMapper) -> np.ndarray | SparseBins:
+        return SparseBins(self.data, mapper) if self.is_sparse else mapper.transform(self.data)
+
     @property
     def bin_mapper(self) -> BinMapper:
         if self._bin_mapper is None:
@@ -293,11 +303,11 @@ class Dataset:
         return self._bin_mapper
 
     @property
-    def bins(self) -> np.ndarray:
-        """(n, F) uint8/uint16 bin indices, C order."""
+    def bins(self) -> np.ndarray | SparseBins:
+        """(n, F) uint8/uint16 bin indices, C order (`SparseBins` for sparse data)."""
         if self._bins is None:
             if self._bin_mapper is not None:  # cuts computed without the rows binned
-                self._bins = self._bin_mapper.transform(self.data)
+                self._bins = self._bin(self._bin_mapper)
             else:
                 self.construct()
         assert self._bins is not None
@@ -329,4 +339,5 @@ class Dataset:
         self.base_margin = bm
 
     def __repr__(self) -> str:
-        return f"Dataset(n_rows={self.num_row()}, n_features={self.num_col()})"
+        sparse = f", sparse, unstored={self.unstored!r}" if self.is_sparse else ""
+        return f"Dataset(n_rows={self.num_row()}, n_features={self.num_col()}{sparse})"

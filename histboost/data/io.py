@@ -6,9 +6,10 @@ Every reader returns a `FileData` named tuple ``(X, y, group, weight, feature_na
   (``.csv``, ``.tsv``/``.tab``) or is sniffed from the first line (tab, comma, else whitespace);
   a header is detected when the first line has a field that is not a number. Empty fields and
   the usual NA spellings (``NA``, ``N/A``, ``null``, ``None``, ``?``) become NaN.
-- libsvm: ``label [qid:q] index:value ...`` lines. X is a float64 scipy CSR matrix (a dense
-  array with NaN for absent entries when scipy is not installed): entries that are not listed
-  are missing values, as in XGBoost. Indices are 0- or 1-based, detected as XGBoost and
+- libsvm: ``label [qid:q] index:value ...`` lines. X is a float64 scipy CSR matrix (a
+  `histboost.data.sparse.SparseMatrix` when scipy is not installed), never densified: a
+  `Dataset` of it reads the entries a line does not list by its ``unstored`` rule (zeros by
+  default, or missing values). Indices are 0- or 1-based, detected as XGBoost and
   scikit-learn do (1-based when no index 0 occurs); ``qid`` runs become query group sizes.
 
 Files may be gzip-compressed (``.gz``) and start with a UTF-8 byte-order mark, which is ignored.
@@ -32,6 +33,7 @@ import numpy as np
 
 from . import _text_scan as _scan
 from .dataset import Dataset
+from .sparse import SparseMatrix, check_width
 
 PathLike = str | os.PathLike
 
@@ -50,7 +52,8 @@ class FileData(NamedTuple):
 
     Attributes
     ----------
-    X : float64 ndarray (n, F), or float64 scipy CSR matrix (n, F) for libsvm files.
+    X : float64 ndarray (n, F), or float64 scipy CSR matrix (n, F) for libsvm files
+        (`SparseMatrix` without scipy).
     y : float64 (n,) labels, or None when the file has no label column.
     group : int64 query sizes (from libsvm ``qid``), or None.
     weight : float64 (n,) row weights (from a weight column), or None.
@@ -64,7 +67,8 @@ class FileData(NamedTuple):
     feature_names: list[str] | None = None
 
     def to_dataset(self, **kwargs: Any) -> Dataset:
-        """A `Dataset` of this data; `kwargs` go to `Dataset` (``max_bin``, ``reference``)."""
+        """A `Dataset` of this data; `kwargs` go to `Dataset` (``max_bin``, ``reference``,
+        ``unstored``)."""
         return Dataset(self.X, label=self.y, weight=self.weight, group=self.group,
                        feature_names=self.feature_names, **kwargs)
 
@@ -463,8 +467,9 @@ def read_libsvm(path: PathLike, *, n_features: int | None = None,
 
     Returns
     -------
-    FileData with X a float64 CSR matrix (n, F) (dense with NaN for absent entries without
-    scipy), y float64 (n,), group int64 query sizes when the lines carry ``qid``.
+    FileData with X a float64 scipy CSR matrix (n, F) (a `SparseMatrix` without scipy), y
+    float64 (n,), group int64 query sizes when the lines carry ``qid``. Entries a line does not
+    list are not stored: a `Dataset` reads them by its ``unstored`` rule (zero by default).
     """
     path = _check_path(path)
     if zero_based not in (True, False, "auto"):
@@ -504,8 +509,9 @@ def read_libsvm(path: PathLike, *, n_features: int | None = None,
     try:
         import scipy.sparse as sp
     except ImportError:
-        X = np.full((y.size, n_features), np.nan)
-        X[np.repeat(np.arange(y.size), nnz), idx.astype(np.int64)] = val
+        check_width(n_features)
+        X = SparseMatrix(indptr.astype(np.int64), idx.astype(np.int32), val,
+                         (y.size, n_features))
     else:
         X = sp.csr_matrix((val, idx.astype(index_dtype), indptr.astype(index_dtype)),
                           shape=(y.size, n_features))

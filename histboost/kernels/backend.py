@@ -142,10 +142,11 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                  mapper: Any = None, row_ids: np.ndarray | None = None,
                  pack: bool = True) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
-    bins (n, F) uint8/uint16 with slot offsets int64 (F+1,). A CUDA backend may instead take
-    the raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on
-    the device. row_ids: int64 (n,) global index of each row when the rows are one worker's
-    share (quantised rounding draws at global rows); pack=False: CPU histograms keep one layout
+    bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`: the CPU's
+    `SparseCPUBackend`) with slot offsets int64 (F+1,). A CUDA backend may instead take the
+    raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on the
+    device. row_ids: int64 (n,) global index of each row when the rows are one worker's share
+    (quantised rounding draws at global rows); pack=False: CPU histograms keep one layout
     whatever the totals (a distributed wrapper adds them up). Raises ValueError for an
     unknown device and RuntimeError naming what is missing when CUDA cannot be used."""
     if device == "cpu":
@@ -153,6 +154,11 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
 
         if bins is None:
             raise ValueError("the CPU backend needs the binned matrix")
+        if not isinstance(bins, np.ndarray):  # a sparse Dataset's `SparseBins`
+            from .cpu.sparse_backend import SparseCPUBackend
+
+            return SparseCPUBackend(bins, n_threads, label=label, weight=weight,
+                                    n_outputs=n_outputs, count_rows=count_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows, pack=pack,
                           row_ids=row_ids)

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..data.sparse import SparseMatrix
 from ..kernels.cpu import predict as kpredict
+from ..kernels.cpu import sparse_predict
 from .tree import Tree
 
 
@@ -40,10 +42,18 @@ class PackedForest:
         self.obl_default_left = cat("level_default_left", np.uint8, True)
         self.obl_leaf_value = cat("leaf_value", np.float64, True)
 
-    def add_margin(self, X: np.ndarray, out: np.ndarray, begin: int = 0,
+    def add_margin(self, X: np.ndarray | SparseMatrix, out: np.ndarray, begin: int = 0,
                    end: int | None = None) -> None:
-        """out (n, K) float64 += margins of trees [begin, end) on raw X (n, F)."""
+        """out (n, K) float64 += margins of trees [begin, end) on raw X (n, F), dense or a
+        `SparseMatrix` (read without densifying)."""
         end = self.n_trees if end is None else end
+        if isinstance(X, SparseMatrix):
+            sparse_predict.predict_margin_raw(
+                X.indptr, X.indices, X.data, X.fill, begin, end, self.tree_class, self.left,
+                self.right, self.feature, self.threshold, self.default_left, self.value,
+                self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
+                self.obl_default_left, self.leaf_ptr, self.obl_leaf_value, out)
+            return
         kpredict.predict_margin_raw(
             X, begin, end, self.tree_class, self.left, self.right, self.feature,
             self.threshold, self.default_left, self.value, self.node_ptr, self.level_ptr,
@@ -60,10 +70,18 @@ class PackedForest:
             self.level_ptr, self.obl_feature, self.obl_bin, self.obl_default_left,
             self.leaf_ptr, self.obl_leaf_value, out)
 
-    def leaf_indices(self, X: np.ndarray, begin: int = 0, end: int | None = None) -> np.ndarray:
+    def leaf_indices(self, X: np.ndarray | SparseMatrix, begin: int = 0,
+                     end: int | None = None) -> np.ndarray:
         """int32 (n, end - begin): leaf index of every row in every tree."""
         end = self.n_trees if end is None else end
         out = np.zeros((X.shape[0], end - begin), dtype=np.int32)
+        if isinstance(X, SparseMatrix):
+            sparse_predict.predict_leaf_raw(
+                X.indptr, X.indices, X.data, X.fill, begin, end, self.left, self.right,
+                self.feature, self.threshold, self.default_left, self.node_ptr,
+                self.level_ptr, self.obl_feature, self.obl_threshold, self.obl_default_left,
+                out)
+            return out
         kpredict.predict_leaf_raw(
             X, begin, end, self.left, self.right, self.feature, self.threshold,
             self.default_left, self.node_ptr, self.level_ptr, self.obl_feature,

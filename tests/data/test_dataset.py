@@ -25,13 +25,17 @@ def test_float32_kept_others_become_float64_c_order():
     assert dl.shape == (2, 2) and dl.num_row() == 2 and dl.num_col() == 2
 
 
-def test_sparse_unstored_is_missing_stored_zero_is_zero():
+def test_sparse_unstored_is_zero_or_missing_stored_values_as_they_are():
     data = np.array([1.0, 0.0, 2.0])
     S = sp.csr_matrix((data, [0, 1, 2], [0, 2, 2, 3]), shape=(3, 3))  # explicit zero stored
-    d = histboost.Dataset(S)
+    d = histboost.Dataset(S)  # default: scipy's meaning, unstored entries are zeros
+    assert d.is_sparse and d.unstored == "zero" and d.shape == (3, 3)
+    np.testing.assert_array_equal(d.data.toarray(), S.toarray())
     want = np.array([[1.0, 0.0, np.nan], [np.nan, np.nan, np.nan], [np.nan, np.nan, 2.0]])
-    np.testing.assert_array_equal(d.data, want)
+    np.testing.assert_array_equal(histboost.Dataset(S, unstored="nan").data.toarray(), want)
     assert histboost.Dataset(S.astype(np.float32)).data.dtype == np.float32
+    with pytest.raises(ValueError, match="unstored must be 'zero'"):
+        histboost.Dataset(S, unstored="missing")
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "csr_array"])
@@ -47,8 +51,9 @@ def test_sparse_duplicate_entries_add_up_as_in_scipy(fmt):
          }[fmt]
     before = S.data.copy()
     want = np.array([[3.0, np.nan, np.nan], [np.nan, np.nan, -3.25], [np.nan, 7.0, np.nan]])
-    np.testing.assert_array_equal(histboost.Dataset(S).data, want)
+    np.testing.assert_array_equal(histboost.Dataset(S, unstored="nan").data.toarray(), want)
     np.testing.assert_array_equal(np.nan_to_num(want), S.toarray())  # the same as scipy
+    np.testing.assert_array_equal(histboost.Dataset(S).data.toarray(), S.toarray())
     np.testing.assert_array_equal(S.data, before)  # the caller's matrix is untouched
 
 

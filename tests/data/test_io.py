@@ -276,7 +276,9 @@ def test_file_data_to_dataset():
     assert isinstance(d, Dataset) and d.shape == (7000, 28) and d.max_bin == 64
     ranked = load_data(RANK).to_dataset()
     assert ranked.num_row() == 100
-    assert math.isnan(ranked.data[0, 1])  # absent libsvm entries are missing values
+    assert ranked.is_sparse and ranked.data.toarray()[0, 1] == 0  # absent entries: zeros
+    ranked = load_data(RANK).to_dataset(unstored="nan")
+    assert math.isnan(ranked.data.toarray()[0, 1])  # or missing values
 
 
 def test_label_column_does_not_apply_to_libsvm():

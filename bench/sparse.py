@@ -1,0 +1,137 @@
+"""Sparse training benchmark: histboost, LightGBM and XGBoost (hist) on `sparse_like` CSR data
+(CTR-like: ~25 stored values a row over 100,000 columns, zipf-popular columns), in one run.
+
+    python bench/sparse.py [--rows 200000] [--cols 100000] [--rounds 100] [--leaves 63]
+
+Every library trains in its own subprocess on the same cached CSR matrix (so peak memory is its
+own: the data, ~60 MB at the defaults, is in every figure), best-first with `--leaves` leaves,
+learning rate 0.1, 256 bins, all cores; histboost is warmed up first so Numba compilation is not
+timed. Time covers dataset construction + training (scipy CSR in, nothing densified). Prints a
+Markdown table of train time, ratio to histboost, peak RSS and test AUC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from _common import auc, synth
+
+LIBS = ("histboost", "histboost-quantized", "lightgbm", "xgboost")
+
+
+def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
+    """Train `lib` on the cached matrices; return timing and quality."""
+    import scipy.sparse as sp
+
+    z = np.load(os.path.join(data, "y.npz"))
+    y, yt = z["y"], z["yt"]
+    X = sp.load_npz(os.path.join(data, "X.npz")).tocsr()
+    Xt = sp.load_npz(os.path.join(data, "Xt.npz")).tocsr()
+    threads = a.threads or os.cpu_count()
+    extra: dict = {}
+    if lib.startswith("histboost"):
+        import histboost
+        params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": 0,
+                  "max_leaves": a.leaves, "grow_policy": "lossguide", "max_bin": a.bins,
+                  "nthread": threads, "quantized_grad": lib.endswith("quantized")}
+        warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
+        histboost.train(params, warm, 2, verbose_eval=False)
+        histboost.Booster.predict(histboost.train(params, warm, 1, verbose_eval=False), Xt[:10])
+        t0 = time.perf_counter()
+        d = histboost.Dataset(X, label=y, max_bin=a.bins)
+        d.construct()
+        t_data = time.perf_counter() - t0
+        b = histboost.train(params, d, a.rounds, verbose_eval=False)
+        t = time.perf_counter() - t0
+        p = b.predict(Xt)
+        extra = {"dataset": round(t_data, 2), "stored_MB": round(d.bins.nbytes / 2**20, 1),
+                 **{k: round(v, 2) for k, v in b.timings.items()}}
+    elif lib == "lightgbm":
+        import lightgbm as lgb
+        params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": a.leaves,
+                  "max_bin": a.bins - 1, "num_threads": threads, "verbose": -1}
+        t0 = time.perf_counter()
+        b = lgb.train(params, lgb.Dataset(X, y), a.rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(Xt)
+    elif lib == "xgboost":
+        import xgboost as xgb
+        params = {"objective": "binary:logistic", "eta": 0.1, "max_depth": 0,
+                  "max_leaves": a.leaves, "grow_policy": "lossguide", "tree_method": "hist",
+                  "max_bin": a.bins, "nthread": threads}
+        t0 = time.perf_counter()
+        b = xgb.train(params, xgb.DMatrix(X, y, nthread=threads), a.rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(xgb.DMatrix(Xt))
+    else:
+        raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"lib": lib, "seconds": t, "auc": auc(yt, np.asarray(p, np.float64)),
+            "peak_mb": peak_mb, "phases": extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--test-rows", type=int, default=50_000)
+    ap.add_argument("--cols", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--leaves", type=int, default=63)
+    ap.add_argument("--bins", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    ap.add_argument("--libs", default=",".join(LIBS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(run_one(a.worker, a.data, a)))
+        return
+
+    import scipy.sparse as sp
+
+    X, y = synth().sparse_like(a.rows + a.test_rows, seed=a.seed, n_features=a.cols)
+    X = X.tocsr()
+    stored = X.nnz / X.shape[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        sp.save_npz(os.path.join(tmp, "X.npz"), X[:a.rows], compressed=False)
+        sp.save_npz(os.path.join(tmp, "Xt.npz"), X[a.rows:], compressed=False)
+        np.savez(os.path.join(tmp, "y.npz"), y=y[:a.rows], yt=y[a.rows:])
+        del X, y
+        results = []
+        for lib in a.libs.split(","):
+            cmd = [sys.executable, __file__, "--worker", lib, "--data", tmp,
+                   *[f"--{k}={v}" for k, v in (("rounds", a.rounds), ("leaves", a.leaves),
+                                              ("bins", a.bins), ("threads", a.threads))]]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{lib} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            print(f"{lib}: {r['seconds']:.2f}s auc {r['auc']:.4f} {r['phases'] or ''}",
+                  file=sys.stderr, flush=True)
+    base = next((r["seconds"] for r in results if r["lib"] == "histboost"), None)
+    print(f"\n{a.rows:,} x {a.cols:,} sparse_like ({stored:.1f} stored values a row), "
+          f"{a.rounds} rounds, {a.leaves} leaves, {a.bins} bins, "
+          f"{a.threads or os.cpu_count()} threads\n")
+    print("| library | train s | ratio to histboost | peak MB | test AUC |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        ratio = f"{r['seconds'] / base:.2f}" if base else "-"
+        print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['peak_mb']:.0f} | "
+              f"{r['auc']:.4f} |")
+    if results:
+        print(f"\nbest AUC {max(r['auc'] for r in results):.4f}")
+
+
+if __name__ == "__main__":
+    main()
