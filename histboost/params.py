@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 # LightGBM / scikit-learn spellings mapped to the XGBoost name used internally.
 ALIASES: dict[str, str] = {
     "eta": "learning_rate",
@@ -53,6 +55,14 @@ OBJECTIVES = (
     "binary:logitraw",
     "multi:softprob",
     "multi:softmax",
+    "reg:absoluteerror",
+    "reg:pseudohubererror",
+    "reg:quantileerror",
+    "reg:squaredlogerror",
+    "count:poisson",
+    "reg:gamma",
+    "reg:tweedie",
+    "survival:cox",
 )
 OBJECTIVE_ALIASES = {
     "regression": "reg:squarederror",
@@ -62,6 +72,13 @@ OBJECTIVE_ALIASES = {
     "binary": "binary:logistic",
     "multiclass": "multi:softprob",
     "softmax": "multi:softmax",
+    "l1": "reg:absoluteerror",
+    "mae": "reg:absoluteerror",
+    "regression_l1": "reg:absoluteerror",
+    "quantile": "reg:quantileerror",
+    "poisson": "count:poisson",
+    "gamma": "reg:gamma",
+    "tweedie": "reg:tweedie",
 }
 # max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
 MIN_MAX_BIN = 3
@@ -101,6 +118,9 @@ class TrainParams:
     verbosity: int = 1
     tree_method: str = "hist"
     tree_learner: str = "data"
+    huber_slope: float = 1.0
+    quantile_alpha: float = 0.5
+    tweedie_variance_power: float = 1.5
 
     @property
     def n_threads(self) -> int:
@@ -251,7 +271,13 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             "nthread", "grad_quant_bits", "verbosity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
-              "colsample_bynode")
+              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power")
+    qa = values.get("quantile_alpha")
+    if isinstance(qa, list | tuple | np.ndarray):
+        if len(qa) != 1:
+            raise ValueError(f"quantile_alpha={list(qa)!r}: histboost fits one quantile per "
+                             "model; train one model per quantile")
+        values["quantile_alpha"] = qa[0]
     for name in ints:
         if name in values:
             values[name] = _coerce(name, values[name], int)
@@ -275,6 +301,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown objective {objective!r}{hint}; choose from {OBJECTIVES}")
     values["objective"] = objective
+    if objective == "count:poisson" and "max_delta_step" not in values:
+        values["max_delta_step"] = 0.7  # XGBoost's default for Poisson regression
 
     policy = str(values.get("grow_policy", "depthwise")).lower()
     policy = GROW_POLICY_ALIASES.get(policy, policy)
@@ -358,6 +386,11 @@ def _check_ranges(p: TrainParams) -> None:
     # b bits hold |values| up to 2**(b-1) - 1: one bit would round every gradient to 0
     need(2 <= p.grad_quant_bits <= 24,
          f"grad_quant_bits must be in [2, 24], got {p.grad_quant_bits}")
+    need(math.isfinite(p.huber_slope) and p.huber_slope > 0,
+         f"huber_slope must be > 0, got {p.huber_slope}")
+    need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
+    need(1 <= p.tweedie_variance_power < 2,
+         f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")

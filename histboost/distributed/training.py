@@ -31,6 +31,15 @@ _LOCAL_SETTINGS = {"nthread", "verbosity"}
 
 def check_supported(p: TrainParams) -> None:
     """Raise ValueError naming a setting distributed training cannot run."""
+    from ..objectives import get_objective
+
+    objective = get_objective(p.objective, p.num_class, p)
+    if not objective.intercept_from_mean and p.base_score is None:
+        raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
+                         "(its intercept is not a function of the mean label)")
+    if objective.leaf_alpha is not None or p.objective.startswith(("survival:", "rank:")):
+        raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
+                         "yet (it needs all rows of a leaf, a risk set or a query together)")
     if p.device != "cpu" and not p.quantized_grad:
         # the GPU backend's float trees use fixed point at scales from the local gradients
         raise ValueError("distributed training on GPUs needs quantized_grad=True (float "
