@@ -286,13 +286,14 @@ def _ranking_metric(name: str) -> Metric:
                 hits = rel[np.argsort(-pq, kind="stable")]
                 cum = np.cumsum(hits)
                 pos = np.flatnonzero(hits[:top])
-                scores.append(float(np.sum(cum[pos] / (pos + 1.0))) / n_rel)
+                scores.append(float(np.sum(cum[pos] / (pos + 1.0))) / min(n_rel, top))
         return float(np.mean(scores))
 
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = (f"{base.upper()}{'@' + str(k) if k else ''} averaged over the query "
                       "groups (exponential gain 2**rel - 1 and 1/log2 discount for NDCG; "
-                      "AP over the relevant rows for MAP); a query without relevant rows "
+                      "for MAP, precision at each relevant row of the top k over "
+                      "min(relevant rows, k), as XGBoost 3); a query without relevant rows "
                       f"scores {0 if minus else 1}.")
     return metric
 
