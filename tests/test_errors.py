@@ -171,7 +171,7 @@ def test_known_names_and_aliases_do_not_warn():
     ({"grow_policy": "depthwise", "max_depth": 0}, "max_depth"),
     ({"tree_method": "exact"}, "tree_method"),
     ({"device": "tpu"}, "device"),
-    ({"eval_metric": "rmsle"}, "eval_metric"),
+    ({"eval_metric": "rmsle2"}, "eval_metric"),
     ({"verbosity": "loud"}, "verbosity"),
 ])
 def test_invalid_parameter_value_names_the_parameter(params, name):
