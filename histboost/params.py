@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 # LightGBM / scikit-learn spellings mapped to the XGBoost name used internally.
 ALIASES: dict[str, str] = {
     "eta": "learning_rate",
@@ -53,6 +55,14 @@ OBJECTIVES = (
     "binary:logitraw",
     "multi:softprob",
     "multi:softmax",
+    "reg:absoluteerror",
+    "reg:pseudohubererror",
+    "reg:quantileerror",
+    "reg:squaredlogerror",
+    "count:poisson",
+    "reg:gamma",
+    "reg:tweedie",
+    "survival:cox",
 )
 OBJECTIVE_ALIASES = {
     "regression": "reg:squarederror",
@@ -62,6 +72,13 @@ OBJECTIVE_ALIASES = {
     "binary": "binary:logistic",
     "multiclass": "multi:softprob",
     "softmax": "multi:softmax",
+    "l1": "reg:absoluteerror",
+    "mae": "reg:absoluteerror",
+    "regression_l1": "reg:absoluteerror",
+    "quantile": "reg:quantileerror",
+    "poisson": "count:poisson",
+    "gamma": "reg:gamma",
+    "tweedie": "reg:tweedie",
 }
 # max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
 MIN_MAX_BIN = 3
@@ -101,6 +118,9 @@ class TrainParams:
     verbosity: int = 1
     tree_method: str = "hist"
     tree_learner: str = "data"
+    huber_slope: float = 1.0
+    quantile_alpha: float = 0.5
+    tweedie_variance_power: float = 1.5
 
     @property
     def n_threads(self) -> int:
@@ -119,6 +139,76 @@ class TrainParams:
 _KNOWN = {f.name for f in fields(TrainParams)}
 # Accepted for compatibility with XGBoost scripts; they do not change histboost's behaviour.
 _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "silent"}
+
+# Parameters of XGBoost / LightGBM that histboost does not implement: a ported script that sets
+# one would train a different model than asked for, so it is an error naming the parameter
+# (not the "unknown parameter" warning). name: (values that mean the peer's default, i.e.
+# what histboost does anyway, accepted silently; what to do instead).
+NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
+    "monotone_constraints": ((), "monotone constraints are not implemented yet"),
+    "interaction_constraints": ((), "interaction constraints are not implemented yet"),
+    "scale_pos_weight": ((1, 1.0), "weight the positive rows through Dataset(weight=...)"),
+    "feature_weights": ((), "feature weights for column sampling are not implemented yet"),
+    "is_unbalance": ((False, "false"), "weight the positive rows through Dataset(weight=...)"),
+    "booster": (("gbtree",), "histboost grows trees only (no gblinear / dart)"),
+    "boosting": (("gbdt",), "histboost is plain gradient boosting (no dart / goss / rf)"),
+    "boosting_type": (("gbdt",), "histboost is plain gradient boosting (no dart / goss / rf)"),
+    "num_parallel_tree": ((1,), "random forests are not implemented"),
+    "sampling_method": (("uniform",), "only uniform row sampling (subsample) is implemented"),
+    "multi_strategy": (("one_output_per_tree",), "one tree per output is the only strategy"),
+    "updater": ((), "histboost has one tree updater (hist)"),
+    "process_type": (("default",), "tree refreshing is not implemented"),
+    "refresh_leaf": ((), "tree refreshing is not implemented"),
+    "max_cat_to_onehot": ((), "categorical splits are not implemented; encode categories"),
+    "max_cat_threshold": ((), "categorical splits are not implemented; encode categories"),
+    "categorical_feature": ((), "categorical splits are not implemented; encode categories"),
+    "enable_categorical": ((False, "false"), "categorical splits are not implemented"),
+    "linear_tree": ((False, "false"), "linear leaves are not implemented"),
+    "extra_trees": ((False, "false"), "extremely randomised splits are not implemented"),
+    "path_smooth": ((0, 0.0), "path smoothing is not implemented"),
+    "bagging_freq": ((1,), "histboost resamples rows (subsample) every round"),
+    "pos_bagging_fraction": ((1, 1.0), "class-wise bagging is not implemented"),
+    "neg_bagging_fraction": ((1, 1.0), "class-wise bagging is not implemented"),
+    "top_rate": ((), "GOSS is not implemented"),
+    "other_rate": ((), "GOSS is not implemented"),
+    "rate_drop": ((), "DART is not implemented"),
+    "drop_rate": ((), "DART is not implemented"),
+    "skip_drop": ((), "DART is not implemented"),
+    "one_drop": ((), "DART is not implemented"),
+    "max_bin_by_feature": ((), "one max_bin for every feature"),
+    "forcedsplits_filename": ((), "forced splits are not implemented"),
+    "monotone_constraints_method": ((), "monotone constraints are not implemented yet"),
+    "monotone_penalty": ((0, 0.0), "monotone penalties are not implemented"),
+    "feature_penalty": ((), "feature penalties are not implemented"),
+    "feature_contri": ((), "feature penalties are not implemented"),
+    "cegb_tradeoff": ((1, 1.0), "cost-efficient gradient boosting is not implemented"),
+    "cegb_penalty_split": ((0, 0.0), "cost-efficient gradient boosting is not implemented"),
+    "cat_smooth": ((), "categorical splits are not implemented"),
+    "cat_l2": ((), "categorical splits are not implemented"),
+    "min_data_per_group": ((), "categorical splits are not implemented"),
+    "fair_c": ((), "the fair loss is not implemented"),
+    "poisson_max_delta_step": ((), "set max_delta_step instead (XGBoost's spelling)"),
+    "label_gain": ((), "ranking objectives are not implemented yet"),
+    "lambdarank_truncation_level": ((), "ranking objectives are not implemented yet"),
+    "sigmoid": ((), "ranking objectives are not implemented yet"),
+}
+
+
+def _check_not_implemented(raw_name: str, value: Any) -> None:
+    """ValueError naming a peer parameter histboost does not implement (unless its value is
+    the peer's default)."""
+    accepted, hint = NOT_IMPLEMENTED[raw_name]
+    try:
+        if any(value == a and isinstance(value, bool) == isinstance(a, bool)
+               for a in accepted):
+            return
+    except (TypeError, ValueError):  # arrays compare elementwise
+        pass
+    if isinstance(value, str) and value.lower() in [str(a).lower() for a in accepted]:
+        return
+    raise ValueError(f"parameter {raw_name!r} is not implemented by histboost ({hint}); "
+                     "remove it, or the model would differ from the one XGBoost / LightGBM "
+                     "trains")
 
 
 def _suggest(name: str) -> str:
@@ -166,6 +256,9 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         name = ALIASES.get(raw_name, raw_name)
         if name in _IGNORED:
             continue
+        if raw_name in NOT_IMPLEMENTED:
+            _check_not_implemented(raw_name, value)
+            continue
         if name not in _KNOWN:
             warnings.warn(f"unknown parameter {raw_name!r} is ignored{_suggest(raw_name)}",
                           UserWarning, stacklevel=3)
@@ -178,7 +271,13 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             "nthread", "grad_quant_bits", "verbosity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
-              "colsample_bynode")
+              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power")
+    qa = values.get("quantile_alpha")
+    if isinstance(qa, list | tuple | np.ndarray):
+        if len(qa) != 1:
+            raise ValueError(f"quantile_alpha={list(qa)!r}: histboost fits one quantile per "
+                             "model; train one model per quantile")
+        values["quantile_alpha"] = qa[0]
     for name in ints:
         if name in values:
             values[name] = _coerce(name, values[name], int)
@@ -202,6 +301,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown objective {objective!r}{hint}; choose from {OBJECTIVES}")
     values["objective"] = objective
+    if objective == "count:poisson" and "max_delta_step" not in values:
+        values["max_delta_step"] = 0.7  # XGBoost's default for Poisson regression
 
     policy = str(values.get("grow_policy", "depthwise")).lower()
     policy = GROW_POLICY_ALIASES.get(policy, policy)
@@ -285,6 +386,11 @@ def _check_ranges(p: TrainParams) -> None:
     # b bits hold |values| up to 2**(b-1) - 1: one bit would round every gradient to 0
     need(2 <= p.grad_quant_bits <= 24,
          f"grad_quant_bits must be in [2, 24], got {p.grad_quant_bits}")
+    need(math.isfinite(p.huber_slope) and p.huber_slope > 0,
+         f"huber_slope must be > 0, got {p.huber_slope}")
+    need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
+    need(1 <= p.tweedie_variance_power < 2,
+         f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")

@@ -168,10 +168,16 @@ class _HistBoostModel(BaseEstimator):
         if isinstance(xgb_model, _HistBoostModel):
             xgb_model = xgb_model.get_booster()
         results: dict[str, dict[str, list[float]]] = {}
-        booster = train({**self._train_params(), **objective_params}, dtrain,
+        params = {**self._train_params(), **objective_params}
+        custom_metric = None
+        if callable(self.eval_metric):
+            custom_metric = _sklearn_metric(self.eval_metric)
+            del params["eval_metric"]
+            params["disable_default_eval_metric"] = True
+        booster = train(params, dtrain,
                         num_boost_round=int(self.n_estimators), evals=evals,
                         early_stopping_rounds=self.early_stopping_rounds, evals_result=results,
-                        verbose_eval=verbose, xgb_model=xgb_model)
+                        verbose_eval=verbose, xgb_model=xgb_model, custom_metric=custom_metric)
         self._Booster = booster
         self.evals_result_ = results
         self.best_iteration_ = booster.best_iteration
@@ -254,6 +260,20 @@ class _HistBoostModel(BaseEstimator):
         self.best_iteration_ = booster.best_iteration
         self.best_score_ = booster.best_score
         self.evals_result_ = {}
+
+
+def _sklearn_metric(fn: Any) -> Any:
+    """A scikit-learn style ``fn(y_true, y_pred[, sample_weight])`` (lower is better) as a
+    `train` custom metric named by the function, on the model's predictions (probabilities
+    for classifiers), as XGBoost's estimators take a callable `eval_metric`."""
+    name = getattr(fn, "__name__", "custom")
+
+    def metric(pred: np.ndarray, data: Dataset) -> tuple[str, float]:
+        y, w = data.get_label(), data.weight
+        value = fn(y, pred) if w is None else fn(y, pred, sample_weight=w)
+        return name, float(value)
+
+    return metric
 
 
 def _check_state(state: Any, n_features: int, where: str) -> None:

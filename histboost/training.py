@@ -19,10 +19,11 @@ from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallba
 from .data.dataset import Dataset
 from .kernels.backend import make_backend
 from .kernels.cpu.sampling import sample_rows
-from .metrics import MULTICLASS, check_metrics_defined, get_metric
+from .metrics import MULTICLASS, RANKING, check_metrics_defined, get_metric
 from .objectives import CustomObjective, get_objective
-from .objectives.base import Objective
+from .objectives.base import HostObjective, Objective
 from .objectives.classification import sigmoid, softmax
+from .objectives.leaves import refresh_leaves
 from .params import ALIASES, TrainParams, parse_params
 from .timer import PhaseTimer
 from .tree.grower import TreeGrower
@@ -30,6 +31,28 @@ from .tree.predictor import PackedForest
 from .tree.quantize import make_quantisation, round_key, sample_key
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
+CustomMetricFn = Callable[[np.ndarray, Dataset], Any]
+
+
+def _metric_key(name: str, objective: Objective) -> str:
+    """The metric evaluated for a logged name: ``quantile`` and ``mphe`` take the objective's
+    quantile_alpha / huber_slope (XGBoost reads them from the objective's parameters)."""
+    if name in ("quantile", "mphe") and objective.metric_arg is not None:
+        return f"{name}@{objective.metric_arg!r}"
+    return name
+
+
+def _custom_metric_values(fn: CustomMetricFn, pred: np.ndarray, data: Dataset
+                          ) -> list[tuple[str, float]]:
+    """(name, value) pairs of a custom metric ``fn(predictions, dataset)`` returning a
+    (name, value) pair or a list of them (XGBoost's `custom_metric`)."""
+    out = fn(pred, data)
+    pairs = out if isinstance(out, list) else [out]
+    try:
+        return [(str(n), float(v)) for n, v in pairs]
+    except (TypeError, ValueError):
+        raise TypeError("custom_metric must return (name, value) or a list of such pairs, "
+                        f"got {out!r}") from None
 
 
 def _max_bin_given(params: dict[str, Any]) -> bool:
@@ -37,14 +60,15 @@ def _max_bin_given(params: dict[str, Any]) -> bool:
 
 
 def _metric_input(objective: Objective, margin: np.ndarray, metric: str) -> np.ndarray:
-    """What a metric scores: probabilities for classification, margins otherwise."""
+    """What a metric scores: probabilities for classification, the objective's predictions
+    (exp(margin) for log-link objectives), margins for a custom objective."""
     if objective.name.startswith("binary:"):
         return sigmoid(margin[:, 0])
     if objective.name.startswith("multi:"):
         return softmax(margin)
-    if metric in MULTICLASS:
+    if metric in MULTICLASS or margin.shape[1] != 1:
         return margin
-    return margin[:, 0] if margin.shape[1] == 1 else margin
+    return objective.transform(margin)
 
 
 class _EvalSet:
@@ -60,7 +84,9 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
           evals: Sequence[tuple[Dataset, str]] = (), obj: CustomObjectiveFn | None = None,
           early_stopping_rounds: int | None = None, evals_result: EvalsLog | None = None,
           verbose_eval: bool | int = True, callbacks: Sequence[TrainingCallback] | None = None,
-          xgb_model: Booster | str | None = None, comm: Any = None) -> Booster:
+          xgb_model: Booster | str | None = None, comm: Any = None,
+          custom_metric: CustomMetricFn | None = None, maximize: bool | None = None
+          ) -> Booster:
     """Train a gradient-boosted tree model.
 
     Parameters
@@ -76,6 +102,11 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     verbose_eval : print eval results every round (True) or every N rounds (int).
     callbacks : `TrainingCallback` objects.
     xgb_model : a Booster (or model file) to continue training from.
+    custom_metric : ``custom_metric(predictions, dataset) -> (name, value)`` (or a list of
+        pairs) evaluated on every eval set after the built-in metrics; predictions as
+        ``Booster.predict`` gives them (raw margins with a custom objective).
+    maximize : early stopping direction of a custom metric (default: minimise; built-in
+        metrics know theirs).
     comm : a `histboost.collective.Communicator` (e.g. ``histboost.collective.init()``) for
         data-parallel training (docs/distributed.md): each rank passes its own rows (and its
         part of each evaluation set); the rows of all ranks in rank order (or by
@@ -95,6 +126,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     dist = None
     if comm is not None:
         from .distributed import training as dist
+
+        dist.check_supported(p)
     timer = PhaseTimer()
     try:
         if dtrain.label is None:
@@ -102,9 +135,11 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         if obj is not None and not callable(obj):
             raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
         objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
-                                else get_objective(p.objective, p.num_class))
+                                else get_objective(p.objective, p.num_class, p))
         y, w = dtrain.label, dtrain.weight
         objective.check_label(y)
+        if isinstance(objective, HostObjective):
+            objective.bind(y, w, dtrain.group)
         if comm is None and w is not None and not np.any(w > 0):
             raise ValueError("all weights are zero")
         if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
@@ -151,13 +186,19 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     with timer("predict"):
         margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
 
-    metric_fns = {m: get_metric(m) for m in metrics}
+    if custom_metric is not None and not callable(custom_metric):
+        raise TypeError("custom_metric must be callable: custom_metric(preds, dtrain) -> "
+                        "(name, value)")
+    if custom_metric is not None and dist is not None:
+        raise ValueError("custom_metric is not supported by distributed training yet")
+    metric_fns = {m: get_metric(_metric_key(m, objective)) for m in metrics}
     eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
     for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
         y_e, w_e = es.data.label, es.data.weight
         facts = None if dist is None else dist.global_set_facts(comm, y_e, w_e)
         try:
-            check_metrics_defined(metrics, y_e, w_e, K, es.name, facts)
+            check_metrics_defined(metrics, y_e, w_e, K, es.name, facts,
+                                  objective=objective.name)
         except ValueError as e:
             if dist is None:
                 raise
@@ -172,7 +213,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     if early_stopping_rounds is not None:
         if not eval_sets:
             raise ValueError("early_stopping_rounds needs at least one set in evals")
-        cbs.append(EarlyStopping(early_stopping_rounds))  # it checks the value
+        cbs.append(EarlyStopping(early_stopping_rounds, maximize=maximize))
     history: EvalsLog = evals_result if evals_result is not None else {}
     history.clear()
 
@@ -214,6 +255,11 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                                                          p.grad_quant_bits,
                                                          round_key(p.seed, epoch, k))
                 grown = grower.grow(k, rows, quantisation, rng)
+                if objective.leaf_alpha is not None:
+                    with timer("gradient"):
+                        grown = refresh_leaves(grown, objective.leaf_alpha, dtrain.data,
+                                               backend.margin()[:, k], y, w, rows,
+                                               p.learning_rate)
                 trees.append(grown.tree)
                 with timer("predict"):
                     backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
@@ -226,12 +272,23 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                     else:
                         new.add_margin(es.data.data, es.margin)
                     log = history.setdefault(es.name, {})
+                    y_e, w_e = es.data.label, es.data.weight
                     for m, fn in metric_fns.items():
                         pred = _metric_input(objective, es.margin, m)
-                        y_e, w_e = es.data.label, es.data.weight
-                        value = (fn(y_e, pred, w_e) if dist is None
-                                 else dist.global_metric(comm, m, fn, y_e, pred, w_e))
+                        if m in RANKING:
+                            value = fn(y_e, pred, w_e, group=es.data.group)
+                        elif dist is None:
+                            value = fn(y_e, pred, w_e)
+                        else:
+                            value = dist.global_metric(comm, _metric_key(m, objective), fn,
+                                                       y_e, pred, w_e)
                         log.setdefault(m, []).append(value)
+                    if custom_metric is not None:
+                        pred = (es.margin[:, 0].copy() if obj is not None and K == 1
+                                else es.margin.copy() if obj is not None
+                                else _metric_input(objective, es.margin, ""))
+                        for m, value in _custom_metric_values(custom_metric, pred, es.data):
+                            log.setdefault(m, []).append(value)
             if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
                 break
     finally:

@@ -171,7 +171,7 @@ def test_known_names_and_aliases_do_not_warn():
     ({"grow_policy": "depthwise", "max_depth": 0}, "max_depth"),
     ({"tree_method": "exact"}, "tree_method"),
     ({"device": "tpu"}, "device"),
-    ({"eval_metric": "rmsle"}, "eval_metric"),
+    ({"eval_metric": "rmsle2"}, "eval_metric"),
     ({"verbosity": "loud"}, "verbosity"),
 ])
 def test_invalid_parameter_value_names_the_parameter(params, name):
@@ -462,3 +462,22 @@ def test_custom_objective_beyond_float32_raises():
 
     with pytest.raises(ValueError, match="beyond float32's range"):
         histboost.train({}, d, 1, obj=obj, verbose_eval=False)
+
+
+@pytest.mark.parametrize("params", [
+    {"booster": "dart"}, {"num_parallel_tree": 4}, {"boosting": "goss"}, {"linear_tree": True},
+    {"extra_trees": True}, {"path_smooth": 1.0}, {"top_rate": 0.2}, {"max_cat_to_onehot": 4},
+])
+def test_peer_parameter_not_implemented_raises_naming_it(params):
+    """A parameter XGBoost / LightGBM implement and histboost does not is an error, not a
+    warning: the ported script would train another model."""
+    (name,) = params
+    with pytest.raises(ValueError, match=f"'{name}' is not implemented"):
+        _train(params)
+
+
+def test_peer_parameter_at_its_default_is_accepted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train({"booster": "gbtree", "num_parallel_tree": 1, "boosting": "gbdt",
+                "sampling_method": "uniform", "linear_tree": False})

@@ -209,3 +209,19 @@ def test_malformed_estimator_state_raises_value_error(tmp_path, key, value):
     path.write_text(json.dumps(d))
     with pytest.raises(ValueError, match="m.json is a corrupt histboost model"):
         HistBoostClassifier().load_model(path)
+
+
+def test_callable_eval_metric_is_logged_by_its_name():
+    from sklearn.metrics import mean_absolute_error
+
+    from histboost.sklearn import HistBoostRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=300)
+    m = HistBoostRegressor(n_estimators=5, eval_metric=mean_absolute_error, n_jobs=1)
+    m.fit(X, y, eval_set=[(X, y)])
+    log = m.evals_result()["validation_0"]
+    assert list(log) == ["mean_absolute_error"]
+    np.testing.assert_allclose(log["mean_absolute_error"][-1],
+                               mean_absolute_error(y, m.predict(X)), rtol=1e-6)

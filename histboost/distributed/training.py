@@ -29,6 +29,19 @@ if TYPE_CHECKING:
 _LOCAL_SETTINGS = {"nthread", "verbosity"}
 
 
+def check_supported(p: TrainParams) -> None:
+    """Raise ValueError naming a setting distributed training cannot run."""
+    from ..objectives import get_objective
+
+    objective = get_objective(p.objective, p.num_class, p)
+    if not objective.intercept_from_mean and p.base_score is None:
+        raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
+                         "(its intercept is not a function of the mean label)")
+    if objective.leaf_alpha is not None or p.objective.startswith(("survival:", "rank:")):
+        raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
+                         "yet (it needs all rows of a leaf, a risk set or a query together)")
+
+
 def raise_together(comm: Communicator, error: BaseException | None) -> None:
     """Collective: if any rank passes an error, raise on every rank, naming the ranks and the
     first failing rank's message (the others would otherwise wait in their next collective

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from .base import CustomObjective, Objective
+from typing import Any
+
+from .base import CustomObjective, HostObjective, Objective
 from .classification import Logistic, LogitRaw, Softmax
-from .regression import SquaredError
+from .regression import (
+    AbsoluteError,
+    Cox,
+    Gamma,
+    Poisson,
+    PseudoHuberError,
+    QuantileError,
+    SquaredError,
+    SquaredLogError,
+    Tweedie,
+)
 
 _REGISTRY: dict[str, type[Objective]] = {
     "reg:squarederror": SquaredError,
@@ -12,16 +24,25 @@ _REGISTRY: dict[str, type[Objective]] = {
     "binary:logitraw": LogitRaw,
     "multi:softprob": Softmax,
     "multi:softmax": Softmax,
+    "reg:absoluteerror": AbsoluteError,
+    "reg:pseudohubererror": PseudoHuberError,
+    "reg:quantileerror": QuantileError,
+    "count:poisson": Poisson,
+    "reg:gamma": Gamma,
+    "reg:tweedie": Tweedie,
+    "reg:squaredlogerror": SquaredLogError,
+    "survival:cox": Cox,
 }
 
 
-def get_objective(name: str, num_class: int = 1) -> Objective:
-    """The objective registered under `name` (XGBoost spelling)."""
+def get_objective(name: str, num_class: int = 1, params: Any = None) -> Objective:
+    """The objective registered under `name` (XGBoost spelling); `params` (`TrainParams`)
+    carries its parameters (huber_slope, quantile_alpha, tweedie_variance_power, ...)."""
     try:
         cls = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown objective {name!r}; choose from {sorted(_REGISTRY)}") from None
-    return cls(name=name, num_class=num_class)
+    return cls(name=name, num_class=num_class, params=params)
 
 
-__all__ = ["CustomObjective", "Objective", "get_objective"]
+__all__ = ["CustomObjective", "HostObjective", "Objective", "get_objective"]

@@ -19,10 +19,19 @@ class Objective:
 
     default_metric = "rmse"
     loss: str | None = None
+    # the intercept depends on the labels only through their weighted mean (distributed
+    # training computes it from the all-ranks mean)
+    intercept_from_mean = False
+    # not None: after a tree is grown, each leaf is refreshed to this weighted quantile of
+    # its rows' residuals y - margin (times the learning rate), as XGBoost does
+    leaf_alpha: float | None = None
+    # the argument of the objective's parametrised metrics (quantile_alpha, huber_slope)
+    metric_arg: float | None = None
 
-    def __init__(self, name: str, num_class: int = 1) -> None:
+    def __init__(self, name: str, num_class: int = 1, params: Any = None) -> None:
         self.name = name
         self.num_class = num_class
+        self.params = params
 
     @property
     def n_outputs(self) -> int:
@@ -42,6 +51,45 @@ class Objective:
     def transform(self, margin: np.ndarray) -> np.ndarray:
         """Margins (n, K) to predictions ((n,) when K == 1)."""
         return margin[:, 0] if margin.shape[1] == 1 else margin
+
+
+class HostObjective(Objective):
+    """A built-in objective whose gradient pairs are computed on the host in float64 from the
+    margins, labels and weights bound by `bind` (``loss is None``)."""
+
+    def bind(self, y: np.ndarray, w: np.ndarray | None, group: np.ndarray | None = None
+             ) -> None:
+        """Take the training labels, weights and query sizes (ranking) of `gradient_pairs`."""
+        self._y = np.asarray(y, np.float64)
+        self._w = None if w is None else np.asarray(w, np.float64)
+        self._group = group
+
+    def grad_hess(self, m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unweighted float64 (gradient, hessian) (n,) at margins m (n,) for labels y (n,)."""
+        raise NotImplementedError
+
+    def weighted_grad_hess(self, m: np.ndarray, y: np.ndarray,
+                           w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Weighted (gradient, hessian) (n,) at margins m (n,) (one-output objectives)."""
+        g, h = self.grad_hess(m, y)
+        if w is not None:
+            g, h = g * w, h * w
+        return g, h
+
+    def gradient_pairs(self, margin: np.ndarray) -> np.ndarray:
+        """float32 (K, n, 2) pairs at float64 margins (n, K) for the bound labels."""
+        g, h = self.weighted_grad_hess(margin[:, 0], self._y, self._w)
+        out = np.empty((1, g.shape[0], 2), np.float32)
+        out[0, :, 0] = g
+        out[0, :, 1] = h
+        return out
+
+    def base_margin(self, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+        """XGBoost's default intercept: one unregularised Newton step from margin 0 (-G/H),
+        in margin space."""
+        g, h = self.weighted_grad_hess(np.zeros(y.shape[0]), y, w)
+        hs = float(np.sum(h))
+        return np.array([-float(np.sum(g)) / hs if hs > 0 else 0.0])
 
 
 class CustomObjective(Objective):

@@ -21,6 +21,7 @@ class Logistic(Objective):
 
     default_metric = "logloss"
     loss = "logistic"
+    intercept_from_mean = True
 
     def check_label(self, y: np.ndarray) -> None:
         if np.any((y < 0) | (y > 1)):
@@ -59,6 +60,7 @@ class Softmax(Objective):
 
     default_metric = "mlogloss"
     loss = "softmax"
+    intercept_from_mean = True
 
     @property
     def n_outputs(self) -> int:

@@ -1,0 +1,93 @@
+"""Objective families: histboost vs XGBoost vs LightGBM on the same synthetic data (a known
+law per family), train time and the family's held-out metric (computed by histboost's metric
+functions on each library's predictions). Not a timed test.
+
+    python bench/objectives.py [--rows 20000] [--rounds 50] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+import histboost
+from histboost.metrics import get_metric
+
+# family: (histboost/XGBoost objective, LightGBM objective or None, metric, extra params)
+FAMILIES = {
+    "absolute": ("reg:absoluteerror", "l1", "mae", {}),
+    "quantile": ("reg:quantileerror", "quantile", "quantile@0.9", {"quantile_alpha": 0.9}),
+    "pseudohuber": ("reg:pseudohubererror", None, "mphe@1.0", {}),
+    "poisson": ("count:poisson", "poisson", "poisson-nloglik", {}),
+    "gamma": ("reg:gamma", "gamma", "gamma-deviance", {}),
+    "tweedie": ("reg:tweedie", "tweedie", "tweedie-nloglik@1.5", {}),
+    "sq-log": ("reg:squaredlogerror", None, "rmsle", {}),
+    "cox": ("survival:cox", None, "cox-nloglik", {}),
+}
+
+
+def data(family: str, n: int, rng: np.random.Generator):
+    X = rng.normal(size=(n, 10))
+    f = 0.5 * X[:, 0] - 0.4 * X[:, 1] + 0.3 * X[:, 2] * X[:, 3] + 0.2 * np.sin(X[:, 4])
+    mu = np.exp(f)
+    y = {
+        "absolute": lambda: 2 * f + rng.laplace(size=n),
+        "quantile": lambda: 2 * f + rng.normal(size=n),
+        "pseudohuber": lambda: 2 * f + rng.standard_t(2, size=n),
+        "poisson": lambda: rng.poisson(mu).astype(float),
+        "gamma": lambda: rng.gamma(2.0, mu / 2.0),
+        "tweedie": lambda: rng.poisson(mu) * rng.gamma(3.0, 1 / 3.0, size=n),
+        "sq-log": lambda: mu * rng.lognormal(0, 0.3, size=n),
+        "cox": lambda: np.where(rng.random(n) < 0.7, 1, -1) * rng.exponential(1 / mu),
+    }[family]()
+    return X, y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    import lightgbm as lgb
+    import xgboost as xgb
+
+    warnings.simplefilter("ignore")
+    print(f"{a.rows} rows x 10 features (80% train), {a.rounds} rounds, depth 6 / 63 leaves, "
+          f"eta 0.1, max_bin 256, {a.threads} threads")
+    print(f"{'family':12s} {'library':10s} {'train s':>8s}  metric")
+    for fam, (obj, lgb_obj, metric, extra) in FAMILIES.items():
+        rng = np.random.default_rng(0)
+        X, y = data(fam, a.rows, rng)
+        cut = int(0.8 * a.rows)
+        Xtr, ytr, Xte, yte = X[:cut], y[:cut], X[cut:], y[cut:]
+        fn = get_metric(metric)
+        common = {"objective": obj, "max_depth": 6, "eta": 0.1, "max_bin": 256,
+                  "nthread": a.threads, **extra}
+        runs = []
+        t = time.perf_counter()
+        b = histboost.train(common, histboost.Dataset(Xtr, label=ytr), a.rounds,
+                            verbose_eval=False)
+        runs.append(("histboost", time.perf_counter() - t, b.predict(Xte)))
+        t = time.perf_counter()
+        bx = xgb.train({**common, "tree_method": "hist"}, xgb.DMatrix(Xtr, ytr), a.rounds)
+        runs.append(("xgboost", time.perf_counter() - t, bx.predict(xgb.DMatrix(Xte))))
+        if lgb_obj is not None:
+            lp = {"objective": lgb_obj, "num_leaves": 63, "max_depth": 6,
+                  "learning_rate": 0.1, "max_bin": 255, "num_threads": a.threads,
+                  "verbose": -1, "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 1.0}
+            if fam == "quantile":
+                lp["alpha"] = 0.9
+            t = time.perf_counter()
+            bl = lgb.train(lp, lgb.Dataset(Xtr, ytr), a.rounds)
+            runs.append(("lightgbm", time.perf_counter() - t, bl.predict(Xte)))
+        for lib, secs, pred in runs:
+            value = fn(yte, np.asarray(pred, np.float64), None)
+            print(f"{fam:12s} {lib:10s} {secs:8.2f}  {metric} {value:.4f}")
+
+
+if __name__ == "__main__":
+    main()
