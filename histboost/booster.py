@@ -251,7 +251,9 @@ class Booster:
         out[...] = margin.cpu().numpy()
 
     def predict(self, data: Any, output_margin: bool = False, pred_leaf: bool = False,
-                iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+                iteration_range: tuple[int, int] | None = None, *,
+                pred_contribs: bool = False, approx_contribs: bool = False,
+                pred_interactions: bool = False) -> np.ndarray:
         """Predict for `data` (Dataset, array (n, F), DataFrame, scipy sparse matrix, or a
         CUDA array: torch tensor, CuPy, anything with DLPack).
 
@@ -264,7 +266,14 @@ class Booster:
         ``output_margin=True``; int32 (n, n_trees) leaf indices with ``pred_leaf=True`` (node
         ids, or the bit path for oblivious trees). `iteration_range` (begin, end) selects
         rounds; the default uses them all.
+
+        ``pred_contribs=True``: float32 SHAP values, (n, F+1) or (n, K, F+1) with the bias
+        last (exact TreeSHAP; Saabas attributions with ``approx_contribs=True``);
+        ``pred_interactions=True``: SHAP interaction values, (n, F+1, F+1) or
+        (n, K, F+1, F+1). See `histboost.explain.shap`.
         """
+        if pred_contribs or pred_interactions:
+            return self._explain(data, iteration_range, approx_contribs, pred_interactions)
         device_X = _cuda_matrix(data)
         if device_X is not None and not pred_leaf:  # device input: predicted where it is
             if device_X.shape[1] != self.n_features:
@@ -288,6 +297,17 @@ class Booster:
         if output_margin:
             return margin[:, 0] if margin.shape[1] == 1 else margin
         return self.objective.transform(margin)
+
+    def _explain(self, data: Any, iteration_range: tuple[int, int] | None, approx: bool,
+                 interactions: bool) -> np.ndarray:
+        from .explain import shap
+        device_X = _cuda_matrix(data)
+        X, bm = self._matrix(device_X.cpu().numpy() if device_X is not None else data)
+        tree_range = self._tree_range(iteration_range)
+        self._set_threads()
+        if interactions:
+            return shap.predict_interactions(self, X, bm, tree_range)
+        return shap.predict_contributions(self, X, bm, tree_range, approx)
 
     # -- introspection ------------------------------------------------------------------------
     def get_dump(self, with_stats: bool = False, dump_format: str = "text") -> list[str]:
