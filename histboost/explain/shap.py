@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from ..booster import Booster
 
 
+# largest number of leaf-table entries (float64) kept per model: 2**25 is 256 MiB; beyond it
+# SHAP values take the path algorithm (the same values, O(depth) times slower per leaf)
+TABLE_BUDGET = 1 << 25
+
+
 class ExplainForest:
     """A model's trees as node trees (oblivious ones expanded) in flat arrays, with the
     per-node cover fractions and expected values TreeSHAP needs."""
@@ -61,6 +66,41 @@ class ExplainForest:
         self.feat_ptr = np.concatenate([[0], np.cumsum([f.size for f in feats])]).astype(
             np.int64)
         self.tree_feats = (np.concatenate(feats) if feats else np.zeros(0)).astype(np.int32)
+        self._tables: tuple | None = None
+
+    def tables(self) -> tuple | None:
+        """The leaf tables of `histboost.kernels.cpu.shap.shap_values_tables` (built on first
+        use), or None when they would take more than `TABLE_BUDGET` entries."""
+        if self._tables is None:
+            self._tables = self._build_tables()
+        return self._tables or None
+
+    def _build_tables(self) -> tuple:
+        leaf_node, leaf_tree, n_split, n_elem, has_zero = kshap.leaf_layout(
+            self.node_ptr, self.left, self.right, self.feature, self.zl, self.zr,
+            self.max_depth)
+        tree_slow = np.zeros(self.n_trees, np.uint8)
+        np.maximum.at(tree_slow, leaf_tree, has_zero)
+        np.maximum.at(tree_slow, leaf_tree, (n_elem > 20).astype(np.uint8))
+        size = np.where(tree_slow[leaf_tree] == 1, 0, np.where(n_elem > 0, 1 << np.minimum(
+            n_elem, 20), 0))
+        if size.sum() > TABLE_BUDGET:
+            return ()
+        ptr = lambda a: np.concatenate([[0], np.cumsum(a)]).astype(np.int64)  # noqa: E731
+        split_ptr, elem_ptr, table_ptr = ptr(n_split), ptr(n_elem), ptr(size)
+        tree_leaf_ptr = ptr(np.bincount(leaf_tree, minlength=self.n_trees))
+        split_node = np.zeros(split_ptr[-1], np.int64)
+        split_left = np.zeros(split_ptr[-1], np.uint8)
+        split_elem = np.zeros(split_ptr[-1], np.int64)
+        elem_feature = np.zeros(elem_ptr[-1], np.int32)
+        elem_ratio = np.zeros(elem_ptr[-1])
+        table = np.zeros(table_ptr[-1])
+        kshap.fill_leaf_tables(self.node_ptr, self.left, self.right, self.feature, self.zl,
+                               self.zr, leaf_node, leaf_tree, split_ptr, elem_ptr, table_ptr,
+                               split_node, split_left, split_elem, elem_feature, elem_ratio,
+                               table)
+        return (tree_slow, tree_leaf_ptr, leaf_node, split_ptr, elem_ptr, table_ptr,
+                split_node, split_left, split_elem, elem_feature, elem_ratio, table)
 
 
 def _fractions(tree) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -117,6 +157,10 @@ def predict_contributions(booster: Booster, X: np.ndarray, base_margin: np.ndarr
     if approx:
         kshap.saabas_values(X, a, b, fo.tree_class, fo.node_ptr, fo.left, fo.right, fo.feature,
                             fo.threshold, fo.default_left, fo.value, fo.mean, bias, out)
+    elif (tables := fo.tables()) is not None:
+        kshap.shap_values_tables(X, a, b, fo.tree_class, fo.node_ptr, fo.left, fo.right,
+                                 fo.feature, fo.threshold, fo.default_left, fo.value, fo.zl,
+                                 fo.zr, fo.mean, fo.max_depth, *tables, bias, out)
     else:
         kshap.shap_values(X, a, b, fo.tree_class, fo.node_ptr, fo.left, fo.right, fo.feature,
                           fo.threshold, fo.default_left, fo.value, fo.zl, fo.zr, fo.mean,

@@ -273,3 +273,19 @@ def test_shap_library_tree_explainer_on_the_same_trees():
         got = b.predict(X[:50], pred_contribs=True)
         np.testing.assert_allclose(got[:, :-1], ref, atol=1e-5)
         np.testing.assert_allclose(got[:, -1], np.ravel(ex.expected_value)[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda p: p["grow_policy"])
+def test_leaf_tables_and_path_algorithm_agree(kind, monkeypatch):
+    from histboost.explain import shap as hshap
+    X, y = make_regression(600, 9, seed=10, missing=0.1)
+    b = _train({"objective": "reg:squarederror", **{**kind, "max_depth": 6}}, X, y, rounds=6)
+    fast = b.predict(X, pred_contribs=True)
+    assert b.__dict__["_explain_forest"][1].tables() is not None
+    monkeypatch.setattr(hshap, "TABLE_BUDGET", 0)
+    slow = histboost.Booster(model_file=None)
+    slow.load_model(b.save_raw())
+    assert slow.__dict__.get("_explain_forest") is None
+    ref = slow.predict(X, pred_contribs=True)
+    assert slow.__dict__["_explain_forest"][1].tables() is None
+    np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-6)
