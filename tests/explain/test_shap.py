@@ -282,7 +282,7 @@ def test_leaf_tables_and_path_algorithm_agree(kind, monkeypatch):
     b = _train({"objective": "reg:squarederror", **{**kind, "max_depth": 6}}, X, y, rounds=6)
     fast = b.predict(X, pred_contribs=True)
     assert b.__dict__["_explain_forest"][1].tables() is not None
-    monkeypatch.setattr(hshap, "TABLE_BUDGET", 0)
+    monkeypatch.setattr(hshap, "TABLE_BUDGET", -1)
     slow = histboost.Booster(model_file=None)
     slow.load_model(b.save_raw())
     assert slow.__dict__.get("_explain_forest") is None
