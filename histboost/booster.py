@@ -319,7 +319,8 @@ class Booster:
         return [t.dump(self.feature_names, with_stats) for t in self.trees]
 
     def feature_importance(self, importance_type: str = "gain") -> np.ndarray:
-        """float64 (n_features,): total split gain ("gain") or number of splits ("split")."""
+        """float64 (n_features,): total split gain ("gain") or number of splits ("split"), as
+        LightGBM's ``feature_importance``; `get_score` has XGBoost's types."""
         if importance_type not in ("gain", "split"):
             raise ValueError(f"importance_type must be 'gain' or 'split', got "
                              f"{importance_type!r}")
@@ -330,9 +331,14 @@ class Booster:
         return out
 
     def get_score(self, importance_type: str = "gain") -> dict[str, float]:
-        """Importance by feature name for features used in at least one split."""
-        imp = self.feature_importance(importance_type)
-        used = self.feature_importance("split") > 0
+        """Importance by feature name for features used in at least one split, with XGBoost's
+        meanings: ``weight`` (number of splits), ``gain`` / ``cover`` (average loss reduction
+        / cover per split), ``total_gain`` / ``total_cover`` (their sums); see
+        `histboost.explain.importance`. (`feature_importance` keeps LightGBM's meanings:
+        ``gain`` there is the total.)"""
+        from .explain.importance import importance
+        imp = importance(self.trees, self.n_features, importance_type)
+        used = importance(self.trees, self.n_features, "weight") > 0
         return {n: float(v) for n, v, u in zip(self.feature_names, imp, used, strict=True) if u}
 
     # -- serialisation ------------------------------------------------------------------------
