@@ -365,11 +365,24 @@ class Booster:
         """The model as UTF-8 JSON bytes."""
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
-    def save_model(self, path: str | os.PathLike) -> None:
+    def save_model(self, path: str | os.PathLike, format: str = "histboost") -> None:
         """Write the model as JSON, atomically (see `histboost._files.atomic_write`: a new
         file gets the umask's permissions, an overwrite keeps the file's, a symlink is
-        followed)."""
-        atomic_write(path, self.save_raw())
+        followed). ``format="xgboost"`` writes an XGBoost JSON model instead (see
+        `histboost.exports`), which this class does not load back."""
+        if format == "xgboost":
+            from .exports import xgboost_json_bytes
+            atomic_write(path, xgboost_json_bytes(self))
+        elif format == "histboost":
+            atomic_write(path, self.save_raw())
+        else:
+            raise ValueError(f"format must be 'histboost' or 'xgboost', got {format!r}")
+
+    def trees_to_dataframe(self) -> Any:
+        """pandas DataFrame of every node, XGBoost's columns (see
+        `histboost.exports.trees_to_dataframe`)."""
+        from .exports import trees_to_dataframe
+        return trees_to_dataframe(self)
 
     def load_model(self, source: str | os.PathLike | bytes | bytearray) -> None:
         """Load a model saved by `save_model` (a path) or `save_raw` (bytes)."""
