@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..params import MIN_MAX_BIN
+from .arrow import to_matrix as to_arrow_matrix
 from .binning import BinMapper, compute_bin_mapper
 
 # Gradients travel as float32 (largest 3.4e38): a row's gradient is at most
@@ -43,7 +44,10 @@ def to_float_matrix(data: Any) -> tuple[np.ndarray, list[str] | None]:
     entries add up, as in scipy's ``toarray()``.
     """
     names: list[str] | None = None
-    if _is_pandas_frame(data):
+    arrow = to_arrow_matrix(data)  # pyarrow, polars, Arrow C streams (histboost.data.arrow)
+    if arrow is not None:
+        X, names = arrow
+    elif _is_pandas_frame(data):
         names = [str(c) for c in data.columns]
         bad = [str(c) for c, t in zip(data.columns, data.dtypes, strict=True)
                if t.kind not in "biuf"]
