@@ -128,9 +128,10 @@ def _fractions(tree) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 
 def _forest(booster: Booster) -> ExplainForest:
     cached = booster.__dict__.get("_explain_forest")
-    key = (len(booster.trees), id(booster.trees[-1]) if booster.trees else None)
-    if cached is None or cached[0] != key:
-        cached = (key, ExplainForest(booster.trees))
+    trees = booster.trees
+    if cached is None or len(cached[0]) != len(trees) or not all(
+            a is b for a, b in zip(cached[0], trees, strict=True)):
+        cached = (list(trees), ExplainForest(trees))
         booster.__dict__["_explain_forest"] = cached
     return cached[1]
 
