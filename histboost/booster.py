@@ -253,7 +253,9 @@ class Booster:
         out[...] = margin.cpu().numpy()
 
     def predict(self, data: Any, output_margin: bool = False, pred_leaf: bool = False,
-                iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+                iteration_range: tuple[int, int] | None = None, *,
+                pred_contribs: bool = False, approx_contribs: bool = False,
+                pred_interactions: bool = False) -> np.ndarray:
         """Predict for `data` (Dataset, array (n, F), DataFrame, scipy sparse matrix, or a
         CUDA array: torch tensor, CuPy, anything with DLPack).
 
@@ -269,7 +271,14 @@ class Booster:
         ``output_margin=True``; int32 (n, n_trees) leaf indices with ``pred_leaf=True`` (node
         ids, or the bit path for oblivious trees). `iteration_range` (begin, end) selects
         rounds; the default uses them all.
+
+        ``pred_contribs=True``: float32 SHAP values, (n, F+1) or (n, K, F+1) with the bias
+        last (exact TreeSHAP; Saabas attributions with ``approx_contribs=True``);
+        ``pred_interactions=True``: SHAP interaction values, (n, F+1, F+1) or
+        (n, K, F+1, F+1). See `histboost.explain.shap`.
         """
+        if pred_contribs or pred_interactions:
+            return self._explain(data, iteration_range, approx_contribs, pred_interactions)
         device_X = _cuda_matrix(data)
         if device_X is not None and not pred_leaf:  # device input: predicted where it is
             if device_X.shape[1] != self.n_features:
@@ -294,6 +303,17 @@ class Booster:
             return margin[:, 0] if margin.shape[1] == 1 else margin
         return self.objective.transform(margin)
 
+    def _explain(self, data: Any, iteration_range: tuple[int, int] | None, approx: bool,
+                 interactions: bool) -> np.ndarray:
+        from .explain import shap
+        device_X = _cuda_matrix(data)
+        X, bm = self._matrix(device_X.cpu().numpy() if device_X is not None else data)
+        tree_range = self._tree_range(iteration_range)
+        self._set_threads()
+        if interactions:
+            return shap.predict_interactions(self, X, bm, tree_range)
+        return shap.predict_contributions(self, X, bm, tree_range, approx)
+
     # -- introspection ------------------------------------------------------------------------
     def get_dump(self, with_stats: bool = False, dump_format: str = "text") -> list[str]:
         """One string per tree: XGBoost-style indented text, or JSON (``dump_format="json"``)."""
@@ -304,7 +324,8 @@ class Booster:
         return [t.dump(self.feature_names, with_stats) for t in self.trees]
 
     def feature_importance(self, importance_type: str = "gain") -> np.ndarray:
-        """float64 (n_features,): total split gain ("gain") or number of splits ("split")."""
+        """float64 (n_features,): total split gain ("gain") or number of splits ("split"), as
+        LightGBM's ``feature_importance``; `get_score` has XGBoost's types."""
         if importance_type not in ("gain", "split"):
             raise ValueError(f"importance_type must be 'gain' or 'split', got "
                              f"{importance_type!r}")
@@ -315,9 +336,14 @@ class Booster:
         return out
 
     def get_score(self, importance_type: str = "gain") -> dict[str, float]:
-        """Importance by feature name for features used in at least one split."""
-        imp = self.feature_importance(importance_type)
-        used = self.feature_importance("split") > 0
+        """Importance by feature name for features used in at least one split, with XGBoost's
+        meanings: ``weight`` (number of splits), ``gain`` / ``cover`` (average loss reduction
+        / cover per split), ``total_gain`` / ``total_cover`` (their sums); see
+        `histboost.explain.importance`. (`feature_importance` keeps LightGBM's meanings:
+        ``gain`` there is the total.)"""
+        from .explain.importance import importance
+        imp = importance(self.trees, self.n_features, importance_type)
+        used = importance(self.trees, self.n_features, "weight") > 0
         return {n: float(v) for n, v, u in zip(self.feature_names, imp, used, strict=True) if u}
 
     # -- serialisation ------------------------------------------------------------------------
@@ -344,11 +370,24 @@ class Booster:
         """The model as UTF-8 JSON bytes."""
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
-    def save_model(self, path: str | os.PathLike) -> None:
+    def save_model(self, path: str | os.PathLike, format: str = "histboost") -> None:
         """Write the model as JSON, atomically (see `histboost._files.atomic_write`: a new
         file gets the umask's permissions, an overwrite keeps the file's, a symlink is
-        followed)."""
-        atomic_write(path, self.save_raw())
+        followed). ``format="xgboost"`` writes an XGBoost JSON model instead (see
+        `histboost.exports`), which this class does not load back."""
+        if format == "xgboost":
+            from .exports import xgboost_json_bytes
+            atomic_write(path, xgboost_json_bytes(self))
+        elif format == "histboost":
+            atomic_write(path, self.save_raw())
+        else:
+            raise ValueError(f"format must be 'histboost' or 'xgboost', got {format!r}")
+
+    def trees_to_dataframe(self) -> Any:
+        """pandas DataFrame of every node, XGBoost's columns (see
+        `histboost.exports.trees_to_dataframe`)."""
+        from .exports import trees_to_dataframe
+        return trees_to_dataframe(self)
 
     def load_model(self, source: str | os.PathLike | bytes | bytearray) -> None:
         """Load a model saved by `save_model` (a path) or `save_raw` (bytes)."""

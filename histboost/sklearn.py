@@ -54,6 +54,9 @@ class _HistBoostModel(BaseEstimator):
     n_jobs : threads; None or -1 uses every core, -2 all but one, as in scikit-learn.
     early_stopping_rounds : stop when the last metric on the last ``eval_set`` has not improved
         for this many rounds; predictions then use the best iteration.
+    importance_type : what ``feature_importances_`` measures, with XGBoost's meanings:
+        ``"gain"`` (average loss reduction per split, the default), ``"weight"``, ``"cover"``,
+        ``"total_gain"``, ``"total_cover"`` (see `histboost.explain.importance`).
     **kwargs : further training parameters (e.g. ``colsample_bynode``, ``max_delta_step``).
     """
 
@@ -68,7 +71,7 @@ class _HistBoostModel(BaseEstimator):
                  n_jobs: int | None = None, quantized_grad: bool | None = None,
                  early_stopping_rounds: int | None = None,
                  eval_metric: str | Sequence[str] | None = None, verbosity: int | None = None,
-                 **kwargs: Any) -> None:
+                 importance_type: str | None = None, **kwargs: Any) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -89,6 +92,7 @@ class _HistBoostModel(BaseEstimator):
         self.early_stopping_rounds = early_stopping_rounds
         self.eval_metric = eval_metric
         self.verbosity = verbosity
+        self.importance_type = importance_type
         if kwargs:  # only when given: scikit-learn checks that __init__ sets nothing else
             self.kwargs = kwargs
 
@@ -219,11 +223,14 @@ class _HistBoostModel(BaseEstimator):
 
     @property
     def feature_importances_(self) -> np.ndarray:
-        """float64 (n_features_in_,): total split gain per feature, normalised to sum to 1
-        (all zeros when no tree has a split)."""
-        gain = self.get_booster().feature_importance("gain")
-        total = gain.sum()
-        return gain / total if total > 0 else gain
+        """float64 (n_features_in_,): the importance of `importance_type` (default
+        ``"gain"``, the average gain per split, as XGBoost) per feature, normalised to sum to
+        1 (all zeros when no tree has a split)."""
+        from .explain.importance import importance
+        b = self.get_booster()
+        imp = importance(b.trees, b.n_features, self.importance_type or "gain")
+        total = imp.sum()
+        return imp / total if total > 0 else imp
 
     def evals_result(self) -> dict[str, dict[str, list[float]]]:
         """``{"validation_i": {metric: [value per round]}}`` of the last `fit`."""

@@ -129,8 +129,12 @@ def test_dataframe_names_importances_and_kwargs():
     assert reg.n_features_in_ == 4
     assert reg.get_booster().feature_names == ["signal", "a", "b", "c"]
     imp = reg.feature_importances_
-    gain = reg.get_booster().feature_importance("gain")
+    score = reg.get_booster().get_score("gain")  # average gain per split, as XGBoost
+    gain = np.array([score.get(c, 0.0) for c in df.columns])
     np.testing.assert_allclose(imp, gain / gain.sum())
+    total = reg.get_booster().feature_importance("gain")
+    np.testing.assert_allclose(reg.set_params(importance_type="total_gain").feature_importances_,
+                               total / total.sum())
     assert np.argmax(imp) == 0 and imp[0] > 0.9
     np.testing.assert_array_equal(reg.predict(df), reg.get_booster().predict(df))
     with pytest.warns(UserWarning, match="did you mean 'max_depth'"):

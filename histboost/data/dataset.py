@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..params import MIN_MAX_BIN
+from .arrow import to_matrix as to_arrow_matrix
 from .binning import BinMapper, compute_bin_mapper
 from .sparse import SparseBins, SparseMatrix, check_unstored, sparse_bin_mapper
 
@@ -49,7 +50,10 @@ def to_float_matrix(data: Any, unstored: str = "zero"
     names: list[str] | None = None
     if _is_scipy_sparse(data) or isinstance(data, SparseMatrix):
         return SparseMatrix.from_any(data, unstored), None
-    if _is_pandas_frame(data):
+    arrow = to_arrow_matrix(data)  # pyarrow, polars, Arrow C streams (histboost.data.arrow)
+    if arrow is not None:
+        X, names = arrow
+    elif _is_pandas_frame(data):
         names = [str(c) for c in data.columns]
         bad = [str(c) for c, t in zip(data.columns, data.dtypes, strict=True)
                if t.kind not in "biuf"]
