@@ -74,7 +74,7 @@ class CPUBackend:
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.n_threads = max(1, int(n_threads))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
-        self._team(self.n_threads)
+        self._claim_pool()
         histogram.global_slots(bins, self.offsets, self.slots)
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
@@ -102,6 +102,7 @@ class CPUBackend:
         self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._hists = HistogramStore(np.stack)
+        self._float_memo: tuple[tuple[int, ...], np.ndarray] | None = None
         self._ranges = NodeRanges()
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
         self._max_chunks = 1
@@ -111,13 +112,18 @@ class CPUBackend:
     def _team(self, limit: int) -> int:
         """Threads worth using on `limit` units of work (>= 1, at most nthread and Numba's
         pool): a caller runs its serial kernel on 1. The parallel kernels always get the
-        whole pool, splitting the work into at most this many units: Numba's OpenMP pool ends
-        the threads a smaller team leaves out and starts them again for a larger one
-        (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16 threads,
-        0.12 ms at 16 only)."""
-        pool = self._pool()
-        nb.set_num_threads(pool)
-        return max(1, min(pool, int(limit)))
+        whole pool (`_claim_pool`), splitting the work into at most this many units: Numba's
+        OpenMP pool ends the threads a smaller team leaves out and starts them again for a
+        larger one (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16
+        threads, 0.12 ms at 16 only)."""
+        return max(1, min(self._pool(), int(limit)))
+
+    def _claim_pool(self) -> None:
+        """Numba's thread count (per calling thread) to the pool, at the entry points that
+        start work: construction, gradients, `begin_tree` (the calls of one tree follow it on
+        the same thread) and `update_margin`. Once a tree rather than once a kernel call:
+        setting it costs ~5 us, several times per split."""
+        nb.set_num_threads(self._pool())
 
     def _pool(self) -> int:
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
@@ -134,6 +140,7 @@ class CPUBackend:
 
     def release(self) -> None:
         self._hists.clear()
+        self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
 
     # -- margins and gradients ------------------------------------------------------------
@@ -153,7 +160,7 @@ class CPUBackend:
                 from None
         if self.label is None:
             raise ValueError("the backend holds no labels")
-        self._team(self.n_threads)
+        self._claim_pool()
         kernel(self._margin, self.label, self.weight, self._pairs)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
@@ -175,10 +182,10 @@ class CPUBackend:
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None) -> int:
         gh = self._pairs[output]
+        self._claim_pool()
         if quantisation is not None:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
-            self._team(self.n_threads)
             if self.row_ids is None:
                 quantize.quantize_gradients(gh, quantisation.g_inv_scale,
                                             quantisation.h_inv_scale,
@@ -191,6 +198,7 @@ class CPUBackend:
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
         self._hists.clear()
+        self._float_memo = None
         self._ranges.reset(self.rows.shape[0])
         return int(self.rows.shape[0])
 
@@ -206,7 +214,6 @@ class CPUBackend:
                     and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
                     and int(gh[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
-                self._team(self.n_threads)
                 histogram.pack_pairs(gh, packed)
                 gh = packed
         self.gh = gh
@@ -249,6 +256,7 @@ class CPUBackend:
         out = self._build_ranges(np.array([b[0] for b in bounds], np.int64),
                                  np.array([b[1] for b in bounds], np.int64))
         self._hists.store(nodes, out)
+        self._float_memo = None
         return out
 
     def _build_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -279,21 +287,37 @@ class CPUBackend:
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        self._hists.store(targets, self._subtract(self._hists.stack(parents),
-                                                  self._hists.stack(built)))
+        # both children of each parent into one buffer, in node-id order (siblings' rows
+        # adjacent): the split search of a pair, or of a level, reads a view of it
+        order, built_rows, target_rows = HistogramStore.pair_layout(built, targets)
+        out = self._subtract_pairs(self._hists.stack(parents), self._hists.stack(built),
+                                   built_rows, target_rows)
         self._hists.release(parents)
+        self._hists.store(order, out)
+        self._float_memo = None
 
-    def _subtract(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.empty_like(a)
-        parallel = self._team(a.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
-        kernel = (histogram.subtract_histograms if parallel
-                  else histogram.subtract_histograms_serial)
-        kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    def _subtract_pairs(self, a: np.ndarray, b: np.ndarray, built_rows: list[int],
+                        target_rows: list[int]) -> np.ndarray:
+        """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
+        out = np.empty((2 * a.shape[0], *a.shape[1:]), a.dtype)
+        parallel = self._team(2 * a.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
+        kernel = histogram.subtract_pairs if parallel else histogram.subtract_pairs_serial
+        kernel(a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1),
+               np.array(built_rows, np.int64), np.array(target_rows, np.int64),
+               out.reshape(out.shape[0], -1))
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
-        """float64 (k, total_bins, C) histograms of `nodes` in gradient units."""
-        return self._to_float(self._hists.stack(nodes))
+        """float64 (k, total_bins, C) histograms of `nodes` in gradient units. The last
+        result is kept until histograms change: the split search and the totals (or the
+        oblivious gain table and the split's left sums) read the same nodes in a row."""
+        key = tuple(nodes)
+        memo = self._float_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        hists = self._to_float(self._hists.stack(nodes))
+        self._float_memo = (key, hists)
+        return hists
 
     def _to_float(self, hists: np.ndarray) -> np.ndarray:
         """Histograms of any layout as float64 (k, total_bins, C) in gradient units."""
@@ -302,8 +326,10 @@ class CPUBackend:
             return hists
         if hists.ndim == 2:  # packed quantised sums
             out = np.empty((*hists.shape, 2), np.float64)
-            self._team(min(hists.shape[0], hists.size // _ELEMENTWISE_THREAD_MIN_VALUES))
-            histogram.unpack_to_float(hists, q.g_scale, q.h_scale, out)
+            parallel = self._team(min(hists.shape[0],
+                                      hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
+            kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
+            kernel(hists, q.g_scale, q.h_scale, out)
             return out
         # scales are powers of two, so these products and all later sums are exact
         return hists.astype(np.float64) * np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
@@ -334,8 +360,6 @@ class CPUBackend:
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
         hists = self._float_histograms(nodes)
-        self._team(min(self.n_features,
-                       hists.shape[0] * self.total_bins // (4 * _SPLIT_THREAD_MIN_SLOTS)))
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, np.ascontiguousarray(feature_mask, np.bool_),
@@ -387,7 +411,6 @@ class CPUBackend:
             if chunks == 1:
                 small.append(k)
                 continue
-            self._team(chunks)
             f = features[k]
             n_left[k] = partition.partition_node_chunked(
                 self.columns[f], self.rows, starts[k], ends[k], split_bins[k],
@@ -406,8 +429,8 @@ class CPUBackend:
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
+        self._claim_pool()
         if self._uses_all_rows:
-            self._team(self.n_rows // _PARTITION_THREAD_MIN_ROWS)
             bounds = self._ranges.bounds(leaves)
             predict.add_leaf_values(self.rows, np.array([b[0] for b in bounds], np.int64),
                                     np.array([b[1] for b in bounds], np.int64),
@@ -415,5 +438,4 @@ class CPUBackend:
         else:  # rows outside the sample are in no leaf range: traverse
             if tree.class_index != output:
                 raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-            self._team(self.n_threads)
             PackedForest([tree]).add_margin_binned(self.bins, self.missing_bins, self._margin)

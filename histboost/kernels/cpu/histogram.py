@@ -153,18 +153,41 @@ def build_histogram_chunked_serial(slots, gh, rows, start, end, n_chunks, buffer
             dst[i] += src[i]
 
 
+# values of one unit of the parallel subtraction
+_SUBTRACT_BLOCK = 1 << 14
+
+
+@nb.njit(inline="always")
+def _subtract_block(parents, built, built_rows, target_rows, out, j, lo, hi):
+    b = out[built_rows[j]]
+    t = out[target_rows[j]]
+    p = parents[j]
+    c = built[j]
+    for i in range(lo, hi):
+        v = c[i]
+        b[i] = v
+        t[i] = p[i] - v
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_histograms(parents, children, out):
-    """out = parents - children, elementwise (the siblings' histograms); 1-D (m,) views."""
-    for i in nb.prange(parents.shape[0]):
-        out[i] = parents[i] - children[i]
+def subtract_pairs(parents, built, built_rows, target_rows, out):
+    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
+    out[built_rows[j]] = built[j], in one pass. parents, built: (k, m); out: (2k, m);
+    built_rows, target_rows: int64 (k,) rows of out (see `HistogramStore.pair_layout`)."""
+    k, m = parents.shape
+    blocks = (m + _SUBTRACT_BLOCK - 1) // _SUBTRACT_BLOCK
+    for u in nb.prange(k * blocks):
+        j = u // blocks
+        lo = (u - j * blocks) * _SUBTRACT_BLOCK
+        _subtract_block(parents, built, built_rows, target_rows, out, j, lo,
+                        min(m, lo + _SUBTRACT_BLOCK))
 
 
 @nb.njit(cache=True, nogil=True)
-def subtract_histograms_serial(parents, children, out):
-    """`subtract_histograms` on the calling thread, without a parallel launch."""
-    for i in range(parents.shape[0]):
-        out[i] = parents[i] - children[i]
+def subtract_pairs_serial(parents, built, built_rows, target_rows, out):
+    """`subtract_pairs` on the calling thread, without a parallel launch."""
+    for j in range(parents.shape[0]):
+        _subtract_block(parents, built, built_rows, target_rows, out, j, 0, parents.shape[1])
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -174,12 +197,24 @@ def pack_pairs(gh, out):
         out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
 
 
+@nb.njit(inline="always")
+def _unpack_node(packed, g_scale, h_scale, out, k):
+    for i in range(packed.shape[1]):
+        v = packed[k, i]
+        h = v & _LOW32
+        out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
+        out[k, i, 1] = np.float64(h) * h_scale
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def unpack_to_float(packed, g_scale, h_scale, out):
     """Packed int64 (k, m) sums to float64 (k, m, 2) (gradient, hessian) in gradient units."""
     for k in nb.prange(packed.shape[0]):
-        for i in range(packed.shape[1]):
-            v = packed[k, i]
-            h = v & _LOW32
-            out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
-            out[k, i, 1] = np.float64(h) * h_scale
+        _unpack_node(packed, g_scale, h_scale, out, k)
+
+
+@nb.njit(cache=True, nogil=True)
+def unpack_to_float_serial(packed, g_scale, h_scale, out):
+    """`unpack_to_float` on the calling thread, without a parallel launch."""
+    for k in range(packed.shape[0]):
+        _unpack_node(packed, g_scale, h_scale, out, k)
