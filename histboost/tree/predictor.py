@@ -7,7 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..kernels.cpu import predict as kpredict
+from ..kernels.cpu._threads import run_ranges
 from .tree import Tree
+
+# rows of a thread, at least: ~64k (row, tree) visits, and whole blocks of the kernels
+_THREAD_MIN_VISITS = 1 << 16
+
+
+def _min_rows(n_trees: int) -> int:
+    return max(kpredict._BLOCK, _THREAD_MIN_VISITS // max(1, n_trees))
 
 
 class PackedForest:
@@ -42,30 +50,31 @@ class PackedForest:
 
     def add_margin(self, X: np.ndarray, out: np.ndarray, begin: int = 0,
                    end: int | None = None) -> None:
-        """out (n, K) float64 += margins of trees [begin, end) on raw X (n, F)."""
+        """out (n, K) float64 += margins of trees [begin, end) on raw X (n, F), on Numba's
+        thread count of the calling thread."""
         end = self.n_trees if end is None else end
-        kpredict.predict_margin_raw(
-            X, begin, end, self.tree_class, self.left, self.right, self.feature,
-            self.threshold, self.default_left, self.value, self.node_ptr, self.level_ptr,
-            self.obl_feature, self.obl_threshold, self.obl_default_left, self.leaf_ptr,
-            self.obl_leaf_value, out)
+        run_ranges(kpredict.predict_margin_raw, X.shape[0], X, begin, end, self.tree_class,
+                   self.left, self.right, self.feature, self.threshold, self.default_left,
+                   self.value, self.node_ptr, self.level_ptr, self.obl_feature,
+                   self.obl_threshold, self.obl_default_left, self.leaf_ptr,
+                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
 
     def add_margin_binned(self, bins: np.ndarray, missing_bins: np.ndarray, out: np.ndarray,
                           begin: int = 0, end: int | None = None) -> None:
         """As `add_margin` on binned data that shares the training cuts."""
         end = self.n_trees if end is None else end
-        kpredict.predict_margin_binned(
-            bins, missing_bins, begin, end, self.tree_class, self.left, self.right,
-            self.feature, self.split_bin, self.default_left, self.value, self.node_ptr,
-            self.level_ptr, self.obl_feature, self.obl_bin, self.obl_default_left,
-            self.leaf_ptr, self.obl_leaf_value, out)
+        run_ranges(kpredict.predict_margin_binned, bins.shape[0], bins, missing_bins, begin,
+                   end, self.tree_class, self.left, self.right, self.feature, self.split_bin,
+                   self.default_left, self.value, self.node_ptr, self.level_ptr,
+                   self.obl_feature, self.obl_bin, self.obl_default_left, self.leaf_ptr,
+                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
 
     def leaf_indices(self, X: np.ndarray, begin: int = 0, end: int | None = None) -> np.ndarray:
         """int32 (n, end - begin): leaf index of every row in every tree."""
         end = self.n_trees if end is None else end
         out = np.zeros((X.shape[0], end - begin), dtype=np.int32)
-        kpredict.predict_leaf_raw(
-            X, begin, end, self.left, self.right, self.feature, self.threshold,
-            self.default_left, self.node_ptr, self.level_ptr, self.obl_feature,
-            self.obl_threshold, self.obl_default_left, out)
+        run_ranges(kpredict.predict_leaf_raw, X.shape[0], X, begin, end, self.left,
+                   self.right, self.feature, self.threshold, self.default_left,
+                   self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
+                   self.obl_default_left, out, min_rows=_min_rows(end - begin))
         return out

@@ -12,6 +12,7 @@ from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
 from ..nodes import HistogramStore, NodeRanges
 from . import gradients, histogram, partition, predict, quantize, split
+from ._threads import run_ranges
 
 # Every call splits into units of work proportional to its size (at most nthread), and calls
 # of one unit run serial kernels: waking the threads of a parallel region costs tens of
@@ -42,6 +43,9 @@ _PARTITION_THREAD_MIN_ROWS = 8_192
 # split search: one thread per this many histogram slots scanned, at most one per node (a
 # slot costs about as much as histogramming a row: 20-40 us for a node of 28 x 256 slots)
 _SPLIT_THREAD_MIN_SLOTS = 4_096
+# once-a-tree row kernels (gradients, quantisation, margin updates), run on a thread pool
+# (`_threads.run_ranges`): one thread per this many rows
+_ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
 
@@ -75,7 +79,7 @@ class CPUBackend:
         self.n_threads = max(1, int(n_threads))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._claim_pool()
-        histogram.global_slots(bins, self.offsets, self.slots)
+        histogram.global_slots(bins, self.offsets, self.slots, threads=self._pool())
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
         self.n_rows = int(bins.shape[0])
@@ -125,6 +129,12 @@ class CPUBackend:
         setting it costs ~5 us, several times per split."""
         nb.set_num_threads(self._pool())
 
+    def _run_rows(self, kernel, n: int, *args) -> None:
+        """A once-a-tree row kernel, kernel(lo, hi, *args), over rows [0, n) on up to
+        nthread threads."""
+        run_ranges(kernel, n, *args, threads=self._pool(),
+                   min_rows=_ROW_KERNEL_THREAD_MIN_ROWS)
+
     def _pool(self) -> int:
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
 
@@ -161,7 +171,7 @@ class CPUBackend:
         if self.label is None:
             raise ValueError("the backend holds no labels")
         self._claim_pool()
-        kernel(self._margin, self.label, self.weight, self._pairs)
+        self._run_rows(kernel, self.n_rows, self._margin, self.label, self.weight, self._pairs)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         if pairs.shape != self._pairs.shape:
@@ -187,13 +197,13 @@ class CPUBackend:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
             if self.row_ids is None:
-                quantize.quantize_gradients(gh, quantisation.g_inv_scale,
-                                            quantisation.h_inv_scale,
-                                            np.uint64(quantisation.key), self._quantised)
+                self._run_rows(quantize.quantize_gradients, gh.shape[0], gh,
+                               quantisation.g_inv_scale, quantisation.h_inv_scale,
+                               np.uint64(quantisation.key), self._quantised)
             else:
-                quantize.quantize_gradients_at(gh, self.row_ids, quantisation.g_inv_scale,
-                                               quantisation.h_inv_scale,
-                                               np.uint64(quantisation.key), self._quantised)
+                self._run_rows(quantize.quantize_gradients_at, gh.shape[0], gh, self.row_ids,
+                               quantisation.g_inv_scale, quantisation.h_inv_scale,
+                               np.uint64(quantisation.key), self._quantised)
             gh = self._quantised
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
@@ -214,7 +224,7 @@ class CPUBackend:
                     and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
                     and int(gh[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
-                histogram.pack_pairs(gh, packed)
+                self._run_rows(histogram.pack_pairs, gh.shape[0], gh, packed)
                 gh = packed
         self.gh = gh
         self.hist_dtype = np.dtype(np.float64 if quantisation is None else np.int64)
@@ -238,8 +248,9 @@ class CPUBackend:
         if self._chunk_buffers.shape[0] < chunks:  # as many as the largest node needs
             self._chunk_buffers = np.zeros((chunks, *self._hist_shape), self.hist_dtype)
         if self._team(chunks) > 1:
-            histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
-                                              self._chunk_buffers[:chunks], out)
+            for phase in (0, 1):
+                histogram.build_histogram_chunked(phase, self.slots, self.gh, self.rows, start,
+                                                  end, self._chunk_buffers[:chunks], out)
         else:
             histogram.build_histogram_chunked_serial(self.slots, self.gh, self.rows, start, end,
                                                      chunks, self._chunk_buffers[0], out)
@@ -299,12 +310,12 @@ class CPUBackend:
     def _subtract_pairs(self, a: np.ndarray, b: np.ndarray, built_rows: list[int],
                         target_rows: list[int]) -> np.ndarray:
         """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
-        out = np.empty((2 * a.shape[0], *a.shape[1:]), a.dtype)
-        parallel = self._team(2 * a.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
-        kernel = histogram.subtract_pairs if parallel else histogram.subtract_pairs_serial
-        kernel(a.reshape(a.shape[0], -1), b.reshape(b.shape[0], -1),
-               np.array(built_rows, np.int64), np.array(target_rows, np.int64),
-               out.reshape(out.shape[0], -1))
+        k = a.shape[0]
+        out = np.empty((2 * k, *a.shape[1:]), a.dtype)
+        run_ranges(histogram.subtract_pairs, k, a.reshape(k, -1), b.reshape(k, -1),
+                   np.array(built_rows, np.int64), np.array(target_rows, np.int64),
+                   out.reshape(2 * k, -1), threads=self._pool(),
+                   min_rows=max(1, _ELEMENTWISE_THREAD_MIN_VALUES // max(1, a[0].size)))
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
@@ -432,9 +443,10 @@ class CPUBackend:
         self._claim_pool()
         if self._uses_all_rows:
             bounds = self._ranges.bounds(leaves)
-            predict.add_leaf_values(self.rows, np.array([b[0] for b in bounds], np.int64),
-                                    np.array([b[1] for b in bounds], np.int64),
-                                    np.asarray(values, np.float64), self._margin, output)
+            self._run_rows(predict.add_leaf_values, self.rows.shape[0], self.rows,
+                           np.array([b[0] for b in bounds], np.int64),
+                           np.array([b[1] for b in bounds], np.int64),
+                           np.asarray(values, np.float64), self._margin, output)
         else:  # rows outside the sample are in no leaf range: traverse
             if tree.class_index != output:
                 raise ValueError(f"tree of output {tree.class_index} added to output {output}")
