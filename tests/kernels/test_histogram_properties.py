@@ -237,3 +237,23 @@ def test_unpack_parallel_and_serial(parallel):
     unpack(packed, 0.5, 0.25, got)
     np.testing.assert_array_equal(got[..., 0], (packed >> 32) * 0.5)
     np.testing.assert_array_equal(got[..., 1], (packed & 0xFFFFFFFF) * 0.25)
+
+
+@pytest.mark.parametrize("n_chunks", [2, 4, 8])
+def test_chunked_phases_add_chunks_alike(n_chunks):
+    """The chunked kernel's phase 2 (chunks added on the calling thread) and phases 0 + 1
+    (added in parallel) give the serial chunked kernel's float sums exactly."""
+    rng = np.random.default_rng(n_chunks)
+    n, F, B = 5000, 3, 7
+    slots = (rng.integers(0, B, (n, F)) + np.arange(F) * B).astype(np.uint16)
+    gh = rng.standard_normal((n, 2)).astype(np.float32)
+    rows = np.sort(rng.choice(n, 3000, replace=False)).astype(np.int32)
+    buffers = np.zeros((n_chunks, F * B, 2))
+    want = np.zeros((F * B, 2))
+    histogram.build_histogram_chunked_serial(slots, gh, rows, 100, 2900, n_chunks,
+                                             np.zeros((F * B, 2)), want)
+    for phases in [(2,), (0, 1)]:
+        got = np.full((F * B, 2), np.nan)
+        for phase in phases:
+            histogram.build_histogram_chunked(phase, slots, gh, rows, 100, 2900, buffers, got)
+        np.testing.assert_array_equal(got, want)

@@ -130,31 +130,41 @@ def build_histograms_serial(slots, gh, rows, starts, ends, out):
         _accumulate(slots, gh, rows, starts[k], ends[k], h)
 
 
+@nb.njit(inline="always")
+def _add_chunks(flat, dst, lo, hi):
+    """dst[i] = sum of flat[:, i] in chunk order, for i in [lo, hi)."""
+    for i in range(lo, hi):
+        acc = flat[0, i]
+        for c in range(1, flat.shape[0]):
+            acc += flat[c, i]
+        dst[i] = acc
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def build_histogram_chunked(phase, slots, gh, rows, start, end, buffers, out):
-    """One histogram of a large node, in two calls: its rows split into
-    ``buffers.shape[0]`` equal chunks built in parallel, each summed in row order (phase 0),
-    then added in chunk order, slices of the slots in parallel (phase 1). The float result
-    depends on the chunk count only, not on the threads. buffers: (n_chunks,) + out.shape
-    scratch of out's dtype (summing chunk 0 straight into out measured 5% slower at 8+
-    chunks). Both phases share one parallel loop: a kernel compiles once per loop."""
+    """One histogram of a large node: its rows split into ``buffers.shape[0]`` equal chunks
+    built in parallel, each summed in row order (phase 0), then added in chunk order, slices
+    of the slots in parallel (phase 1, a second call); phase 2 builds the chunks and adds
+    them on the calling thread, in one call (a parallel loop fewer: few chunks add up in
+    less time than a parallel launch takes on a busy machine). The float result depends on
+    the chunk count only, not on the threads or the phases. buffers: (n_chunks,) +
+    out.shape scratch of out's dtype (summing chunk 0 straight into out measured 5% slower
+    at 8+ chunks). Both parallel phases share one loop: a kernel compiles once per loop."""
     n_chunks = buffers.shape[0]
     n = end - start
     flat = buffers.reshape((n_chunks, -1))
     dst = out.reshape(-1)
     m = dst.shape[0]
     for c in nb.prange(n_chunks):
-        if phase == 0:
+        if phase != 1:
             b = buffers[c]
             b[...] = 0
             _accumulate(slots, gh, rows, start + n * c // n_chunks,
                         start + n * (c + 1) // n_chunks, b)
         else:
-            for i in range(m * c // n_chunks, m * (c + 1) // n_chunks):
-                acc = flat[0, i]
-                for cc in range(1, n_chunks):
-                    acc += flat[cc, i]
-                dst[i] = acc
+            _add_chunks(flat, dst, m * c // n_chunks, m * (c + 1) // n_chunks)
+    if phase == 2:
+        _add_chunks(flat, dst, 0, m)
 
 
 @nb.njit(cache=True, nogil=True)
