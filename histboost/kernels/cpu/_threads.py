@@ -32,15 +32,13 @@ _pool_pid = 0
 
 def _executor(workers: int) -> ThreadPoolExecutor:
     """The shared pool with at least `workers` threads (a new one after a fork: the parent's
-    threads do not exist in the child)."""
+    threads do not exist in the child). A smaller pool it replaces is dropped, not shut
+    down: a caller may still be submitting to it; its threads end once it is collected."""
     global _pool, _pool_size, _pool_pid
     with _lock:
         if _pool is None or _pool_size < workers or _pool_pid != os.getpid():
-            old = _pool if _pool_pid == os.getpid() else None
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="histboost")
             _pool_size, _pool_pid = workers, os.getpid()
-            if old is not None:
-                old.shutdown(wait=False)
         return _pool
 
 
