@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.cpu.binning import bin_matrix
+from ..kernels.cpu.binning import bin_dense
 
 # Rows sampled to find cut points (as LightGBM's bin_construct_sample_cnt), in expectation; the
 # sample is a hash of (seed, row index) with a fixed seed, so the same data always gives the same
@@ -79,7 +79,7 @@ class BinMapper:
             raise ValueError(f"data has {X.shape[1]} features, the bin cuts have "
                              f"{self.n_features}")
         out = np.empty(X.shape, dtype=self.bin_dtype)
-        bin_matrix(X, self.cut_values, self.cut_ptr, out)
+        bin_dense(X, self.cut_values, self.cut_ptr, out)
         return out
 
 

@@ -20,9 +20,9 @@ buffer by feature block: each worker receives the global histograms of its block
 the bytes of an allreduce). Each worker searches its block, the best-split records are
 allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
 the lower feature, as one process breaks them); oblivious gain tables are reduced with max
-(-inf outside a block), a chosen split's child sums are broadcast by the block's owner, node
-totals are summed from each worker's local totals. The grower sees the same values as with
-``"data"``.
+(-inf outside a block), a chosen split's child sums are broadcast by the block's owner, and
+the first feature's slots are also allreduced, so node totals are global on every worker.
+The grower sees the same values as with ``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
 
@@ -115,7 +115,6 @@ class DistributedBackend:
         self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
-        self._totals: dict[int, np.ndarray] = {}
         self._check = True  # per-call metadata check (see begin_tree)
 
     def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
@@ -177,7 +176,6 @@ class DistributedBackend:
         self._check = True
         self._reduce(count, "counts")
         self._check = False
-        self._totals.clear()
         return int(count[0])
 
     def build_histograms(self, nodes: list[int]) -> Any:
@@ -190,11 +188,15 @@ class DistributedBackend:
         buf = self.local.build_histograms(nodes)
         if self.tree_learner == "data":
             return self._reduce(buf, "histograms")
-        # node totals from every worker's local totals (each worker holds a block only)
-        totals = self._reduce(np.ascontiguousarray(self.local.histogram_totals(nodes)),
-                              "counts")
-        self._totals.update(zip(nodes, totals, strict=True))
+        # feature 0's slots summed on every worker too: the local backend's node totals
+        # (summed over feature 0's slots, which hold every row once) are then global, and
+        # the same on every worker (taken before the reduce-scatter overwrites its block)
+        lo, hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
+        first = buf[:, lo:hi]
+        first = (np.array(first, order="C") if isinstance(first, np.ndarray)  # copies
+                 else first.contiguous().clone())
         self._reduce_scatter_blocks(buf)
+        buf[:, lo:hi] = self._reduce(first, "counts")
         return buf
 
     def _reduce_scatter_blocks(self, buf: Any) -> None:
@@ -224,9 +226,6 @@ class DistributedBackend:
                             targets: list[int]) -> None:
         # global parent - global built child: the global sibling, without communication
         self.local.subtract_histograms(parents, built, targets)
-        if self.tree_learner == "reduce_scatter":
-            for p, b, t in zip(parents, built, targets, strict=True):
-                self._totals[t] = self._totals.pop(p) - self._totals[b]
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
         """As the local backend's; with "reduce_scatter" only this worker's feature block
@@ -234,9 +233,7 @@ class DistributedBackend:
         return self.local.read_histograms(nodes)
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
-        if self.tree_learner == "data":
-            return self.local.histogram_totals(nodes)
-        return np.stack([self._totals[i] for i in nodes])
+        return self.local.histogram_totals(nodes)
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray) -> np.ndarray:

@@ -51,6 +51,24 @@ class HistogramStore:
         for j, i in enumerate(nodes):
             self._entries[i] = (buffer, j)
 
+    @staticmethod
+    def pair_layout(built: Sequence[int], targets: Sequence[int]
+                    ) -> tuple[list[int], list[int], list[int]]:
+        """Where a subtraction puts its results: one buffer of 2k rows holding each pair
+        (built[j], targets[j]) at rows 2j, 2j + 1, the lower node id first, so siblings with
+        consecutive ids (the grower's left and right children) are consecutive rows of one
+        buffer and `stack` of them is a view. Returns (the nodes in buffer order, the row of
+        each built[j], the row of each targets[j])."""
+        order: list[int] = []
+        built_rows: list[int] = []
+        target_rows: list[int] = []
+        for j, (b, t) in enumerate(zip(built, targets, strict=True)):
+            first = b < t
+            order += (b, t) if first else (t, b)
+            built_rows.append(2 * j + (not first))
+            target_rows.append(2 * j + first)
+        return order, built_rows, target_rows
+
     def release(self, nodes: Sequence[int]) -> None:
         for i in nodes:
             del self._entries[i]

@@ -93,6 +93,10 @@ class TreeGrower:
         self.n_features = mapper.n_features
         self._offsets = mapper.bin_offsets
         self.reg = regularisation_vector(params)
+        # leaf values in Python floats: the split kernels' `leaf_weight` run by the
+        # interpreter (the same IEEE operations), with no kernel to compile for it
+        self._reg_floats = [float(v) for v in self.reg]
+        self._leaf_weight = leaf_weight.py_func
         self.timer = timer or PhaseTimer()
 
     # -- helpers --
@@ -107,7 +111,8 @@ class TreeGrower:
         return mask
 
     def _leaf_value(self, totals: np.ndarray) -> float:
-        return float(leaf_weight(totals[0], totals[1], self.reg)) * self.params.learning_rate
+        return (self._leaf_weight(float(totals[0]), float(totals[1]), self._reg_floats)
+                * self.params.learning_rate)
 
     def _threshold(self, feature: int, bin_: int) -> float:
         return float(self.cut_values[self.cut_ptr[feature] + bin_])

@@ -9,7 +9,15 @@ import numpy as np
 from ..data.sparse import SparseMatrix
 from ..kernels.cpu import predict as kpredict
 from ..kernels.cpu import sparse_predict
+from ..kernels.cpu._threads import run_ranges
 from .tree import Tree
+
+# rows of a thread, at least: ~64k (row, tree) visits, and whole blocks of the kernels
+_THREAD_MIN_VISITS = 1 << 16
+
+
+def _min_rows(n_trees: int) -> int:
+    return max(kpredict._BLOCK, _THREAD_MIN_VISITS // max(1, n_trees))
 
 
 class PackedForest:
@@ -45,7 +53,8 @@ class PackedForest:
     def add_margin(self, X: np.ndarray | SparseMatrix, out: np.ndarray, begin: int = 0,
                    end: int | None = None) -> None:
         """out (n, K) float64 += margins of trees [begin, end) on raw X (n, F), dense or a
-        `SparseMatrix` (read without densifying)."""
+        `SparseMatrix` (read without densifying); dense rows on Numba's thread count of the
+        calling thread."""
         end = self.n_trees if end is None else end
         if isinstance(X, SparseMatrix):
             sparse_predict.predict_margin_raw(
@@ -54,21 +63,21 @@ class PackedForest:
                 self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
                 self.obl_default_left, self.leaf_ptr, self.obl_leaf_value, out)
             return
-        kpredict.predict_margin_raw(
-            X, begin, end, self.tree_class, self.left, self.right, self.feature,
-            self.threshold, self.default_left, self.value, self.node_ptr, self.level_ptr,
-            self.obl_feature, self.obl_threshold, self.obl_default_left, self.leaf_ptr,
-            self.obl_leaf_value, out)
+        run_ranges(kpredict.predict_margin_raw, X.shape[0], X, begin, end, self.tree_class,
+                   self.left, self.right, self.feature, self.threshold, self.default_left,
+                   self.value, self.node_ptr, self.level_ptr, self.obl_feature,
+                   self.obl_threshold, self.obl_default_left, self.leaf_ptr,
+                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
 
     def add_margin_binned(self, bins: np.ndarray, missing_bins: np.ndarray, out: np.ndarray,
                           begin: int = 0, end: int | None = None) -> None:
         """As `add_margin` on binned data that shares the training cuts."""
         end = self.n_trees if end is None else end
-        kpredict.predict_margin_binned(
-            bins, missing_bins, begin, end, self.tree_class, self.left, self.right,
-            self.feature, self.split_bin, self.default_left, self.value, self.node_ptr,
-            self.level_ptr, self.obl_feature, self.obl_bin, self.obl_default_left,
-            self.leaf_ptr, self.obl_leaf_value, out)
+        run_ranges(kpredict.predict_margin_binned, bins.shape[0], bins, missing_bins, begin,
+                   end, self.tree_class, self.left, self.right, self.feature, self.split_bin,
+                   self.default_left, self.value, self.node_ptr, self.level_ptr,
+                   self.obl_feature, self.obl_bin, self.obl_default_left, self.leaf_ptr,
+                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
 
     def leaf_indices(self, X: np.ndarray | SparseMatrix, begin: int = 0,
                      end: int | None = None) -> np.ndarray:
@@ -82,8 +91,8 @@ class PackedForest:
                 self.level_ptr, self.obl_feature, self.obl_threshold, self.obl_default_left,
                 out)
             return out
-        kpredict.predict_leaf_raw(
-            X, begin, end, self.left, self.right, self.feature, self.threshold,
-            self.default_left, self.node_ptr, self.level_ptr, self.obl_feature,
-            self.obl_threshold, self.obl_default_left, out)
+        run_ranges(kpredict.predict_leaf_raw, X.shape[0], X, begin, end, self.left,
+                   self.right, self.feature, self.threshold, self.default_left,
+                   self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
+                   self.obl_default_left, out, min_rows=_min_rows(end - begin))
         return out

@@ -263,3 +263,29 @@ def test_feature_cuts_limits():
     vals = np.arange(100.0)
     assert feature_cuts(vals, None, 10).size <= 10
     assert feature_cuts(np.zeros(0), None, 10).tolist() == [np.inf]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("max_bin", [17, 1000])
+def test_numpy_and_kernel_binning_agree(dtype, max_bin):
+    """Small matrices are binned by NumPy, large ones by the `bin_matrix` kernel: the same
+    bins for ordinary values, exact cut values, their neighbours, +-inf and NaN."""
+    from histboost.kernels.cpu import binning as kb
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3000, 4)).astype(dtype)
+    X[:, 1] = np.round(X[:, 1], 1)
+    m = compute_bin_mapper(X, None, max_bin)
+    cuts = m.feature_cuts(0)[:-1]
+    X[:cuts.size, 0] = cuts  # exact bounds and the floats right above them
+    X[cuts.size:2 * cuts.size, 0] = np.nextafter(cuts.astype(dtype), dtype(np.inf))
+    X[::7, 2] = np.nan
+    X[1::11, 3] = np.inf
+    X[2::13, 3] = -np.inf
+    want = np.empty(X.shape, m.bin_dtype)
+    kb.bin_matrix(X, m.cut_values, m.cut_ptr, want)
+    got = np.empty(X.shape, m.bin_dtype)
+    assert X.size <= kb._NUMPY_MAX_VALUES
+    kb.bin_dense(X, m.cut_values, m.cut_ptr, got)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(m.transform(X), want)

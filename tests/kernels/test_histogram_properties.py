@@ -4,7 +4,7 @@ stable partition. The multi-thread and chunked kernels are forced onto small nod
 the backend's ``*_MIN_ROWS`` thresholds (`histboost.testing.threads.forced_paths`).
 
 White-box: these drive the backend's range-level helpers (`_begin` with given integer pairs,
-`_build_ranges`, `_partition`, `_subtract`, `_to_float`) to reach every histogram layout
+`_build_ranges`, `_partition`, `_subtract_pairs`, `_to_float`) to reach every histogram layout
 (float, wide and packed integers, with and without counts) on arbitrary row ranges; the
 node-level protocol is checked by the conformance suite (`test_conformance.py`)."""
 
@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from histboost.kernels.cpu import histogram
 from histboost.kernels.cpu.backend import CPUBackend
 from histboost.testing import reference as ref
 from histboost.testing.threads import forced_paths
@@ -165,7 +166,13 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
         mids = starts + n_left
         lefts = be._build_ranges(starts, mids)
         rights = be._build_ranges(mids, ends)
-        siblings = be._subtract(parents, lefts)
+        # each pair in one buffer, the built child at one row and its sibling at the other
+        k = starts.size
+        built_rows = [2 * j + (j % 2) for j in range(k)]
+        target_rows = [2 * j + 1 - (j % 2) for j in range(k)]
+        pairs = be._subtract_pairs(parents, lefts, built_rows, target_rows)
+        siblings = pairs[target_rows]
+        np.testing.assert_array_equal(pairs[built_rows], lefts)
     after = be.rows
     touched = np.zeros(rows.size, bool)
     for k in range(starts.size):
@@ -216,3 +223,37 @@ def test_to_float_scales_quantised_sums():
     assert f.dtype == np.float64
     np.testing.assert_array_equal(f[0, 0, :2], [6 * 0.25, 12 * 0.5])
     np.testing.assert_array_equal(f[0, 1, :2], [0, 0])
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_unpack_parallel_and_serial(parallel):
+    """Packed sums unpack the same on the parallel and the serial kernel (the backend picks
+    by size, above test sizes)."""
+    rng = np.random.default_rng(0)
+    k = 3
+    packed = (rng.integers(-2**20, 2**20, (k, 50)) << 32) + rng.integers(0, 2**31, (k, 50))
+    got = np.empty((k, 50, 2))
+    unpack = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
+    unpack(packed, 0.5, 0.25, got)
+    np.testing.assert_array_equal(got[..., 0], (packed >> 32) * 0.5)
+    np.testing.assert_array_equal(got[..., 1], (packed & 0xFFFFFFFF) * 0.25)
+
+
+@pytest.mark.parametrize("n_chunks", [2, 4, 8])
+def test_chunked_phases_add_chunks_alike(n_chunks):
+    """The chunked kernel's phase 2 (chunks added on the calling thread) and phases 0 + 1
+    (added in parallel) give the serial chunked kernel's float sums exactly."""
+    rng = np.random.default_rng(n_chunks)
+    n, F, B = 5000, 3, 7
+    slots = (rng.integers(0, B, (n, F)) + np.arange(F) * B).astype(np.uint16)
+    gh = rng.standard_normal((n, 2)).astype(np.float32)
+    rows = np.sort(rng.choice(n, 3000, replace=False)).astype(np.int32)
+    buffers = np.zeros((n_chunks, F * B, 2))
+    want = np.zeros((F * B, 2))
+    histogram.build_histogram_chunked_serial(slots, gh, rows, 100, 2900, n_chunks,
+                                             np.zeros((F * B, 2)), want)
+    for phases in [(2,), (0, 1)]:
+        got = np.full((F * B, 2), np.nan)
+        for phase in phases:
+            histogram.build_histogram_chunked(phase, slots, gh, rows, 100, 2900, buffers, got)
+        np.testing.assert_array_equal(got, want)

@@ -12,6 +12,7 @@ from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
 from ..nodes import HistogramStore, NodeRanges
 from . import gradients, histogram, partition, predict, quantize, split
+from ._threads import run_ranges
 
 # Every call splits into units of work proportional to its size (at most nthread), and calls
 # of one unit run serial kernels: waking the threads of a parallel region costs tens of
@@ -31,6 +32,9 @@ from . import gradients, histogram, partition, predict, quantize, split
 _CHUNKED_MIN_ROWS = 4_096
 _MAX_SUM_CHUNKS = 64
 _MAX_CHUNK_BUFFER_BYTES = 256 << 20
+# up to this many chunks, the chunk histograms are added on the calling thread (~20 us for 4
+# chunks of 28 x 256 slots, less than a second parallel launch on a busy machine)
+_SERIAL_ADD_MAX_CHUNKS = 4
 # nodes below _CHUNKED_MIN_ROWS go one thread per node, several nodes at once, with one
 # thread per this many rows of the call
 _HISTOGRAM_THREAD_MIN_ROWS = 2_048
@@ -42,6 +46,9 @@ _PARTITION_THREAD_MIN_ROWS = 8_192
 # split search: one thread per this many histogram slots scanned, at most one per node (a
 # slot costs about as much as histogramming a row: 20-40 us for a node of 28 x 256 slots)
 _SPLIT_THREAD_MIN_SLOTS = 4_096
+# once-a-tree row kernels (gradients, quantisation, margin updates), run on a thread pool
+# (`_threads.run_ranges`): one thread per this many rows
+_ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
 
@@ -75,8 +82,8 @@ class CPUBackend:
         self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
-        self._team(self.n_threads)
-        histogram.global_slots(bins, self.offsets, self.slots)
+        self._claim_pool()
+        histogram.global_slots(bins, self.offsets, self.slots, threads=self._pool())
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
         self.n_rows = int(bins.shape[0])
@@ -104,6 +111,7 @@ class CPUBackend:
         self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._hists = HistogramStore(np.stack)
+        self._float_memo: tuple[tuple[int, ...], np.ndarray] | None = None
         self._ranges = NodeRanges()
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
         self._max_chunks = 1
@@ -113,13 +121,24 @@ class CPUBackend:
     def _team(self, limit: int) -> int:
         """Threads worth using on `limit` units of work (>= 1, at most nthread and Numba's
         pool): a caller runs its serial kernel on 1. The parallel kernels always get the
-        whole pool, splitting the work into at most this many units: Numba's OpenMP pool ends
-        the threads a smaller team leaves out and starts them again for a larger one
-        (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16 threads,
-        0.12 ms at 16 only)."""
-        pool = self._pool()
-        nb.set_num_threads(pool)
-        return max(1, min(pool, int(limit)))
+        whole pool (`_claim_pool`), splitting the work into at most this many units: Numba's
+        OpenMP pool ends the threads a smaller team leaves out and starts them again for a
+        larger one (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16
+        threads, 0.12 ms at 16 only)."""
+        return max(1, min(self._pool(), int(limit)))
+
+    def _claim_pool(self) -> None:
+        """Numba's thread count (per calling thread) to the pool, at the entry points that
+        start work: construction, gradients, `begin_tree` (the calls of one tree follow it on
+        the same thread) and `update_margin`. Once a tree rather than once a kernel call:
+        setting it costs ~5 us, several times per split."""
+        nb.set_num_threads(self._pool())
+
+    def _run_rows(self, kernel, n: int, *args) -> None:
+        """A once-a-tree row kernel, kernel(lo, hi, *args), over rows [0, n) on up to
+        nthread threads."""
+        run_ranges(kernel, n, *args, threads=self._pool(),
+                   min_rows=_ROW_KERNEL_THREAD_MIN_ROWS)
 
     def _pool(self) -> int:
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
@@ -136,6 +155,7 @@ class CPUBackend:
 
     def release(self) -> None:
         self._hists.clear()
+        self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
 
     # -- margins and gradients ------------------------------------------------------------
@@ -155,8 +175,8 @@ class CPUBackend:
                 from None
         if self.label is None:
             raise ValueError("the backend holds no labels")
-        self._team(self.n_threads)
-        kernel(self._margin, self.label, self.weight, self._pairs)
+        self._claim_pool()
+        self._run_rows(kernel, self.n_rows, self._margin, self.label, self.weight, self._pairs)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         if pairs.shape != self._pairs.shape:
@@ -179,17 +199,18 @@ class CPUBackend:
                    bounds: tuple[float, float] | None = None) -> int:
         # bounds: unused, float trees sum the float pairs themselves (row_rounding = 0)
         gh = self._pairs[output]
+        self._claim_pool()
         if quantisation is not None:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
-            self._team(self.n_threads)
-            quantize.quantize_gradients(gh, self.row_ids,
-                                        quantisation.g_inv_scale, quantisation.h_inv_scale,
-                                        np.uint64(quantisation.key), self._quantised)
+            self._run_rows(quantize.quantize_gradients, gh.shape[0], gh, self.row_ids,
+                           quantisation.g_inv_scale, quantisation.h_inv_scale,
+                           np.uint64(quantisation.key), self._quantised)
             gh = self._quantised
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
         self._hists.clear()
+        self._float_memo = None
         self._ranges.reset(self.rows.shape[0])
         return int(self.rows.shape[0])
 
@@ -205,8 +226,7 @@ class CPUBackend:
                     and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
                     and int(gh[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
-                self._team(self.n_threads)
-                histogram.pack_pairs(gh, packed)
+                self._run_rows(histogram.pack_pairs, gh.shape[0], gh, packed)
                 gh = packed
         self.gh = gh
         self.hist_dtype = np.dtype(np.float64 if quantisation is None else np.int64)
@@ -230,8 +250,11 @@ class CPUBackend:
         if self._chunk_buffers.shape[0] < chunks:  # as many as the largest node needs
             self._chunk_buffers = np.zeros((chunks, *self._hist_shape), self.hist_dtype)
         if self._team(chunks) > 1:
-            histogram.build_histogram_chunked(self.slots, self.gh, self.rows, start, end,
-                                              self._chunk_buffers[:chunks], out)
+            # few chunks: added on this thread, in the same call (one parallel launch)
+            phases = (2,) if chunks <= _SERIAL_ADD_MAX_CHUNKS else (0, 1)
+            for phase in phases:
+                histogram.build_histogram_chunked(phase, self.slots, self.gh, self.rows, start,
+                                                  end, self._chunk_buffers[:chunks], out)
         else:
             histogram.build_histogram_chunked_serial(self.slots, self.gh, self.rows, start, end,
                                                      chunks, self._chunk_buffers[0], out)
@@ -248,6 +271,7 @@ class CPUBackend:
         out = self._build_ranges(np.array([b[0] for b in bounds], np.int64),
                                  np.array([b[1] for b in bounds], np.int64))
         self._hists.store(nodes, out)
+        self._float_memo = None
         return out
 
     def _build_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -278,21 +302,37 @@ class CPUBackend:
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        self._hists.store(targets, self._subtract(self._hists.stack(parents),
-                                                  self._hists.stack(built)))
+        # both children of each parent into one buffer, in node-id order (siblings' rows
+        # adjacent): the split search of a pair, or of a level, reads a view of it
+        order, built_rows, target_rows = HistogramStore.pair_layout(built, targets)
+        out = self._subtract_pairs(self._hists.stack(parents), self._hists.stack(built),
+                                   built_rows, target_rows)
         self._hists.release(parents)
+        self._hists.store(order, out)
+        self._float_memo = None
 
-    def _subtract(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.empty_like(a)
-        parallel = self._team(a.size // _ELEMENTWISE_THREAD_MIN_VALUES) > 1
-        kernel = (histogram.subtract_histograms if parallel
-                  else histogram.subtract_histograms_serial)
-        kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    def _subtract_pairs(self, a: np.ndarray, b: np.ndarray, built_rows: list[int],
+                        target_rows: list[int]) -> np.ndarray:
+        """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
+        k = a.shape[0]
+        out = np.empty((2 * k, *a.shape[1:]), a.dtype)
+        run_ranges(histogram.subtract_pairs, k, a.reshape(k, -1), b.reshape(k, -1),
+                   np.array(built_rows, np.int64), np.array(target_rows, np.int64),
+                   out.reshape(2 * k, -1), threads=self._pool(),
+                   min_rows=max(1, _ELEMENTWISE_THREAD_MIN_VALUES // max(1, a[0].size)))
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
-        """float64 (k, total_bins, C) histograms of `nodes` in gradient units."""
-        return self._to_float(self._hists.stack(nodes))
+        """float64 (k, total_bins, C) histograms of `nodes` in gradient units. The last
+        result is kept until histograms change: the split search and the totals (or the
+        oblivious gain table and the split's left sums) read the same nodes in a row."""
+        key = tuple(nodes)
+        memo = self._float_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        hists = self._to_float(self._hists.stack(nodes))
+        self._float_memo = (key, hists)
+        return hists
 
     def _to_float(self, hists: np.ndarray) -> np.ndarray:
         """Histograms of any layout as float64 (k, total_bins, C) in gradient units."""
@@ -301,8 +341,10 @@ class CPUBackend:
             return hists
         if hists.ndim == 2:  # packed quantised sums
             out = np.empty((*hists.shape, 2), np.float64)
-            self._team(min(hists.shape[0], hists.size // _ELEMENTWISE_THREAD_MIN_VALUES))
-            histogram.unpack_to_float(hists, q.g_scale, q.h_scale, out)
+            parallel = self._team(min(hists.shape[0],
+                                      hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
+            kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
+            kernel(hists, q.g_scale, q.h_scale, out)
             return out
         # scales are powers of two, so these products and all later sums are exact
         return hists.astype(np.float64) * np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
@@ -333,8 +375,6 @@ class CPUBackend:
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray) -> np.ndarray:
         hists = self._float_histograms(nodes)
-        self._team(min(self.n_features,
-                       hists.shape[0] * self.total_bins // (4 * _SPLIT_THREAD_MIN_SLOTS)))
         out = np.empty((self.total_bins, 2), np.float64)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, np.ascontiguousarray(feature_mask, np.bool_),
@@ -386,7 +426,6 @@ class CPUBackend:
             if chunks == 1:
                 small.append(k)
                 continue
-            self._team(chunks)
             f = features[k]
             n_left[k] = partition.partition_node_chunked(
                 self.columns[f], self.rows, starts[k], ends[k], split_bins[k],
@@ -405,14 +444,14 @@ class CPUBackend:
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
+        self._claim_pool()
         if self._uses_all_rows:
-            self._team(self.n_rows // _PARTITION_THREAD_MIN_ROWS)
             bounds = self._ranges.bounds(leaves)
-            predict.add_leaf_values(self.rows, np.array([b[0] for b in bounds], np.int64),
-                                    np.array([b[1] for b in bounds], np.int64),
-                                    np.asarray(values, np.float64), self._margin, output)
+            self._run_rows(predict.add_leaf_values, self.rows.shape[0], self.rows,
+                           np.array([b[0] for b in bounds], np.int64),
+                           np.array([b[1] for b in bounds], np.int64),
+                           np.asarray(values, np.float64), self._margin, output)
         else:  # rows outside the sample are in no leaf range: traverse
             if tree.class_index != output:
                 raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-            self._team(self.n_threads)
             PackedForest([tree]).add_margin_binned(self.bins, self.missing_bins, self._margin)

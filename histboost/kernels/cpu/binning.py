@@ -5,30 +5,50 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._threads import run_ranges
+
 # rows binned together, feature by feature (the block's values and search positions stay in
 # L1)
 _BLOCK = 512
+# matrices of at most this many values are binned by NumPy: a few tens of milliseconds, less
+# than compiling `bin_matrix` (seconds) on a fresh compile cache
+_NUMPY_MAX_VALUES = 1 << 20
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
 def bin_matrix(X, cut_values, cut_ptr, out):
-    """Bin a dense matrix.
+    """Bin a dense matrix (see `bin_rows`) on Numba's thread count of the calling thread."""
+    run_ranges(bin_rows, X.shape[0], X, cut_values, cut_ptr, out, min_rows=4 * _BLOCK)
+
+
+def bin_dense(X, cut_values, cut_ptr, out):
+    """`bin_matrix` (same arguments, same bins), by NumPy on small matrices."""
+    if X.size > _NUMPY_MAX_VALUES:
+        bin_matrix(X, cut_values, cut_ptr, out)
+        return
+    for f in range(X.shape[1]):
+        # the first cut >= x (side="left"); NumPy orders NaN after +inf, so NaN lands one
+        # past the last cut: the missing slot
+        out[:, f] = np.searchsorted(cut_values[cut_ptr[f]:cut_ptr[f + 1]], X[:, f])
+
+
+@nb.njit(cache=True, nogil=True)
+def bin_rows(lo, hi, X, cut_values, cut_ptr, out):
+    """Bin rows [lo, hi) of a dense matrix (`run_ranges`; `bin_matrix`: all of them).
 
     X: (n, F) float32/float64, NaN = missing. cut_values: float64 concatenated upper bounds of
     the value bins of every feature (each feature's last bound is +inf); feature f owns
     ``cut_values[cut_ptr[f]:cut_ptr[f+1]]``. out: (n, F) uint8/uint16. A value x lands in the
     first bin whose bound is >= x; NaN lands in the missing slot, one past the value bins.
     """
-    n, F = X.shape
-    for blk in nb.prange((n + _BLOCK - 1) // _BLOCK):
-        r0 = blk * _BLOCK
-        m = min(n, r0 + _BLOCK) - r0
-        base = np.empty(_BLOCK, np.intp)
-        xs = np.empty(_BLOCK, np.float64)
+    F = X.shape[1]
+    base = np.empty(_BLOCK, np.intp)
+    xs = np.empty(_BLOCK, np.float64)
+    for r0 in range(lo, hi, _BLOCK):
+        m = min(hi, r0 + _BLOCK) - r0
         for f in range(F):
-            lo = cut_ptr[f]
-            n_cuts = cut_ptr[f + 1] - lo
-            cuts = cut_values[lo:lo + n_cuts]
+            c0 = cut_ptr[f]
+            n_cuts = cut_ptr[f + 1] - c0
+            cuts = cut_values[c0:c0 + n_cuts]
             for j in range(m):
                 xs[j] = X[r0 + j, f]
                 base[j] = 0

@@ -22,32 +22,33 @@ def _sigmoid(x):
     return pos if x >= 0.0 else neg
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def squared_error_pairs(margin, y, w, out):
-    """out[0, i] = ((m - y) w, w). margin: float64 (n, 1); y: float64 (n,); w: float64 (n,) or
-    None (unweighted: Numba compiles that case without the loads); out: float32 (1, n, 2)."""
-    for i in nb.prange(y.shape[0]):
+@nb.njit(cache=True, nogil=True)
+def squared_error_pairs(lo, hi, margin, y, w, out):
+    """out[0, i] = ((m - y) w, w) for rows i in [lo, hi) (`run_ranges`). margin: float64
+    (n, 1); y: float64 (n,); w: float64 (n,) or None (unweighted: Numba compiles that case
+    without the loads); out: float32 (1, n, 2)."""
+    for i in range(lo, hi):
         wi = 1.0 if w is None else w[i]
         out[0, i, 0] = (margin[i, 0] - y[i]) * wi
         out[0, i, 1] = wi
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def logistic_pairs(margin, y, w, out):
+@nb.njit(cache=True, nogil=True)
+def logistic_pairs(lo, hi, margin, y, w, out):
     """out[0, i] = ((p - y) w, max(p (1 - p), floor) w) with p = sigmoid(margin)."""
-    for i in nb.prange(y.shape[0]):
+    for i in range(lo, hi):
         wi = 1.0 if w is None else w[i]
         p = _sigmoid(margin[i, 0])
         out[0, i, 0] = (p - y[i]) * wi
         out[0, i, 1] = max(p * (1.0 - p), HESS_FLOOR) * wi
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def softmax_pairs(margin, y, w, out):
+@nb.njit(cache=True, nogil=True)
+def softmax_pairs(lo, hi, margin, y, w, out):
     """out[k, i] = ((p_k - [y == k]) w, max(2 p_k (1 - p_k), floor) w), p = softmax(margin)
     (XGBoost's hessian). margin: float64 (n, K); out: float32 (K, n, 2)."""
     K = margin.shape[1]
-    for i in nb.prange(y.shape[0]):
+    for i in range(lo, hi):
         mx = margin[i, 0]
         for k in range(1, K):
             mx = max(mx, margin[i, k])
@@ -63,7 +64,8 @@ def softmax_pairs(margin, y, w, out):
 
 
 # The fused kernel of each built-in loss (`Objective.loss`), all with the signature
-# (margin float64 (n, K), y float64 (n,), w float64 (n,) or None, out float32 (K, n, 2)).
+# (lo, hi, margin float64 (n, K), y float64 (n,), w float64 (n,) or None,
+# out float32 (K, n, 2)), run over rows by `_threads.run_ranges`.
 PAIR_KERNELS = {
     "squared_error": squared_error_pairs,
     "logistic": logistic_pairs,

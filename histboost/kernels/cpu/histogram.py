@@ -24,6 +24,7 @@ import numpy as np
 from numba.extending import overload
 
 from ._intrinsics import add_pair, prefetch
+from ._threads import run_ranges
 
 _LOW32 = np.int64(0xFFFFFFFF)
 # rows ahead whose slots and gradients are prefetched: far enough to cover a memory access.
@@ -79,13 +80,35 @@ def _accumulate_impl(slots, gh, rows, start, end, hist):
     return pairs
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def global_slots(bins, offsets, out):
+def global_slots(bins, offsets, out, threads=1):
     """out[i, f] = offsets[f] + bins[i, f]. bins: (n, F) uint8/uint16; offsets: int64 (F+1,);
-    out: (n, F) uint16 (uint32 when offsets[-1] > 65536)."""
-    for i in nb.prange(bins.shape[0]):
-        for f in range(bins.shape[1]):
-            out[i, f] = offsets[f] + bins[i, f]
+    out: (n, F) uint16 (uint32 when offsets[-1] > 65536). NumPy on row ranges of `threads`
+    threads (its loops release the GIL): once per training, no kernel to compile."""
+    # the first bins.shape[1] features (all of them; none for the sparse backend's empty
+    # dense part, whose offsets still describe every feature)
+    starts = offsets[:bins.shape[1]]
+
+    def add(lo, hi):
+        np.add(bins[lo:hi], starts, out=out[lo:hi], casting="unsafe")
+
+    run_ranges(add, bins.shape[0], threads=threads, min_rows=1 << 16)
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_pairs(lo, hi, parents, built, built_rows, target_rows, out):
+    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
+    out[built_rows[j]] = built[j], in one pass, for pairs j in [lo, hi) (`run_ranges`).
+    parents, built: (k, m); out: (2k, m); built_rows, target_rows: int64 (k,) rows of out
+    (see `HistogramStore.pair_layout`)."""
+    for j in range(lo, hi):
+        b = out[built_rows[j]]
+        t = out[target_rows[j]]
+        p = parents[j]
+        c = built[j]
+        for i in range(p.shape[0]):
+            v = c[i]
+            b[i] = v
+            t[i] = p[i] - v
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -111,27 +134,41 @@ def build_histograms_serial(slots, gh, rows, starts, ends, out):
         _accumulate(slots, gh, rows, starts[k], ends[k], h)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def build_histogram_chunked(slots, gh, rows, start, end, buffers, out):
-    """One histogram of a large node: its rows split into ``buffers.shape[0]`` equal chunks
-    built in parallel, each summed in row order, then added in chunk order. The float result
-    depends on the chunk count only, not on the threads. buffers: (n_chunks,) + out.shape
-    scratch of out's dtype (summing chunk 0 straight into out measured 5% slower at 8+
-    chunks)."""
-    n_chunks = buffers.shape[0]
-    n = end - start
-    for c in nb.prange(n_chunks):
-        b = buffers[c]
-        b[...] = 0
-        _accumulate(slots, gh, rows, start + n * c // n_chunks, start + n * (c + 1) // n_chunks,
-                    b)
-    flat = buffers.reshape((n_chunks, -1))
-    dst = out.reshape(-1)
-    for i in nb.prange(dst.shape[0]):
+@nb.njit(inline="always")
+def _add_chunks(flat, dst, lo, hi):
+    """dst[i] = sum of flat[:, i] in chunk order, for i in [lo, hi)."""
+    for i in range(lo, hi):
         acc = flat[0, i]
-        for c in range(1, n_chunks):
+        for c in range(1, flat.shape[0]):
             acc += flat[c, i]
         dst[i] = acc
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def build_histogram_chunked(phase, slots, gh, rows, start, end, buffers, out):
+    """One histogram of a large node: its rows split into ``buffers.shape[0]`` equal chunks
+    built in parallel, each summed in row order (phase 0), then added in chunk order, slices
+    of the slots in parallel (phase 1, a second call); phase 2 builds the chunks and adds
+    them on the calling thread, in one call (a parallel loop fewer: few chunks add up in
+    less time than a parallel launch takes on a busy machine). The float result depends on
+    the chunk count only, not on the threads or the phases. buffers: (n_chunks,) +
+    out.shape scratch of out's dtype (summing chunk 0 straight into out measured 5% slower
+    at 8+ chunks). Both parallel phases share one loop: a kernel compiles once per loop."""
+    n_chunks = buffers.shape[0]
+    n = end - start
+    flat = buffers.reshape((n_chunks, -1))
+    dst = out.reshape(-1)
+    m = dst.shape[0]
+    for c in nb.prange(n_chunks):
+        if phase != 1:
+            b = buffers[c]
+            b[...] = 0
+            _accumulate(slots, gh, rows, start + n * c // n_chunks,
+                        start + n * (c + 1) // n_chunks, b)
+        else:
+            _add_chunks(flat, dst, m * c // n_chunks, m * (c + 1) // n_chunks)
+    if phase == 2:
+        _add_chunks(flat, dst, 0, m)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -153,33 +190,32 @@ def build_histogram_chunked_serial(slots, gh, rows, start, end, n_chunks, buffer
             dst[i] += src[i]
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_histograms(parents, children, out):
-    """out = parents - children, elementwise (the siblings' histograms); 1-D (m,) views."""
-    for i in nb.prange(parents.shape[0]):
-        out[i] = parents[i] - children[i]
-
-
 @nb.njit(cache=True, nogil=True)
-def subtract_histograms_serial(parents, children, out):
-    """`subtract_histograms` on the calling thread, without a parallel launch."""
-    for i in range(parents.shape[0]):
-        out[i] = parents[i] - children[i]
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def pack_pairs(gh, out):
-    """out[i] = gh[i, 0] * 2**32 + gh[i, 1]: int32 (n, 2) pairs (hessian >= 0) to int64 (n,)."""
-    for i in nb.prange(gh.shape[0]):
+def pack_pairs(lo, hi, gh, out):
+    """out[i] = gh[i, 0] * 2**32 + gh[i, 1]: int32 (n, 2) pairs (hessian >= 0) to int64 (n,),
+    rows i in [lo, hi) (`run_ranges`)."""
+    for i in range(lo, hi):
         out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
+
+
+@nb.njit(inline="always")
+def _unpack_node(packed, g_scale, h_scale, out, k):
+    for i in range(packed.shape[1]):
+        v = packed[k, i]
+        h = v & _LOW32
+        out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
+        out[k, i, 1] = np.float64(h) * h_scale
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def unpack_to_float(packed, g_scale, h_scale, out):
     """Packed int64 (k, m) sums to float64 (k, m, 2) (gradient, hessian) in gradient units."""
     for k in nb.prange(packed.shape[0]):
-        for i in range(packed.shape[1]):
-            v = packed[k, i]
-            h = v & _LOW32
-            out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
-            out[k, i, 1] = np.float64(h) * h_scale
+        _unpack_node(packed, g_scale, h_scale, out, k)
+
+
+@nb.njit(cache=True, nogil=True)
+def unpack_to_float_serial(packed, g_scale, h_scale, out):
+    """`unpack_to_float` on the calling thread, without a parallel launch."""
+    for k in range(packed.shape[0]):
+        _unpack_node(packed, g_scale, h_scale, out, k)

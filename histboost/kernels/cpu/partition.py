@@ -51,6 +51,15 @@ def _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left,
     return np.int64(n_left) - start
 
 
+@nb.njit(cache=True, inline="always")
+def _copy(src, src_start, dst, dst_start, n):
+    """dst[dst_start:dst_start + n] = src[src_start:src_start + n], as a loop: a slice
+    assignment checks the shapes, and compiling its error message (string formatting) costs
+    more than the rest of the kernel."""
+    for i in range(n):
+        dst[dst_start + i] = src[src_start + i]
+
+
 @nb.njit(cache=True, nogil=True)
 def partition_range(column, rows, start, end, threshold_bin, missing_bin, default_left,
                     scratch):
@@ -58,7 +67,7 @@ def partition_range(column, rows, start, end, threshold_bin, missing_bin, defaul
     column: (n,) bins of the split feature; scratch: int32 (n,)."""
     n_left = _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left,
                       scratch)
-    rows[start + n_left:end] = scratch[start:end - n_left]
+    _copy(scratch, start, rows, start + n_left, end - start - n_left)
     return n_left
 
 
@@ -74,8 +83,9 @@ def partition_nodes(columns, rows, starts, ends, features, threshold_bins, missi
     """
     for k in nb.prange(starts.shape[0]):
         f = features[k]
-        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k], threshold_bins[k],
-                                    missing_bins[f], default_left[k] != 0, scratch)
+        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k],
+                                    np.int64(threshold_bins[k]), np.int64(missing_bins[f]),
+                                    default_left[k] != 0, scratch)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -84,8 +94,9 @@ def partition_nodes_serial(columns, rows, starts, ends, features, threshold_bins
     """`partition_nodes` on the calling thread, without a parallel launch."""
     for k in range(starts.shape[0]):
         f = features[k]
-        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k], threshold_bins[k],
-                                    missing_bins[f], default_left[k] != 0, scratch)
+        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k],
+                                    np.int64(threshold_bins[k]), np.int64(missing_bins[f]),
+                                    default_left[k] != 0, scratch)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -109,7 +120,7 @@ def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
         # chunk c's rights now fill scratch[lo:hi - counts[c]]; park its lefts after them
         # (chunk 0's lefts are already in place)
         if c > 0:
-            scratch[hi - counts[c]:hi] = rows[lo:lo + counts[c]]
+            _copy(rows, lo, scratch, hi - counts[c], counts[c])
     total_left = 0
     for c in range(n_chunks):
         total_left += counts[c]
@@ -121,7 +132,7 @@ def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
             lpos += counts[cc]
         n_right = hi - lo - counts[c]
         if c > 0:
-            rows[lpos:lpos + counts[c]] = scratch[lo + n_right:hi]
+            _copy(scratch, lo + n_right, rows, lpos, counts[c])
         rpos = start + total_left + (lo - lpos)
-        rows[rpos:rpos + n_right] = scratch[lo:lo + n_right]
+        _copy(scratch, lo, rows, rpos, n_right)
     return total_left

@@ -16,9 +16,7 @@ import numpy as np
 from ._intrinsics import prefetch
 
 _BLOCK = 128  # rows per task: a block's rows stay in cache while all trees pass over them
-# add_leaf_values: slices of the row positions (several per thread, for balance) and the rows
-# ahead whose margin is prefetched
-_LEAF_SLICES = 64
+# add_leaf_values: the rows ahead whose margin is prefetched
 _PREFETCH_DISTANCE = 16
 
 
@@ -87,17 +85,14 @@ def _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr, obl_leaf_value):
     return value[node_ptr[t] + leaf]
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def predict_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature, threshold,
-                       default_left, value, node_ptr, level_ptr, obl_feature, obl_threshold,
-                       obl_default_left, leaf_ptr, obl_leaf_value, out):
-    """out[i, tree_class[t]] += leaf value of row i in tree t, for t in [tree_begin, tree_end).
-    X: (n, F) float32/float64; out: float64 (n, K)."""
-    n = X.shape[0]
-    n_blocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in nb.prange(n_blocks):
-        r0 = blk * _BLOCK
-        r1 = min(n, r0 + _BLOCK)
+@nb.njit(cache=True, nogil=True)
+def predict_margin_raw(lo, hi, X, tree_begin, tree_end, tree_class, left, right, feature,
+                       threshold, default_left, value, node_ptr, level_ptr, obl_feature,
+                       obl_threshold, obl_default_left, leaf_ptr, obl_leaf_value, out):
+    """out[i, tree_class[t]] += leaf value of row i in tree t, for t in [tree_begin, tree_end)
+    and rows i in [lo, hi) (`run_ranges`). X: (n, F) float32/float64; out: float64 (n, K)."""
+    for r0 in range(lo, hi, _BLOCK):
+        r1 = min(hi, r0 + _BLOCK)
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):
@@ -108,16 +103,14 @@ def predict_margin_raw(X, tree_begin, tree_end, tree_class, left, right, feature
                                          obl_leaf_value)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def predict_leaf_raw(X, tree_begin, tree_end, left, right, feature, threshold, default_left,
-                     node_ptr, level_ptr, obl_feature, obl_threshold, obl_default_left, out):
+@nb.njit(cache=True, nogil=True)
+def predict_leaf_raw(lo, hi, X, tree_begin, tree_end, left, right, feature, threshold,
+                     default_left, node_ptr, level_ptr, obl_feature, obl_threshold,
+                     obl_default_left, out):
     """out[i, t - tree_begin] = leaf index of row i in tree t (node id for normal trees, bit
-    path for oblivious trees). out: int32 (n, tree_end - tree_begin)."""
-    n = X.shape[0]
-    n_blocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in nb.prange(n_blocks):
-        r0 = blk * _BLOCK
-        r1 = min(n, r0 + _BLOCK)
+    path for oblivious trees), rows i in [lo, hi). out: int32 (n, tree_end - tree_begin)."""
+    for r0 in range(lo, hi, _BLOCK):
+        r1 = min(hi, r0 + _BLOCK)
         for t in range(tree_begin, tree_end):
             for i in range(r0, r1):
                 out[i, t - tree_begin] = _leaf_raw(X[i], t, left, right, feature, threshold,
@@ -126,19 +119,16 @@ def predict_leaf_raw(X, tree_begin, tree_end, left, right, feature, threshold, d
                                                    obl_default_left)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def predict_margin_binned(bins, missing_bins, tree_begin, tree_end, tree_class, left, right,
-                          feature, split_bin, default_left, value, node_ptr, level_ptr,
+@nb.njit(cache=True, nogil=True)
+def predict_margin_binned(lo, hi, bins, missing_bins, tree_begin, tree_end, tree_class, left,
+                          right, feature, split_bin, default_left, value, node_ptr, level_ptr,
                           obl_feature, obl_bin, obl_default_left, leaf_ptr, obl_leaf_value,
                           out):
     """As `predict_margin_raw` on binned data (bins: (n, F) uint8/uint16, missing_bins: int32
     (F,) each feature's missing slot); gives the same result as the raw rule because a bin's
     upper bound is the split threshold."""
-    n = bins.shape[0]
-    n_blocks = (n + _BLOCK - 1) // _BLOCK
-    for blk in nb.prange(n_blocks):
-        r0 = blk * _BLOCK
-        r1 = min(n, r0 + _BLOCK)
+    for r0 in range(lo, hi, _BLOCK):
+        r1 = min(hi, r0 + _BLOCK)
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):
@@ -149,25 +139,19 @@ def predict_margin_binned(bins, missing_bins, tree_begin, tree_end, tree_class, 
                                          obl_leaf_value)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def add_leaf_values(rows, leaf_starts, leaf_ends, leaf_values, out, column):
-    """out[rows[k], column] += leaf_values[j] for k in [leaf_starts[j], leaf_ends[j]): the
-    training rows' margin update straight from the final partition, no traversal.
+@nb.njit(cache=True, nogil=True)
+def add_leaf_values(lo, hi, rows, leaf_starts, leaf_ends, leaf_values, out, column):
+    """out[rows[k], column] += leaf_values[j] for k in [leaf_starts[j], leaf_ends[j]), for the
+    positions k in [lo, hi) of rows: the training rows' margin update straight from the final
+    partition, no traversal.
 
-    The threads take equal slices of the positions in rows, not whole leaves (leaf sizes are
-    far from even), and prefetch the margins ahead: a leaf's rows are spread over the whole
-    margin array. Every row is updated once, so the result does not depend on the slicing.
+    The threads take equal slices of the positions in rows (`run_ranges`), not whole leaves
+    (leaf sizes are far from even), and prefetch the margins ahead: a leaf's rows are spread
+    over the whole margin array. Every row is updated once, so the result does not depend on
+    the slicing.
     """
-    lo_all = np.int64(0)
-    hi_all = np.int64(0)
-    if leaf_starts.shape[0] > 0:
-        lo_all = leaf_starts.min()
-        hi_all = leaf_ends.max()
-    n = hi_all - lo_all
     col = out[:, column]
-    for c in nb.prange(_LEAF_SLICES):
-        lo = lo_all + n * c // _LEAF_SLICES
-        hi = lo_all + n * (c + 1) // _LEAF_SLICES
+    if hi > lo:
         for j in range(leaf_starts.shape[0]):
             a = np.uintp(max(leaf_starts[j], lo))
             b = np.uintp(min(leaf_ends[j], hi))

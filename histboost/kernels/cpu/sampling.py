@@ -12,13 +12,14 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._threads import run_ranges
 from .quantize import uniform01
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def _mark_sampled(row_ids, key, fraction, out):
+@nb.njit(cache=True, nogil=True)
+def _mark_sampled(lo, hi, row_ids, key, fraction, out):
     ids = row_ids.shape[0] > 0
-    for i in nb.prange(out.shape[0]):
+    for i in range(lo, hi):
         r = np.uint64(row_ids[i]) if ids else np.uint64(i)
         out[i] = uniform01(key, r) < fraction
 
@@ -29,5 +30,5 @@ def sample_rows(n_rows: int, row_ids: np.ndarray | None, key: int,
     are row_ids int64 (n_rows,) (None: 0..n_rows-1). key: the round's uint64 key."""
     mask = np.empty(n_rows, np.bool_)
     ids = np.zeros(0, np.int64) if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
-    _mark_sampled(ids, np.uint64(key), float(fraction), mask)
+    run_ranges(_mark_sampled, n_rows, ids, np.uint64(key), float(fraction), mask)
     return np.flatnonzero(mask).astype(np.int32)
