@@ -47,6 +47,9 @@ ALIASES: dict[str, str] = {
     "num_grad_quant_bits": "grad_quant_bits",
     "tree_method": "tree_method",
     "verbose": "verbosity",
+    "monotone_constraint": "monotone_constraints",
+    "mc": "monotone_constraints",
+    "interaction_constraint": "interaction_constraints",
 }
 
 OBJECTIVES = (
@@ -121,6 +124,10 @@ class TrainParams:
     huber_slope: float = 1.0
     quantile_alpha: float = 0.5
     tweedie_variance_power: float = 1.5
+    # tuple of -1/0/1 per feature, or dict feature name -> -1/0/1 (tree/constraints.py)
+    monotone_constraints: tuple | dict = ()
+    # tuple of tuples of feature indices or names
+    interaction_constraints: tuple = ()
 
     @property
     def n_threads(self) -> int:
@@ -145,8 +152,6 @@ _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "s
 # (not the "unknown parameter" warning). name: (values that mean the peer's default, i.e.
 # what histboost does anyway, accepted silently; what to do instead).
 NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "monotone_constraints": ((), "monotone constraints are not implemented yet"),
-    "interaction_constraints": ((), "interaction constraints are not implemented yet"),
     "scale_pos_weight": ((1, 1.0), "weight the positive rows through Dataset(weight=...)"),
     "feature_weights": ((), "feature weights for column sampling are not implemented yet"),
     "is_unbalance": ((False, "false"), "weight the positive rows through Dataset(weight=...)"),
@@ -177,7 +182,8 @@ NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "one_drop": ((), "DART is not implemented"),
     "max_bin_by_feature": ((), "one max_bin for every feature"),
     "forcedsplits_filename": ((), "forced splits are not implemented"),
-    "monotone_constraints_method": ((), "monotone constraints are not implemented yet"),
+    "monotone_constraints_method": (("basic",), "histboost implements XGBoost's monotone "
+                                    "constraints (LightGBM's 'basic' method) only"),
     "monotone_penalty": ((0, 0.0), "monotone penalties are not implemented"),
     "feature_penalty": ((), "feature penalties are not implemented"),
     "feature_contri": ((), "feature penalties are not implemented"),
@@ -345,6 +351,13 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         raise ValueError(f"tree_learner must be 'data' or 'reduce_scatter', got {learner!r}")
     values["tree_learner"] = learner
 
+    from .tree.constraints import parse_interaction, parse_monotone
+
+    if "monotone_constraints" in values:
+        values["monotone_constraints"] = parse_monotone(values["monotone_constraints"])
+    if "interaction_constraints" in values:
+        values["interaction_constraints"] = parse_interaction(values["interaction_constraints"])
+
     p = TrainParams(**values)
     _check_ranges(p)
     return p
@@ -391,6 +404,15 @@ def _check_ranges(p: TrainParams) -> None:
     need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
     need(1 <= p.tweedie_variance_power < 2,
          f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
+    mono = p.monotone_constraints
+    if any(mono.values() if isinstance(mono, dict) else mono):
+        need(p.grow_policy != "oblivious", "monotone_constraints are not implemented for "
+             "grow_policy='oblivious' (use 'depthwise' or 'lossguide')")
+        need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "
+             f"(device={p.device!r}); train with device='cpu'")
+        need(p.objective not in ("reg:absoluteerror", "reg:quantileerror"),
+             f"monotone_constraints with {p.objective!r} are not implemented (its leaf refresh "
+             "would not keep the leaves' bounds)")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")

@@ -26,9 +26,11 @@ from .objectives.classification import sigmoid, softmax
 from .objectives.leaves import refresh_leaves
 from .params import ALIASES, TrainParams, parse_params
 from .timer import PhaseTimer
+from .tree.constraints import TreeConstraints
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
 from .tree.quantize import make_quantisation, round_key, sample_key
+from .tree.split import regularisation_vector
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 CustomMetricFn = Callable[[np.ndarray, Dataset], Any]
@@ -230,7 +232,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         backend.set_margin(margin)
     if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
         timer.sync = backend.synchronize
-    grower = TreeGrower(backend, p, mapper, timer)
+    grower = TreeGrower(backend, p, mapper, timer, constraints=TreeConstraints.from_params(
+        p, n_features, dtrain.feature_names, regularisation_vector(p)))
     start_round = booster.num_boosted_rounds()
 
     try:

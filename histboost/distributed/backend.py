@@ -239,11 +239,13 @@ class DistributedBackend:
         return np.stack([self._totals[i] for i in nodes])
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        # monotone: every worker holds the same bounds (they follow the reduced sums)
+        kw = {} if monotone is None else {"monotone": monotone}
         if self.tree_learner == "data":
-            return self.local.find_best_splits(nodes, totals, feature_masks, reg)
+            return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(
-            self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg),
+            self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg, **kw),
             np.float64)
         self.traffic["splits"] += recs.nbytes
         # every worker's records, then the same vectorised choice on every worker

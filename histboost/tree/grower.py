@@ -18,6 +18,7 @@ from ..data.binning import BinMapper
 from ..kernels.backend import Backend
 from ..params import TrainParams
 from ..timer import PhaseTimer
+from .constraints import TreeConstraints
 from .quantize import Quantisation
 from .split import (
     MIN_SPLIT_GAIN,
@@ -85,7 +86,8 @@ class TreeGrower:
     """
 
     def __init__(self, backend: Backend, params: TrainParams, mapper: BinMapper,
-                 timer: PhaseTimer | None = None) -> None:
+                 timer: PhaseTimer | None = None,
+                 constraints: TreeConstraints | None = None) -> None:
         self.backend = backend
         self.params = params
         self.cut_values = mapper.cut_values
@@ -94,6 +96,7 @@ class TreeGrower:
         self._offsets = mapper.bin_offsets
         self.reg = regularisation_vector(params)
         self.timer = timer or PhaseTimer()
+        self.constraints = constraints  # monotone / interaction constraints (constraints.py)
 
     # -- helpers --
     def _sample_features(self, base: np.ndarray, fraction: float,
@@ -128,6 +131,8 @@ class TreeGrower:
         totals = np.array([gh[0], gh[1], float(count)])
         nodes = _Nodes()
         nodes.add(0, totals, self._leaf_value(totals))
+        if self.constraints is not None:
+            self.constraints.start()
         policy = self.params.grow_policy
         if policy == "oblivious":
             return self._grow_oblivious(nodes, tree_mask, output, rng)
@@ -143,7 +148,11 @@ class TreeGrower:
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
         with self.timer("split"):
             totals = np.stack([nodes.totals[i] for i in node_ids])
-            return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
+            if self.constraints is None:
+                return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
+            return self.backend.find_best_splits(
+                node_ids, totals, self.constraints.masks(node_ids, masks), self.reg,
+                monotone=self.constraints.search_args(node_ids))
 
     def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
                histograms: bool) -> list[int]:
@@ -170,6 +179,8 @@ class TreeGrower:
             d = nodes.depth[p] + 1
             li = nodes.add(d, lt, self._leaf_value(lt))
             ri = nodes.add(d, rt, self._leaf_value(rt))
+            if self.constraints is not None:
+                nodes.value[li], nodes.value[ri] = self.constraints.split(p, f, li, ri, lt, rt)
             nodes.left_child[p] = li
             nodes.right_child[p] = ri
             children += [li, ri]
@@ -255,6 +266,8 @@ class TreeGrower:
                                                    "level_gain")}
         for depth in range(p.max_depth):
             mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
+            if self.constraints is not None:  # one path for all nodes of a level
+                mask = self.constraints.masks(frontier[:1], mask[None])[0]
             with self.timer("split"):
                 totals = np.stack([nodes.totals[i] for i in frontier])
                 table = be.oblivious_gains(frontier, totals, mask, self.reg)

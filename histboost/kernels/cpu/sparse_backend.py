@@ -279,7 +279,7 @@ class SparseCPUBackend(CPUBackend):
         return out
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
@@ -289,8 +289,14 @@ class SparseCPUBackend(CPUBackend):
                                                          float(totals[j, 2]), reg)
             mask = np.zeros((1, self.n_features), np.bool_)
             mask[0, refined.features] = masks[j, refined.features]
-            split.find_best_splits_serial(self._float_live(hist, refined), totals[j:j + 1],
-                                          self.offsets, mask, reg, out[j:j + 1])
+            if monotone is None:
+                split.find_best_splits_serial(self._float_live(hist, refined), totals[j:j + 1],
+                                              self.offsets, mask, reg, out[j:j + 1])
+            else:
+                cons, lower, upper = monotone
+                out[j] = split.monotone_search(self._float_live(hist, refined),
+                                               totals[j:j + 1], self.offsets, mask, reg,
+                                               (cons, lower[j:j + 1], upper[j:j + 1]))[0]
         return out
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
