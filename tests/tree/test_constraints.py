@@ -202,3 +202,14 @@ def test_interaction_constraints_same_model_as_xgboost():
     theirs = xgb.train({"nthread": 1, "tree_method": "hist", **params},
                        xgb.DMatrix(X, label=y), 15).predict(xgb.DMatrix(X))
     np.testing.assert_allclose(ours, theirs, atol=2e-5)
+
+
+def test_monotone_sparse_dataset():
+    sp = pytest.importorskip("scipy.sparse")
+    X, y = _data(n=2000, seed=6)
+    X[X < 5] = 0.0  # stored zeros dropped: unstored entries are zeros
+    b = histboost.train({"nthread": 1, "monotone_constraints": (1, -1)},
+                        histboost.Dataset(sp.csr_matrix(X), label=y), 15)
+    _assert_monotone(b, (1, -1, 0, 0))
+    dense = _train({"monotone_constraints": (1, -1)}, X, y, 15)
+    np.testing.assert_allclose(b.predict(X), dense.predict(X), atol=1e-6)

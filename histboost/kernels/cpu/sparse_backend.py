@@ -220,7 +220,8 @@ class SparseCPUBackend(CPUBackend):
     def _fix(self, out: np.ndarray, lives: list[_Live]) -> None:
         """Every live feature's default bin from the node total (`kernels.cpu.sparse`)."""
         hists = out.reshape(out.shape[0], out.shape[1], -1)
-        totals = np.empty((hists.shape[0], hists.shape[2]), hists.dtype)
+        # zeros, not empty: the kernels take `totals - totals` as their zero (NaN from garbage)
+        totals = np.zeros((hists.shape[0], hists.shape[2]), hists.dtype)
         live_ptr = np.zeros(len(lives) + 1, np.int64)
         np.cumsum([lv.features.size for lv in lives], out=live_ptr[1:])
         live = np.concatenate([lv.features for lv in lives])
