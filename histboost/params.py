@@ -128,6 +128,7 @@ class TrainParams:
     monotone_constraints: tuple | dict = ()
     # tuple of tuples of feature indices or names
     interaction_constraints: tuple = ()
+    scale_pos_weight: float = 1.0  # binary objectives: the gradients of label-1 rows scaled
 
     @property
     def n_threads(self) -> int:
@@ -152,7 +153,6 @@ _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "s
 # (not the "unknown parameter" warning). name: (values that mean the peer's default, i.e.
 # what histboost does anyway, accepted silently; what to do instead).
 NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "scale_pos_weight": ((1, 1.0), "weight the positive rows through Dataset(weight=...)"),
     "feature_weights": ((), "feature weights for column sampling are not implemented yet"),
     "is_unbalance": ((False, "false"), "weight the positive rows through Dataset(weight=...)"),
     "booster": (("gbtree",), "histboost grows trees only (no gblinear / dart)"),
@@ -277,7 +277,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             "nthread", "grad_quant_bits", "verbosity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
-              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power")
+              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
+              "scale_pos_weight")
     qa = values.get("quantile_alpha")
     if isinstance(qa, list | tuple | np.ndarray):
         if len(qa) != 1:
@@ -404,6 +405,12 @@ def _check_ranges(p: TrainParams) -> None:
     need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
     need(1 <= p.tweedie_variance_power < 2,
          f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
+    need(math.isfinite(p.scale_pos_weight) and p.scale_pos_weight > 0,
+         f"scale_pos_weight must be > 0, got {p.scale_pos_weight}")
+    if p.scale_pos_weight != 1.0:
+        need(p.objective in ("binary:logistic", "binary:logitraw"),
+             f"scale_pos_weight applies to binary:logistic / binary:logitraw, not "
+             f"{p.objective!r}; weight rows through Dataset(weight=...)")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
         need(p.grow_policy != "oblivious", "monotone_constraints are not implemented for "
