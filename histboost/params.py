@@ -129,6 +129,8 @@ class TrainParams:
     # tuple of tuples of feature indices or names
     interaction_constraints: tuple = ()
     scale_pos_weight: float = 1.0  # binary objectives: the gradients of label-1 rows scaled
+    # column sampling weights, one per feature (() : uniform); XGBoost's feature_weights
+    feature_weights: tuple = ()
 
     @property
     def n_threads(self) -> int:
@@ -153,7 +155,6 @@ _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "s
 # (not the "unknown parameter" warning). name: (values that mean the peer's default, i.e.
 # what histboost does anyway, accepted silently; what to do instead).
 NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "feature_weights": ((), "feature weights for column sampling are not implemented yet"),
     "is_unbalance": ((False, "false"), "weight the positive rows through Dataset(weight=...)"),
     "booster": (("gbtree",), "histboost grows trees only (no gblinear / dart)"),
     "boosting": (("gbdt",), "histboost is plain gradient boosting (no dart / goss / rf)"),
@@ -356,6 +357,17 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
 
     if "monotone_constraints" in values:
         values["monotone_constraints"] = parse_monotone(values["monotone_constraints"])
+    if values.get("feature_weights") is not None and len(values.get("feature_weights", ())):
+        try:
+            fw = tuple(float(v) for v in np.asarray(values["feature_weights"]).ravel())
+        except (TypeError, ValueError):
+            raise ValueError("feature_weights must be a list of numbers, one per feature, "
+                             f"got {values['feature_weights']!r}") from None
+        if not all(math.isfinite(v) and v >= 0 for v in fw) or not any(v > 0 for v in fw):
+            raise ValueError("feature_weights must be finite and >= 0, some of them > 0")
+        values["feature_weights"] = fw
+    else:
+        values.pop("feature_weights", None)
     if "interaction_constraints" in values:
         values["interaction_constraints"] = parse_interaction(values["interaction_constraints"])
 

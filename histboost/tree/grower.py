@@ -97,6 +97,12 @@ class TreeGrower:
         self.reg = regularisation_vector(params)
         self.timer = timer or PhaseTimer()
         self.constraints = constraints  # monotone / interaction constraints (constraints.py)
+        self.feature_weights = None  # weighted column sampling (params.feature_weights)
+        if params.feature_weights:
+            if len(params.feature_weights) != self.n_features:
+                raise ValueError(f"feature_weights has {len(params.feature_weights)} entries "
+                                 f"for {self.n_features} features")
+            self.feature_weights = np.asarray(params.feature_weights, np.float64)
 
     # -- helpers --
     def _sample_features(self, base: np.ndarray, fraction: float,
@@ -106,6 +112,13 @@ class TreeGrower:
         idx = np.flatnonzero(base)
         keep = max(1, int(fraction * idx.size))
         mask = np.zeros(self.n_features, bool)
+        if self.feature_weights is not None:
+            # weighted sampling without replacement (Efraimidis-Spirakis keys u^(1/w), as
+            # XGBoost's): a zero weight is drawn only when the others do not fill `keep`
+            with np.errstate(divide="ignore"):
+                keys = rng.random(idx.size) ** (1.0 / self.feature_weights[idx])
+            mask[idx[np.argsort(-keys, kind="stable")[:keep]]] = True
+            return mask
         mask[rng.choice(idx, size=keep, replace=False)] = True
         return mask
 
