@@ -253,10 +253,11 @@ class DistributedBackend:
                                                            check_metadata=self._check)))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        kw = {} if monotone is None else {"monotone": monotone}
         if self.tree_learner == "data":
-            return self.local.oblivious_gains(nodes, totals, feature_mask, reg)
-        table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg)
+            return self.local.oblivious_gains(nodes, totals, feature_mask, reg, **kw)
+        table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg, **kw)
         return self._reduce(np.ascontiguousarray(table, np.float64), "splits", "max")
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,

@@ -118,10 +118,12 @@ class Backend(Protocol):
         rule). The CUDA backend raises ValueError for it."""
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         """float64 (total_bins, 2): the gain of every shared split candidate (slot
         offsets[f] + b, missing right 0 / left 1) summed over `nodes`; -inf where it is a
-        split of none of them."""
+        split of none of them. monotone: as in `find_best_splits`; a candidate on a
+        constrained feature must order the clipped weights of its children in every node
+        (-inf otherwise). The CUDA backend raises ValueError for it."""
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:

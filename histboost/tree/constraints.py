@@ -14,6 +14,10 @@ Interaction (XGBoost's ``FeatureInteractionConstraintHost``): the root may split
 feature; a node below may split on the features its path used and on every feature of each
 set that contains all of them.
 
+Oblivious trees: a level's shared split must order the clipped children's weights of every
+node of the level (`oblivious_gains(..., monotone=)`); all nodes of a level share one path, so
+one interaction mask serves the level.
+
 The grower holds one `TreeConstraints` (None without constraints) and calls `start` per tree,
 `masks` and `search_args` before a split search and `split` for each split applied.
 """

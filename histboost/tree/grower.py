@@ -283,7 +283,11 @@ class TreeGrower:
                 mask = self.constraints.masks(frontier[:1], mask[None])[0]
             with self.timer("split"):
                 totals = np.stack([nodes.totals[i] for i in frontier])
-                table = be.oblivious_gains(frontier, totals, mask, self.reg)
+                if self.constraints is None:
+                    table = be.oblivious_gains(frontier, totals, mask, self.reg)
+                else:
+                    table = be.oblivious_gains(frontier, totals, mask, self.reg,
+                                               monotone=self.constraints.search_args(frontier))
             best = int(np.argmax(table))  # first maximum: lowest feature, bin, missing-right
             gain = float(table.flat[best])
             if not np.isfinite(gain) or gain <= max(MIN_SPLIT_GAIN, p.gamma):
@@ -304,6 +308,10 @@ class TreeGrower:
                 levels[k].append(v)
             last = depth + 1 >= p.max_depth
             frontier = self._apply(nodes, frontier, recs, histograms=not last)
+        if not levels["level_feature"]:
+            # no split: a one-leaf normal tree (the predictors tell oblivious trees by their
+            # levels; one without any crashed them)
+            return self._finish(nodes, class_index)
         leaf_totals = np.stack([nodes.totals[i] for i in frontier])
         values = np.array([nodes.value[i] for i in frontier])
         levels["leaf_value"] = values

@@ -13,6 +13,7 @@ from .test_training import _data, _strip, _train_ranks
 @pytest.mark.parametrize("extra", [
     {"monotone_constraints": (1, -1, 0, 1), "max_depth": 4},
     {"monotone_constraints": (1, -1), "grow_policy": "lossguide", "max_leaves": 10},
+    {"monotone_constraints": (0, -1, 1), "grow_policy": "oblivious", "max_depth": 3},
     {"interaction_constraints": [[0, 1], [2, 3, 4]], "max_depth": 4},
 ], ids=str)
 def test_constrained_model_equals_one_process(extra, learner):

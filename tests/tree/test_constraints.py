@@ -42,9 +42,10 @@ def _assert_monotone(booster, cons, n_grid=6, seed=1):
 
 POLICIES = [{"grow_policy": "depthwise", "max_depth": 6},
             {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0}]
+OBLIVIOUS = {"grow_policy": "oblivious", "max_depth": 5}
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [*POLICIES, OBLIVIOUS])
 @pytest.mark.parametrize("cons", [(1, -1, 0, 0), (-1, 1, 1, -1)])
 def test_monotone_on_every_prediction(policy, cons):
     X, y = _data()
@@ -56,7 +57,7 @@ def test_monotone_on_every_prediction(policy, cons):
         _assert_monotone(free, cons)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", [*POLICIES, OBLIVIOUS])
 def test_monotone_with_regularisation_and_missing(policy):
     X, y = _data(seed=3)
     X[::7, 0] = np.nan
@@ -102,9 +103,6 @@ def test_monotone_same_model_as_xgboost(policy):
 
 
 def test_monotone_errors():
-    with pytest.raises(ValueError, match="oblivious"):
-        histboost.train({"monotone_constraints": (1,), "grow_policy": "oblivious"},
-                        histboost.Dataset(np.zeros((4, 1)), label=np.zeros(4)), 1)
     with pytest.raises(ValueError, match="GPU"):
         histboost.train({"monotone_constraints": (1,), "device": "cuda"},
                         histboost.Dataset(np.zeros((4, 1)), label=np.zeros(4)), 1)
@@ -146,7 +144,7 @@ def _inter_data(n=3000, seed=0):
     return X, y
 
 
-@pytest.mark.parametrize("policy", POLICIES + [{"grow_policy": "oblivious", "max_depth": 5}])
+@pytest.mark.parametrize("policy", [*POLICIES, OBLIVIOUS])
 @pytest.mark.parametrize("sets", [[[0, 1, 2], [3, 4, 5]], [[0, 1], [1, 2], [3]]])
 def test_interaction_constraints_no_path_crosses_sets(policy, sets):
     X, y = _inter_data()
@@ -213,3 +211,10 @@ def test_monotone_sparse_dataset():
     _assert_monotone(b, (1, -1, 0, 0))
     dense = _train({"monotone_constraints": (1, -1)}, X, y, 15)
     np.testing.assert_allclose(b.predict(X), dense.predict(X), atol=1e-6)
+
+
+def test_oblivious_tree_without_split_predicts():
+    # a root that does not split (here: gamma) gives a one-leaf tree, which predicts
+    X, y = _data(n=200)
+    b = _train({"grow_policy": "oblivious", "max_depth": 3, "gamma": 1e9}, X, y, 2)
+    np.testing.assert_allclose(b.predict(X), b.predict(X[:1])[0])

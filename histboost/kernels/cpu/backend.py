@@ -334,11 +334,14 @@ class CPUBackend:
         return out
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         hists = self._float_histograms(nodes)
         self._team(min(self.n_features,
                        hists.shape[0] * self.total_bins // (4 * _SPLIT_THREAD_MIN_SLOTS)))
         out = np.empty((self.total_bins, 2), np.float64)
+        if monotone is not None:
+            return split.monotone_oblivious(hists, totals, self.offsets, feature_mask, reg,
+                                            monotone, out)
         split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
                                    self.offsets, np.ascontiguousarray(feature_mask, np.bool_),
                                    reg, out)

@@ -301,7 +301,7 @@ class SparseCPUBackend(CPUBackend):
         return out
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         # live sets are not refined here: evaluate_split may read the level's feature in any
         # of its nodes
         mask = np.zeros(self.n_features, np.bool_)
@@ -309,7 +309,7 @@ class SparseCPUBackend(CPUBackend):
             hist = self._hists.stack([node])[0]
             live = self._refine(node, hist, float(totals[j, 1]), float(totals[j, 2]), reg)
             mask[live.features] = True
-        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg)
+        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg, monotone)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:

@@ -297,3 +297,67 @@ def monotone_search(hists, totals, offsets, feature_masks, reg, monotone):
                               np.ascontiguousarray(lower, np.float64),
                               np.ascontiguousarray(upper, np.float64), out)
     return out
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, monotone, lower,
+                                  upper, out):
+    """`oblivious_gain_table` under monotone constraints (node bounds lower, upper (k,)):
+    gains at the weights clipped to each node's bounds; a candidate on a constrained feature
+    must order the clipped children's weights in every node of the level, whether or not it
+    is a valid split there (the shared split divides them all), else -inf."""
+    n_nodes = hists.shape[0]
+    n_features = offsets.shape[0] - 1
+    out[:] = -np.inf
+    for f in nb.prange(n_features):
+        if not feature_mask[f]:
+            continue
+        c = monotone[f]
+        o = offsets[f]
+        nvb = offsets[f + 1] - o - 1
+        n_ch = hists.shape[2]
+        run = np.zeros((n_nodes, n_ch))
+        for d in range(2):
+            for k in range(n_nodes):
+                for j in range(n_ch):
+                    run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
+            for b in range(nvb):
+                total = 0.0
+                any_valid = False
+                ordered = True
+                for k in range(n_nodes):
+                    for j in range(n_ch):
+                        run[k, j] += hists[k, o + b, j]
+                    gl = run[k, 0]
+                    hl = run[k, 1]
+                    G = totals[k, 0]
+                    H = totals[k, 1]
+                    C = totals[k, 2]
+                    lo = lower[k]
+                    hi = upper[k]
+                    wl = _clip(leaf_weight(gl, hl, reg), lo, hi)
+                    wr = _clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
+                    if (c > 0 and wl > wr) or (c < 0 and wl < wr):
+                        ordered = False
+                    cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
+                    if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
+                        continue
+                    any_valid = True
+                    total += (gain_given_weight(gl, hl, wl, reg)
+                              + gain_given_weight(G - gl, H - hl, wr, reg)
+                              - gain_given_weight(G, H, _clip(leaf_weight(G, H, reg), lo, hi),
+                                                  reg))
+                if any_valid and ordered:
+                    out[o + b, d] = total
+
+
+def monotone_oblivious(hists, totals, offsets, feature_mask, reg, monotone, out):
+    """`oblivious_gain_table_monotone` into out (total_bins, 2); monotone: the backends'
+    ``(constraint int8 (F,), lower (k,), upper (k,))``."""
+    cons, lower, upper = monotone
+    oblivious_gain_table_monotone(hists, np.ascontiguousarray(totals, np.float64), offsets,
+                                  np.ascontiguousarray(feature_mask, np.bool_), reg,
+                                  np.ascontiguousarray(cons, np.int8),
+                                  np.ascontiguousarray(lower, np.float64),
+                                  np.ascontiguousarray(upper, np.float64), out)
+    return out
