@@ -7,6 +7,7 @@ warning naming the closest known parameter (as XGBoost does); invalid values rai
 
 from __future__ import annotations
 
+import ast
 import difflib
 import math
 import os
@@ -357,6 +358,12 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
 
     if "monotone_constraints" in values:
         values["monotone_constraints"] = parse_monotone(values["monotone_constraints"])
+    if isinstance(values.get("feature_weights"), str):  # "[1, 2, 0.5]" (CLI, config files)
+        try:
+            values["feature_weights"] = ast.literal_eval(values["feature_weights"].strip())
+        except (ValueError, SyntaxError):
+            raise ValueError("feature_weights must be a list of numbers, one per feature, "
+                             f"got {values['feature_weights']!r}") from None
     if values.get("feature_weights") is not None and len(values.get("feature_weights", ())):
         try:
             fw = tuple(float(v) for v in np.asarray(values["feature_weights"]).ravel())

@@ -46,6 +46,11 @@ def test_uniform_without_sampling_and_errors():
     a = histboost.train({"nthread": 1, "feature_weights": [1, 2, 3, 4]}, d, 5)
     b = histboost.train({"nthread": 1}, d, 5)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))  # no sampling: no effect
+    c = histboost.train({"nthread": 1, "colsample_bynode": 0.5, "feature_weights": "[1, 2, 3, 4]"},
+                        d, 5)
+    e = histboost.train({"nthread": 1, "colsample_bynode": 0.5, "feature_weights": (1, 2, 3, 4)},
+                        d, 5)
+    np.testing.assert_array_equal(c.predict(X), e.predict(X))
     with pytest.raises(ValueError, match="entries"):
         histboost.train({"feature_weights": [1, 2]}, d, 1)
     with pytest.raises(ValueError, match=">= 0"):
