@@ -7,6 +7,7 @@ warning naming the closest known parameter (as XGBoost does); invalid values rai
 
 from __future__ import annotations
 
+import ast
 import difflib
 import math
 import os
@@ -47,6 +48,9 @@ ALIASES: dict[str, str] = {
     "num_grad_quant_bits": "grad_quant_bits",
     "tree_method": "tree_method",
     "verbose": "verbosity",
+    "monotone_constraint": "monotone_constraints",
+    "mc": "monotone_constraints",
+    "interaction_constraint": "interaction_constraints",
 }
 
 OBJECTIVES = (
@@ -121,6 +125,13 @@ class TrainParams:
     huber_slope: float = 1.0
     quantile_alpha: float = 0.5
     tweedie_variance_power: float = 1.5
+    # tuple of -1/0/1 per feature, or dict feature name -> -1/0/1 (tree/constraints.py)
+    monotone_constraints: tuple | dict = ()
+    # tuple of tuples of feature indices or names
+    interaction_constraints: tuple = ()
+    scale_pos_weight: float = 1.0  # binary objectives: the gradients of label-1 rows scaled
+    # column sampling weights, one per feature (() : uniform); XGBoost's feature_weights
+    feature_weights: tuple = ()
 
     @property
     def n_threads(self) -> int:
@@ -145,10 +156,6 @@ _IGNORED = {"validate_parameters", "predictor", "single_precision_histogram", "s
 # (not the "unknown parameter" warning). name: (values that mean the peer's default, i.e.
 # what histboost does anyway, accepted silently; what to do instead).
 NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "monotone_constraints": ((), "monotone constraints are not implemented yet"),
-    "interaction_constraints": ((), "interaction constraints are not implemented yet"),
-    "scale_pos_weight": ((1, 1.0), "weight the positive rows through Dataset(weight=...)"),
-    "feature_weights": ((), "feature weights for column sampling are not implemented yet"),
     "is_unbalance": ((False, "false"), "weight the positive rows through Dataset(weight=...)"),
     "booster": (("gbtree",), "histboost grows trees only (no gblinear / dart)"),
     "boosting": (("gbdt",), "histboost is plain gradient boosting (no dart / goss / rf)"),
@@ -177,7 +184,8 @@ NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "one_drop": ((), "DART is not implemented"),
     "max_bin_by_feature": ((), "one max_bin for every feature"),
     "forcedsplits_filename": ((), "forced splits are not implemented"),
-    "monotone_constraints_method": ((), "monotone constraints are not implemented yet"),
+    "monotone_constraints_method": (("basic",), "histboost implements XGBoost's monotone "
+                                    "constraints (LightGBM's 'basic' method) only"),
     "monotone_penalty": ((0, 0.0), "monotone penalties are not implemented"),
     "feature_penalty": ((), "feature penalties are not implemented"),
     "feature_contri": ((), "feature penalties are not implemented"),
@@ -271,7 +279,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             "nthread", "grad_quant_bits", "verbosity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
-              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power")
+              "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
+              "scale_pos_weight")
     qa = values.get("quantile_alpha")
     if isinstance(qa, list | tuple | np.ndarray):
         if len(qa) != 1:
@@ -345,6 +354,30 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         raise ValueError(f"tree_learner must be 'data' or 'reduce_scatter', got {learner!r}")
     values["tree_learner"] = learner
 
+    from .tree.constraints import parse_interaction, parse_monotone
+
+    if "monotone_constraints" in values:
+        values["monotone_constraints"] = parse_monotone(values["monotone_constraints"])
+    if isinstance(values.get("feature_weights"), str):  # "[1, 2, 0.5]" (CLI, config files)
+        try:
+            values["feature_weights"] = ast.literal_eval(values["feature_weights"].strip())
+        except (ValueError, SyntaxError):
+            raise ValueError("feature_weights must be a list of numbers, one per feature, "
+                             f"got {values['feature_weights']!r}") from None
+    if values.get("feature_weights") is not None and len(values.get("feature_weights", ())):
+        try:
+            fw = tuple(float(v) for v in np.asarray(values["feature_weights"]).ravel())
+        except (TypeError, ValueError):
+            raise ValueError("feature_weights must be a list of numbers, one per feature, "
+                             f"got {values['feature_weights']!r}") from None
+        if not all(math.isfinite(v) and v >= 0 for v in fw) or not any(v > 0 for v in fw):
+            raise ValueError("feature_weights must be finite and >= 0, some of them > 0")
+        values["feature_weights"] = fw
+    else:
+        values.pop("feature_weights", None)
+    if "interaction_constraints" in values:
+        values["interaction_constraints"] = parse_interaction(values["interaction_constraints"])
+
     p = TrainParams(**values)
     _check_ranges(p)
     return p
@@ -391,6 +424,19 @@ def _check_ranges(p: TrainParams) -> None:
     need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
     need(1 <= p.tweedie_variance_power < 2,
          f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
+    need(math.isfinite(p.scale_pos_weight) and p.scale_pos_weight > 0,
+         f"scale_pos_weight must be > 0, got {p.scale_pos_weight}")
+    if p.scale_pos_weight != 1.0:
+        need(p.objective in ("binary:logistic", "binary:logitraw"),
+             f"scale_pos_weight applies to binary:logistic / binary:logitraw, not "
+             f"{p.objective!r}; weight rows through Dataset(weight=...)")
+    mono = p.monotone_constraints
+    if any(mono.values() if isinstance(mono, dict) else mono):
+        need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "
+             f"(device={p.device!r}); train with device='cpu'")
+        need(p.objective not in ("reg:absoluteerror", "reg:quantileerror"),
+             f"monotone_constraints with {p.objective!r} are not implemented (its leaf refresh "
+             "would not keep the leaves' bounds)")
     if p.objective.startswith("multi:"):
         need(p.num_class >= 2, f"objective {p.objective!r} needs num_class >= 2, "
              f"got {p.num_class}")

@@ -26,9 +26,11 @@ from .objectives.classification import sigmoid, softmax
 from .objectives.leaves import refresh_leaves
 from .params import ALIASES, TrainParams, parse_params
 from .timer import PhaseTimer
+from .tree.constraints import TreeConstraints
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
 from .tree.quantize import make_quantisation, round_key, sample_key
+from .tree.split import regularisation_vector
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 CustomMetricFn = Callable[[np.ndarray, Dataset], Any]
@@ -182,6 +184,13 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     intercept = None
     if dist is not None and xgb_model is None and p.base_score is None:
         intercept = dist.global_intercept(comm, objective, y, w)
+    w_grad = w  # the weights of the gradients: with scale_pos_weight, positive rows' scaled
+    if p.scale_pos_weight != 1.0:
+        w_grad = (np.ones(n) if w is None else w) * np.where(y == 1.0, p.scale_pos_weight, 1.0)
+        if xgb_model is None and p.base_score is None:
+            # XGBoost: the intercept is then one Newton step of the weighted loss from margin 0
+            intercept = np.array([float(np.sum(w_grad * (y - 0.5)))
+                                  / (0.25 * float(np.sum(w_grad)))])
     booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
     with timer("predict"):
         margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
@@ -218,7 +227,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     history.clear()
 
     with timer("binning"):
-        backend_args = dict(n_threads=p.n_threads, label=y, weight=w, n_outputs=K,
+        backend_args = dict(n_threads=p.n_threads, label=y, weight=w_grad, n_outputs=K,
                             count_rows=p.min_data_in_leaf > 0, raw=dtrain.data, mapper=mapper)
         bins = dtrain.bins if p.device == "cpu" else None
         if dist is None:
@@ -230,7 +239,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         backend.set_margin(margin)
     if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
         timer.sync = backend.synchronize
-    grower = TreeGrower(backend, p, mapper, timer)
+    grower = TreeGrower(backend, p, mapper, timer, constraints=TreeConstraints.from_params(
+        p, n_features, dtrain.feature_names, regularisation_vector(p)))
     start_round = booster.num_boosted_rounds()
 
     try:

@@ -236,11 +236,13 @@ class DistributedBackend:
         return self.local.histogram_totals(nodes)
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        # monotone: every worker holds the same bounds (they follow the reduced sums)
+        kw = {} if monotone is None else {"monotone": monotone}
         if self.tree_learner == "data":
-            return self.local.find_best_splits(nodes, totals, feature_masks, reg)
+            return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(
-            self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg),
+            self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg, **kw),
             np.float64)
         self.traffic["splits"] += recs.nbytes
         # every worker's records, then the same vectorised choice on every worker
@@ -248,10 +250,11 @@ class DistributedBackend:
                                                            check_metadata=self._check)))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        kw = {} if monotone is None else {"monotone": monotone}
         if self.tree_learner == "data":
-            return self.local.oblivious_gains(nodes, totals, feature_mask, reg)
-        table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg)
+            return self.local.oblivious_gains(nodes, totals, feature_mask, reg, **kw)
+        table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg, **kw)
         return self._reduce(np.ascontiguousarray(table, np.float64), "splits", "max")
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,

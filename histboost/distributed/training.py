@@ -34,6 +34,9 @@ def check_supported(p: TrainParams) -> None:
     from ..objectives import get_objective
 
     objective = get_objective(p.objective, p.num_class, p)
+    if p.scale_pos_weight != 1.0:
+        raise ValueError("scale_pos_weight is not supported by distributed training yet; "
+                         "weight the positive rows through Dataset(weight=...)")
     if not objective.intercept_from_mean and p.base_score is None:
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")

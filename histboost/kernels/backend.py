@@ -108,16 +108,22 @@ class Backend(Protocol):
         feature's slots, which hold every row once), so they match the histogram exactly."""
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         """Best split record of each node (feature -1: none with a positive gain).
         totals (k, 3); feature_masks bool (k, n_features). Ties go to the lowest feature, then
-        the lowest bin, then missing-right."""
+        the lowest bin, then missing-right. monotone (None: unconstrained): (constraint int8
+        (n_features,) +1/-1/0, lower float64 (k,), upper float64 (k,)): the nodes' bounds on
+        their unscaled weights; weights are clipped to them, gains use the clipped weights,
+        and a split on a constrained feature must order its children's weights (XGBoost's
+        rule). The CUDA backend raises ValueError for it."""
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         """float64 (total_bins, 2): the gain of every shared split candidate (slot
         offsets[f] + b, missing right 0 / left 1) summed over `nodes`; -inf where it is a
-        split of none of them."""
+        split of none of them. monotone: as in `find_best_splits`; a candidate on a
+        constrained feature must order the clipped weights of its children in every node
+        (-inf otherwise). The CUDA backend raises ValueError for it."""
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:

@@ -18,6 +18,7 @@ from ..data.binning import BinMapper
 from ..kernels.backend import Backend
 from ..params import TrainParams
 from ..timer import PhaseTimer
+from .constraints import TreeConstraints
 from .quantize import Quantisation
 from .split import (
     MIN_SPLIT_GAIN,
@@ -85,7 +86,8 @@ class TreeGrower:
     """
 
     def __init__(self, backend: Backend, params: TrainParams, mapper: BinMapper,
-                 timer: PhaseTimer | None = None) -> None:
+                 timer: PhaseTimer | None = None,
+                 constraints: TreeConstraints | None = None) -> None:
         self.backend = backend
         self.params = params
         self.cut_values = mapper.cut_values
@@ -98,6 +100,13 @@ class TreeGrower:
         self._reg_floats = [float(v) for v in self.reg]
         self._leaf_weight = leaf_weight.py_func
         self.timer = timer or PhaseTimer()
+        self.constraints = constraints  # monotone / interaction constraints (constraints.py)
+        self.feature_weights = None  # weighted column sampling (params.feature_weights)
+        if params.feature_weights:
+            if len(params.feature_weights) != self.n_features:
+                raise ValueError(f"feature_weights has {len(params.feature_weights)} entries "
+                                 f"for {self.n_features} features")
+            self.feature_weights = np.asarray(params.feature_weights, np.float64)
 
     # -- helpers --
     def _sample_features(self, base: np.ndarray, fraction: float,
@@ -107,6 +116,13 @@ class TreeGrower:
         idx = np.flatnonzero(base)
         keep = max(1, int(fraction * idx.size))
         mask = np.zeros(self.n_features, bool)
+        if self.feature_weights is not None:
+            # weighted sampling without replacement (Efraimidis-Spirakis keys u^(1/w), as
+            # XGBoost's): a zero weight is drawn only when the others do not fill `keep`
+            with np.errstate(divide="ignore"):
+                keys = rng.random(idx.size) ** (1.0 / self.feature_weights[idx])
+            mask[idx[np.argsort(-keys, kind="stable")[:keep]]] = True
+            return mask
         mask[rng.choice(idx, size=keep, replace=False)] = True
         return mask
 
@@ -133,6 +149,8 @@ class TreeGrower:
         totals = np.array([gh[0], gh[1], float(count)])
         nodes = _Nodes()
         nodes.add(0, totals, self._leaf_value(totals))
+        if self.constraints is not None:
+            self.constraints.start()
         policy = self.params.grow_policy
         if policy == "oblivious":
             return self._grow_oblivious(nodes, tree_mask, output, rng)
@@ -148,7 +166,11 @@ class TreeGrower:
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
         with self.timer("split"):
             totals = np.stack([nodes.totals[i] for i in node_ids])
-            return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
+            if self.constraints is None:
+                return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
+            return self.backend.find_best_splits(
+                node_ids, totals, self.constraints.masks(node_ids, masks), self.reg,
+                monotone=self.constraints.search_args(node_ids))
 
     def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
                histograms: bool) -> list[int]:
@@ -175,6 +197,8 @@ class TreeGrower:
             d = nodes.depth[p] + 1
             li = nodes.add(d, lt, self._leaf_value(lt))
             ri = nodes.add(d, rt, self._leaf_value(rt))
+            if self.constraints is not None:
+                nodes.value[li], nodes.value[ri] = self.constraints.split(p, f, li, ri, lt, rt)
             nodes.left_child[p] = li
             nodes.right_child[p] = ri
             children += [li, ri]
@@ -260,9 +284,15 @@ class TreeGrower:
                                                    "level_gain")}
         for depth in range(p.max_depth):
             mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
+            if self.constraints is not None:  # one path for all nodes of a level
+                mask = self.constraints.masks(frontier[:1], mask[None])[0]
             with self.timer("split"):
                 totals = np.stack([nodes.totals[i] for i in frontier])
-                table = be.oblivious_gains(frontier, totals, mask, self.reg)
+                if self.constraints is None:
+                    table = be.oblivious_gains(frontier, totals, mask, self.reg)
+                else:
+                    table = be.oblivious_gains(frontier, totals, mask, self.reg,
+                                               monotone=self.constraints.search_args(frontier))
             best = int(np.argmax(table))  # first maximum: lowest feature, bin, missing-right
             gain = float(table.flat[best])
             if not np.isfinite(gain) or gain <= max(MIN_SPLIT_GAIN, p.gamma):
@@ -283,6 +313,10 @@ class TreeGrower:
                 levels[k].append(v)
             last = depth + 1 >= p.max_depth
             frontier = self._apply(nodes, frontier, recs, histograms=not last)
+        if not levels["level_feature"]:
+            # no split: a one-leaf normal tree (the predictors tell oblivious trees by their
+            # levels; one without any crashed them)
+            return self._finish(nodes, class_index)
         leaf_totals = np.stack([nodes.totals[i] for i in frontier])
         values = np.array([nodes.value[i] for i in frontier])
         levels["leaf_value"] = values

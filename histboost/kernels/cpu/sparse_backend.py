@@ -220,7 +220,8 @@ class SparseCPUBackend(CPUBackend):
     def _fix(self, out: np.ndarray, lives: list[_Live]) -> None:
         """Every live feature's default bin from the node total (`kernels.cpu.sparse`)."""
         hists = out.reshape(out.shape[0], out.shape[1], -1)
-        totals = np.empty((hists.shape[0], hists.shape[2]), hists.dtype)
+        # zeros, not empty: the kernels take `totals - totals` as their zero (NaN from garbage)
+        totals = np.zeros((hists.shape[0], hists.shape[2]), hists.dtype)
         live_ptr = np.zeros(len(lives) + 1, np.int64)
         np.cumsum([lv.features.size for lv in lives], out=live_ptr[1:])
         live = np.concatenate([lv.features for lv in lives])
@@ -279,7 +280,7 @@ class SparseCPUBackend(CPUBackend):
         return out
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
@@ -289,12 +290,18 @@ class SparseCPUBackend(CPUBackend):
                                                          float(totals[j, 2]), reg)
             mask = np.zeros((1, self.n_features), np.bool_)
             mask[0, refined.features] = masks[j, refined.features]
-            split.find_best_splits_serial(self._float_live(hist, refined), totals[j:j + 1],
-                                          self.offsets, mask, reg, out[j:j + 1])
+            if monotone is None:
+                split.find_best_splits_serial(self._float_live(hist, refined), totals[j:j + 1],
+                                              self.offsets, mask, reg, out[j:j + 1])
+            else:
+                cons, lower, upper = monotone
+                out[j] = split.monotone_search(self._float_live(hist, refined),
+                                               totals[j:j + 1], self.offsets, mask, reg,
+                                               (cons, lower[j:j + 1], upper[j:j + 1]))[0]
         return out
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         # live sets are not refined here: evaluate_split may read the level's feature in any
         # of its nodes
         mask = np.zeros(self.n_features, np.bool_)
@@ -302,7 +309,7 @@ class SparseCPUBackend(CPUBackend):
             hist = self._hists.stack([node])[0]
             live = self._refine(node, hist, float(totals[j, 1]), float(totals[j, 2]), reg)
             mask[live.features] = True
-        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg)
+        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg, monotone)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:

@@ -195,3 +195,169 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
                               - node_gain(G, H, reg))
                 if any_valid:
                     out[o + b, d] = total
+
+
+# -- monotone constraints (XGBoost's TreeEvaluator) ------------------------------------------
+# Each node has bounds [lower, upper] on its (unscaled) weight; with constraints, every weight
+# is clipped to its node's bounds, gains are computed at the clipped weights (the parent's
+# too), and a split on a feature with constraint c != 0 needs w_left <= w_right (c > 0) or
+# w_left >= w_right (c < 0). Kept apart from the unconstrained search, whose loop it copies.
+
+
+@nb.njit(cache=True, inline="always")
+def _clip(w, lo, hi):
+    if w < lo:
+        return lo
+    if w > hi:
+        return hi
+    return w
+
+
+@nb.njit(cache=True, inline="always")
+def gain_given_weight(G, H, w, reg):
+    """The loss reduction of weight w at sums (G, H) (node_gain at any w)."""
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    return -(2.0 * G * w + (H + reg[P_LAMBDA]) * w * w + 2.0 * reg[P_ALPHA] * abs(w))
+
+
+@nb.njit(cache=True, nogil=True)
+def _best_split_node_monotone(hist, offsets, feature_mask, G, H, C, reg, monotone, lo, hi,
+                              rec):
+    parent = gain_given_weight(G, H, _clip(leaf_weight(G, H, reg), lo, hi), reg)
+    cph = _count_per_hess(C, H)
+    counted = hist.shape[1] == 3
+    best = 0.0
+    rec[REC_GAIN] = 0.0
+    rec[REC_FEATURE] = -1.0
+    n_features = offsets.shape[0] - 1
+    for f in range(n_features):
+        if not feature_mask[f]:
+            continue
+        c = monotone[f]
+        o = offsets[f]
+        n_value_bins = offsets[f + 1] - o - 1
+        miss = o + n_value_bins
+        mg = hist[miss, 0]
+        mh = hist[miss, 1]
+        mc = hist[miss, 2] if counted else mh * cph
+        has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
+        for miss_left in range(2 if has_missing else 1):
+            gl = mg if miss_left else 0.0
+            hl = mh if miss_left else 0.0
+            cl = mc if miss_left else 0.0
+            last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
+            for b in range(last):
+                gl += hist[o + b, 0]
+                hl += hist[o + b, 1]
+                cl = cl + hist[o + b, 2] if counted else hl * cph
+                gr = G - gl
+                hr = H - hl
+                cr = C - cl
+                if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                    continue
+                wl = _clip(leaf_weight(gl, hl, reg), lo, hi)
+                wr = _clip(leaf_weight(gr, hr, reg), lo, hi)
+                if (c > 0 and wl > wr) or (c < 0 and wl < wr):
+                    continue
+                gain = (gain_given_weight(gl, hl, wl, reg) + gain_given_weight(gr, hr, wr, reg)
+                        - parent)
+                if gain > best:
+                    best = gain
+                    rec[REC_GAIN] = gain
+                    rec[REC_FEATURE] = f
+                    rec[REC_BIN] = b
+                    rec[REC_DEFAULT_LEFT] = 1.0 if (
+                        miss_left or (not has_missing and hl >= hr)) else 0.0
+                    rec[REC_LEFT_G] = gl
+                    rec[REC_LEFT_H] = hl
+                    rec[REC_LEFT_C] = cl
+
+
+@nb.njit(cache=True, nogil=True)
+def find_best_splits_monotone(hists, totals, offsets, feature_masks, reg, monotone, lower,
+                              upper, out):
+    """`find_best_splits_serial` under monotone constraints: monotone int8 (F,) (+1
+    increasing, -1 decreasing, 0 none); lower, upper float64 (k,) each node's weight bounds
+    (unscaled, before the learning rate)."""
+    for k in range(hists.shape[0]):
+        _best_split_node_monotone(hists[k], offsets, feature_masks[k], totals[k, 0],
+                                  totals[k, 1], totals[k, 2], reg, monotone, lower[k],
+                                  upper[k], out[k])
+
+
+def monotone_search(hists, totals, offsets, feature_masks, reg, monotone):
+    """Split records (k, REC_WIDTH) of `find_best_splits_monotone`; monotone: the backends'
+    ``(constraint int8 (F,), lower (k,), upper (k,))``."""
+    cons, lower, upper = monotone
+    out = np.zeros((hists.shape[0], REC_WIDTH), np.float64)
+    find_best_splits_monotone(hists, np.ascontiguousarray(totals, np.float64), offsets,
+                              np.ascontiguousarray(feature_masks, np.bool_), reg,
+                              np.ascontiguousarray(cons, np.int8),
+                              np.ascontiguousarray(lower, np.float64),
+                              np.ascontiguousarray(upper, np.float64), out)
+    return out
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, monotone, lower,
+                                  upper, out):
+    """`oblivious_gain_table` under monotone constraints (node bounds lower, upper (k,)):
+    gains at the weights clipped to each node's bounds; a candidate on a constrained feature
+    must order the clipped children's weights in every node of the level, whether or not it
+    is a valid split there (the shared split divides them all), else -inf."""
+    n_nodes = hists.shape[0]
+    n_features = offsets.shape[0] - 1
+    out[:] = -np.inf
+    for f in nb.prange(n_features):
+        if not feature_mask[f]:
+            continue
+        c = monotone[f]
+        o = offsets[f]
+        nvb = offsets[f + 1] - o - 1
+        n_ch = hists.shape[2]
+        run = np.zeros((n_nodes, n_ch))
+        for d in range(2):
+            for k in range(n_nodes):
+                for j in range(n_ch):
+                    run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
+            for b in range(nvb):
+                total = 0.0
+                any_valid = False
+                ordered = True
+                for k in range(n_nodes):
+                    for j in range(n_ch):
+                        run[k, j] += hists[k, o + b, j]
+                    gl = run[k, 0]
+                    hl = run[k, 1]
+                    G = totals[k, 0]
+                    H = totals[k, 1]
+                    C = totals[k, 2]
+                    lo = lower[k]
+                    hi = upper[k]
+                    wl = _clip(leaf_weight(gl, hl, reg), lo, hi)
+                    wr = _clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
+                    if (c > 0 and wl > wr) or (c < 0 and wl < wr):
+                        ordered = False
+                    cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
+                    if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
+                        continue
+                    any_valid = True
+                    total += (gain_given_weight(gl, hl, wl, reg)
+                              + gain_given_weight(G - gl, H - hl, wr, reg)
+                              - gain_given_weight(G, H, _clip(leaf_weight(G, H, reg), lo, hi),
+                                                  reg))
+                if any_valid and ordered:
+                    out[o + b, d] = total
+
+
+def monotone_oblivious(hists, totals, offsets, feature_mask, reg, monotone, out):
+    """`oblivious_gain_table_monotone` into out (total_bins, 2); monotone: the backends'
+    ``(constraint int8 (F,), lower (k,), upper (k,))``."""
+    cons, lower, upper = monotone
+    oblivious_gain_table_monotone(hists, np.ascontiguousarray(totals, np.float64), offsets,
+                                  np.ascontiguousarray(feature_mask, np.bool_), reg,
+                                  np.ascontiguousarray(cons, np.int8),
+                                  np.ascontiguousarray(lower, np.float64),
+                                  np.ascontiguousarray(upper, np.float64), out)
+    return out

@@ -355,7 +355,10 @@ class CUDABackend:
         return (sums.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
-                         reg: np.ndarray) -> np.ndarray:
+                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        if monotone is not None:
+            raise ValueError("monotone_constraints are not implemented on the CUDA backend; "
+                             "train with device='cpu'")
         torch = self._torch
         k = len(nodes)
         hists = self._hists.stack(nodes).contiguous()
@@ -375,7 +378,10 @@ class CUDABackend:
         return recs[np.arange(k), best]
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray) -> np.ndarray:
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        if monotone is not None:
+            raise ValueError("monotone_constraints are not implemented on the CUDA backend; "
+                             "train with device='cpu'")
         torch = self._torch
         k = len(nodes)
         hists = self._hists.stack(nodes).contiguous()
