@@ -142,9 +142,12 @@ class TrainParams:
 
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["eval_metric"] = list(self.eval_metric)
-        return out
+        """The parameters as JSON values (tuples as lists, nested too), so a model's params
+        are the same before and after a save and load."""
+        def plain(v: Any) -> Any:
+            return [plain(x) for x in v] if isinstance(v, tuple | list) else v
+
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
 
 
 _KNOWN = {f.name for f in fields(TrainParams)}
