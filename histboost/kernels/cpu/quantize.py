@@ -30,16 +30,28 @@ def uniform01(key, counter):
     return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@nb.njit(inline="always")
+def _round_row(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
+    u1 = uniform01(key, np.uint64(2) * counter)
+    u2 = uniform01(key, np.uint64(2) * counter + np.uint64(1))
+    out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
+    out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+
+
 @nb.njit(cache=True, nogil=True)
 def quantize_gradients(lo, hi, gh, g_inv_scale, h_inv_scale, key, out):
     """out[i] = (floor(g_i * g_inv_scale + u), floor(h_i * h_inv_scale + u')) as int32,
-    u, u' uniform in [0, 1): unbiased stochastic rounding, rows i in [lo, hi)
-    (`run_ranges`). gh: float32 (n, 2) pairs; key: uint64; out: int32 (n, 2)."""
+    u, u' uniform in [0, 1) drawn at counters 2i and 2i + 1: unbiased stochastic rounding,
+    rows i in [lo, hi). gh: float32 (n, 2) pairs; key: uint64; out: int32 (n, 2)."""
     for i in range(lo, hi):
-        u1 = uniform01(key, 2 * i)
-        u2 = uniform01(key, 2 * i + 1)
-        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
-        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+        _round_row(i, np.uint64(i), gh, g_inv_scale, h_inv_scale, key, out)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def quantize_gradients_parallel(gh, g_inv_scale, h_inv_scale, key, out):
+    """`quantize_gradients` of all rows, in parallel."""
+    for i in nb.prange(gh.shape[0]):
+        _round_row(i, np.uint64(i), gh, g_inv_scale, h_inv_scale, key, out)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -48,8 +60,11 @@ def quantize_gradients_at(lo, hi, gh, row_ids, g_inv_scale, h_inv_scale, key, ou
     some rows of a larger matrix rounds each as one process holding all of them would.
     row_ids: int64 (n,) global row indices."""
     for i in range(lo, hi):
-        r = np.uint64(row_ids[i])
-        u1 = uniform01(key, np.uint64(2) * r)
-        u2 = uniform01(key, np.uint64(2) * r + np.uint64(1))
-        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
-        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+        _round_row(i, np.uint64(row_ids[i]), gh, g_inv_scale, h_inv_scale, key, out)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def quantize_gradients_at_parallel(gh, row_ids, g_inv_scale, h_inv_scale, key, out):
+    """`quantize_gradients_at` of all rows, in parallel."""
+    for i in nb.prange(gh.shape[0]):
+        _round_row(i, np.uint64(row_ids[i]), gh, g_inv_scale, h_inv_scale, key, out)
