@@ -1,14 +1,15 @@
 """Row-range kernels run on several threads from Python.
 
-The kernels that run once a round or once a training (gradients, quantisation, margin
-updates, prediction, binning) are serial Numba functions over a range of rows,
-``kernel(lo, hi, *args)``, with the GIL released (``nogil``); `run_ranges` splits the rows
-into one contiguous range per thread and runs them on a shared thread pool. One compiled body
-serves the serial and the parallel case, and a serial kernel compiles several times faster
-than a ``prange`` one (a parallel kernel costs ~0.5 s plus ~0.1 s per array argument to
-compile, the prediction kernels ~2 s each): the first run with an empty compile cache is
-seconds shorter. A pool launch costs tens of microseconds, nothing next to a pass over the
-rows; per-split kernels, launched thousands of times a tree, keep Numba's parallel loops.
+Prediction, binning and the subtraction of many histograms are serial Numba functions over a
+range, ``kernel(lo, hi, *args)``, with the GIL released (``nogil``); `run_ranges` splits the
+range into one contiguous part per thread and runs them on a shared thread pool. One compiled
+body serves the serial and the parallel case, and a serial kernel compiles several times
+faster than a ``prange`` one (a parallel kernel costs ~0.5 s plus ~0.1 s per array argument
+to compile, the prediction kernels ~2 s each): a first run with an empty compile cache is
+seconds shorter. A pool launch costs tens of microseconds. Kernels that run right after the
+split kernels' parallel loops in every tree (gradients, quantisation, margin updates) use
+Numba's parallel loops instead: those loops' threads spin for a few milliseconds after each
+loop, and pool threads would wait for a core.
 
 Every row is computed by the same code whatever range it falls in, so results do not depend
 on the thread count.

@@ -46,8 +46,8 @@ _PARTITION_THREAD_MIN_ROWS = 8_192
 # split search: one thread per this many histogram slots scanned, at most one per node (a
 # slot costs about as much as histogramming a row: 20-40 us for a node of 28 x 256 slots)
 _SPLIT_THREAD_MIN_SLOTS = 4_096
-# once-a-tree row kernels (gradients, quantisation, margin updates), run on a thread pool
-# (`_threads.run_ranges`): one thread per this many rows
+# once-a-tree row kernels (gradients, quantisation, margin updates): one thread per this many
+# rows (a parallel loop wakes the whole pool: only once half of it has rows)
 _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
@@ -134,11 +134,18 @@ class CPUBackend:
         setting it costs ~5 us, several times per split."""
         nb.set_num_threads(self._pool())
 
-    def _run_rows(self, kernel, n: int, *args) -> None:
-        """A once-a-tree row kernel, kernel(lo, hi, *args), over rows [0, n) on up to
-        nthread threads."""
-        run_ranges(kernel, n, *args, threads=self._pool(),
-                   min_rows=_ROW_KERNEL_THREAD_MIN_ROWS)
+    def _run_rows(self, kernels: tuple, n: int, *args) -> None:
+        """A once-a-tree row kernel over rows [0, n): kernels = (serial, parallel), called
+        as serial(0, n, *args) on this thread for small n, else parallel(*args). Numba's
+        parallel loops, not the Python thread pool: they run right after the split kernels'
+        parallel loops, whose threads keep their cores busy for a few milliseconds (waiting
+        for more work), so pool threads would have to wait for a core."""
+        serial, parallel = kernels
+        team = self._team(n // _ROW_KERNEL_THREAD_MIN_ROWS)
+        if team > 1 and 2 * team >= self._pool():
+            parallel(*args)
+        else:
+            serial(0, n, *args)
 
     def _pool(self) -> int:
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
@@ -169,14 +176,14 @@ class CPUBackend:
 
     def compute_gradients(self, loss: str) -> None:
         try:
-            kernel = gradients.PAIR_KERNELS[loss]
+            kernels = gradients.PAIR_KERNELS[loss]
         except KeyError:
             raise ValueError(f"the CPU backend has no gradient kernel for loss {loss!r}") \
                 from None
         if self.label is None:
             raise ValueError("the backend holds no labels")
         self._claim_pool()
-        self._run_rows(kernel, self.n_rows, self._margin, self.label, self.weight, self._pairs)
+        self._run_rows(kernels, self.n_rows, self._margin, self.label, self.weight, self._pairs)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         if pairs.shape != self._pairs.shape:
@@ -203,7 +210,8 @@ class CPUBackend:
         if quantisation is not None:
             if self._quantised.shape != gh.shape:
                 self._quantised = np.empty(gh.shape, np.int32)
-            self._run_rows(quantize.quantize_gradients, gh.shape[0], gh, self.row_ids,
+            self._run_rows((quantize.quantize_gradients, quantize.quantize_gradients_parallel),
+                           gh.shape[0], gh, self.row_ids,
                            quantisation.g_inv_scale, quantisation.h_inv_scale,
                            np.uint64(quantisation.key), self._quantised)
             gh = self._quantised
@@ -226,7 +234,8 @@ class CPUBackend:
                     and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
                     and int(gh[:, 1].min(initial=0)) >= 0):
                 packed = np.empty(gh.shape[0], np.int64)
-                self._run_rows(histogram.pack_pairs, gh.shape[0], gh, packed)
+                self._run_rows((histogram.pack_pairs, histogram.pack_pairs_parallel),
+                               gh.shape[0], gh, packed)
                 gh = packed
         self.gh = gh
         self.hist_dtype = np.dtype(np.float64 if quantisation is None else np.int64)
@@ -453,7 +462,8 @@ class CPUBackend:
         self._claim_pool()
         if self._uses_all_rows:
             bounds = self._ranges.bounds(leaves)
-            self._run_rows(predict.add_leaf_values, self.rows.shape[0], self.rows,
+            self._run_rows((predict.add_leaf_values, predict.add_leaf_values_parallel),
+                           self.rows.shape[0], self.rows,
                            np.array([b[0] for b in bounds], np.int64),
                            np.array([b[1] for b in bounds], np.int64),
                            np.asarray(values, np.float64), self._margin, output)

@@ -22,52 +22,88 @@ def _sigmoid(x):
     return pos if x >= 0.0 else neg
 
 
+# Each loss: the formulas of one row (inlined), a serial kernel over a row range (small
+# inputs: cheap to compile, no parallel launch) and a parallel one over all rows, both from
+# that body. margin: float64 (n, K); y: float64 (n,); w: float64 (n,) or None (unweighted:
+# Numba compiles that case without the loads); out: float32 (K, n, 2).
+
+
+@nb.njit(inline="always")
+def _squared_error_row(i, margin, y, w, out):
+    """out[0, i] = ((m - y) w, w)."""
+    wi = 1.0 if w is None else w[i]
+    out[0, i, 0] = (margin[i, 0] - y[i]) * wi
+    out[0, i, 1] = wi
+
+
+@nb.njit(inline="always")
+def _logistic_row(i, margin, y, w, out):
+    """out[0, i] = ((p - y) w, max(p (1 - p), floor) w) with p = sigmoid(margin)."""
+    wi = 1.0 if w is None else w[i]
+    p = _sigmoid(margin[i, 0])
+    out[0, i, 0] = (p - y[i]) * wi
+    out[0, i, 1] = max(p * (1.0 - p), HESS_FLOOR) * wi
+
+
+@nb.njit(inline="always")
+def _softmax_row(i, margin, y, w, out):
+    """out[k, i] = ((p_k - [y == k]) w, max(2 p_k (1 - p_k), floor) w), p = softmax(margin)
+    (XGBoost's hessian)."""
+    K = margin.shape[1]
+    mx = margin[i, 0]
+    for k in range(1, K):
+        mx = max(mx, margin[i, k])
+    s = 0.0
+    for k in range(K):
+        s += math.exp(margin[i, k] - mx)
+    label = int(y[i])
+    wi = 1.0 if w is None else w[i]
+    for k in range(K):
+        p = math.exp(margin[i, k] - mx) / s
+        out[k, i, 0] = (p - (1.0 if k == label else 0.0)) * wi
+        out[k, i, 1] = max(2.0 * p * (1.0 - p), HESS_FLOOR) * wi
+
+
 @nb.njit(cache=True, nogil=True)
 def squared_error_pairs(lo, hi, margin, y, w, out):
-    """out[0, i] = ((m - y) w, w) for rows i in [lo, hi) (`run_ranges`). margin: float64
-    (n, 1); y: float64 (n,); w: float64 (n,) or None (unweighted: Numba compiles that case
-    without the loads); out: float32 (1, n, 2)."""
     for i in range(lo, hi):
-        wi = 1.0 if w is None else w[i]
-        out[0, i, 0] = (margin[i, 0] - y[i]) * wi
-        out[0, i, 1] = wi
+        _squared_error_row(i, margin, y, w, out)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def squared_error_pairs_parallel(margin, y, w, out):
+    for i in nb.prange(y.shape[0]):
+        _squared_error_row(i, margin, y, w, out)
 
 
 @nb.njit(cache=True, nogil=True)
 def logistic_pairs(lo, hi, margin, y, w, out):
-    """out[0, i] = ((p - y) w, max(p (1 - p), floor) w) with p = sigmoid(margin)."""
     for i in range(lo, hi):
-        wi = 1.0 if w is None else w[i]
-        p = _sigmoid(margin[i, 0])
-        out[0, i, 0] = (p - y[i]) * wi
-        out[0, i, 1] = max(p * (1.0 - p), HESS_FLOOR) * wi
+        _logistic_row(i, margin, y, w, out)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def logistic_pairs_parallel(margin, y, w, out):
+    for i in nb.prange(y.shape[0]):
+        _logistic_row(i, margin, y, w, out)
 
 
 @nb.njit(cache=True, nogil=True)
 def softmax_pairs(lo, hi, margin, y, w, out):
-    """out[k, i] = ((p_k - [y == k]) w, max(2 p_k (1 - p_k), floor) w), p = softmax(margin)
-    (XGBoost's hessian). margin: float64 (n, K); out: float32 (K, n, 2)."""
-    K = margin.shape[1]
     for i in range(lo, hi):
-        mx = margin[i, 0]
-        for k in range(1, K):
-            mx = max(mx, margin[i, k])
-        s = 0.0
-        for k in range(K):
-            s += math.exp(margin[i, k] - mx)
-        label = int(y[i])
-        wi = 1.0 if w is None else w[i]
-        for k in range(K):
-            p = math.exp(margin[i, k] - mx) / s
-            out[k, i, 0] = (p - (1.0 if k == label else 0.0)) * wi
-            out[k, i, 1] = max(2.0 * p * (1.0 - p), HESS_FLOOR) * wi
+        _softmax_row(i, margin, y, w, out)
 
 
-# The fused kernel of each built-in loss (`Objective.loss`), all with the signature
-# (lo, hi, margin float64 (n, K), y float64 (n,), w float64 (n,) or None,
-# out float32 (K, n, 2)), run over rows by `_threads.run_ranges`.
+@nb.njit(parallel=True, cache=True, nogil=True)
+def softmax_pairs_parallel(margin, y, w, out):
+    for i in nb.prange(y.shape[0]):
+        _softmax_row(i, margin, y, w, out)
+
+
+# The fused kernels of each built-in loss (`Objective.loss`): (serial over rows [lo, hi),
+# parallel over all rows), with the arguments (margin, y, w, out) above.
 PAIR_KERNELS = {
-    "squared_error": squared_error_pairs,
-    "logistic": logistic_pairs,
-    "softmax": softmax_pairs,
+    "squared_error": (squared_error_pairs, squared_error_pairs_parallel),
+    "logistic": (logistic_pairs, logistic_pairs_parallel),
+    "softmax": (softmax_pairs, softmax_pairs_parallel),
 }

@@ -193,8 +193,15 @@ def build_histogram_chunked_serial(slots, gh, rows, start, end, n_chunks, buffer
 @nb.njit(cache=True, nogil=True)
 def pack_pairs(lo, hi, gh, out):
     """out[i] = gh[i, 0] * 2**32 + gh[i, 1]: int32 (n, 2) pairs (hessian >= 0) to int64 (n,),
-    rows i in [lo, hi) (`run_ranges`)."""
+    rows i in [lo, hi)."""
     for i in range(lo, hi):
+        out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def pack_pairs_parallel(gh, out):
+    """`pack_pairs` of all rows, in parallel."""
+    for i in nb.prange(gh.shape[0]):
         out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
 
 

@@ -55,9 +55,11 @@ def _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left,
 def _copy(src, src_start, dst, dst_start, n):
     """dst[dst_start:dst_start + n] = src[src_start:src_start + n], as a loop: a slice
     assignment checks the shapes, and compiling its error message (string formatting) costs
-    more than the rest of the kernel."""
-    for i in range(n):
-        dst[dst_start + i] = src[src_start + i]
+    more than the rest of the kernel. Unsigned indices, as in `_scatter`."""
+    d = np.uintp(dst_start)
+    s = np.uintp(src_start)
+    for i in range(np.uintp(n)):
+        dst[d + i] = src[s + i]
 
 
 @nb.njit(cache=True, nogil=True)

@@ -16,7 +16,9 @@ import numpy as np
 from ._intrinsics import prefetch
 
 _BLOCK = 128  # rows per task: a block's rows stay in cache while all trees pass over them
-# add_leaf_values: the rows ahead whose margin is prefetched
+# add_leaf_values: slices of the row positions (several per thread, for balance) and the rows
+# ahead whose margin is prefetched
+_LEAF_SLICES = 64
 _PREFETCH_DISTANCE = 16
 
 
@@ -139,24 +141,34 @@ def predict_margin_binned(lo, hi, bins, missing_bins, tree_begin, tree_end, tree
                                          obl_leaf_value)
 
 
+@nb.njit(inline="always")
+def _add_leaf_range(lo, hi, rows, leaf_starts, leaf_ends, leaf_values, col):
+    for j in range(leaf_starts.shape[0]):
+        a = np.uintp(max(leaf_starts[j], lo))
+        b = np.uintp(min(leaf_ends[j], hi))
+        v = leaf_values[j]
+        for k in range(a, b):
+            if k + np.uintp(_PREFETCH_DISTANCE) < b:
+                prefetch(col, np.uintp(rows[k + np.uintp(_PREFETCH_DISTANCE)]))
+            col[np.uintp(rows[k])] += v
+
+
 @nb.njit(cache=True, nogil=True)
 def add_leaf_values(lo, hi, rows, leaf_starts, leaf_ends, leaf_values, out, column):
     """out[rows[k], column] += leaf_values[j] for k in [leaf_starts[j], leaf_ends[j]), for the
     positions k in [lo, hi) of rows: the training rows' margin update straight from the final
-    partition, no traversal.
+    partition, no traversal. The margins ahead are prefetched: a leaf's rows are spread over
+    the whole margin array."""
+    _add_leaf_range(lo, hi, rows, leaf_starts, leaf_ends, leaf_values, out[:, column])
 
-    The threads take equal slices of the positions in rows (`run_ranges`), not whole leaves
-    (leaf sizes are far from even), and prefetch the margins ahead: a leaf's rows are spread
-    over the whole margin array. Every row is updated once, so the result does not depend on
-    the slicing.
-    """
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def add_leaf_values_parallel(rows, leaf_starts, leaf_ends, leaf_values, out, column):
+    """`add_leaf_values` of all positions of rows, in parallel: the threads take equal slices
+    of the positions, not whole leaves (leaf sizes are far from even). Every row is updated
+    once, so the result does not depend on the slicing."""
+    n = rows.shape[0]
     col = out[:, column]
-    if hi > lo:
-        for j in range(leaf_starts.shape[0]):
-            a = np.uintp(max(leaf_starts[j], lo))
-            b = np.uintp(min(leaf_ends[j], hi))
-            v = leaf_values[j]
-            for k in range(a, b):
-                if k + np.uintp(_PREFETCH_DISTANCE) < b:
-                    prefetch(col, np.uintp(rows[k + np.uintp(_PREFETCH_DISTANCE)]))
-                col[np.uintp(rows[k])] += v
+    for c in nb.prange(_LEAF_SLICES):
+        _add_leaf_range(n * c // _LEAF_SLICES, n * (c + 1) // _LEAF_SLICES, rows, leaf_starts,
+                        leaf_ends, leaf_values, col)

@@ -30,18 +30,34 @@ def uniform01(key, counter):
     return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@nb.njit(inline="always")
+def _counter(i, row_ids):
+    """The row's global index: row_ids[i], or i when row_ids is empty."""
+    return np.uint64(row_ids[i]) if row_ids.shape[0] > 0 else np.uint64(i)
+
+
+@nb.njit(inline="always")
+def _round_row(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
+    u1 = uniform01(key, np.uint64(2) * counter)
+    u2 = uniform01(key, np.uint64(2) * counter + np.uint64(1))
+    out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
+    out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+
+
 @nb.njit(cache=True, nogil=True)
 def quantize_gradients(lo, hi, gh, row_ids, g_inv_scale, h_inv_scale, key, out):
     """out[i] = (floor(g_i * g_inv_scale + u), floor(h_i * h_inv_scale + u')) as int32,
     u, u' uniform in [0, 1) drawn at counters 2 * r and 2 * r + 1 of the row's global index r
     (row_ids[i], or i when row_ids is empty): unbiased stochastic rounding, and a worker
     holding some rows of a larger matrix rounds each as one process holding all would. Rows
-    i in [lo, hi) (`run_ranges`). gh: float32 (n, 2) pairs; row_ids: int64 (n,) or (0,);
-    key: uint64; out: int32 (n, 2)."""
-    ids = row_ids.shape[0] > 0
+    i in [lo, hi). gh: float32 (n, 2) pairs; row_ids: int64 (n,) or (0,); key: uint64;
+    out: int32 (n, 2)."""
     for i in range(lo, hi):
-        r = np.uint64(row_ids[i]) if ids else np.uint64(i)
-        u1 = uniform01(key, np.uint64(2) * r)
-        u2 = uniform01(key, np.uint64(2) * r + np.uint64(1))
-        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
-        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+        _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def quantize_gradients_parallel(gh, row_ids, g_inv_scale, h_inv_scale, key, out):
+    """`quantize_gradients` of all rows, in parallel."""
+    for i in nb.prange(gh.shape[0]):
+        _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
