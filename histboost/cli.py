@@ -28,7 +28,7 @@ from ._files import atomic_write
 from .booster import Booster
 from .collective.errors import CollectiveError
 from .data.dataset import Dataset
-from .data.io import FileData, load_data
+from .data.io import FileData, load_data, read_query_file
 from .params import parse_params
 from .training import train
 
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="boosting rounds (default: 100)")
     t.add_argument("--valid", action="append", default=[], metavar="DATA",
                    help="validation file in the same layout as DATA (repeatable)")
+    t.add_argument("--query", metavar="PATH",
+                   help="query file of DATA for the ranking objectives (LightGBM's format: "
+                        "one query size a line, in row order); libsvm DATA may carry qid: "
+                        "instead")
+    t.add_argument("--valid-query", action="append", default=[], metavar="PATH",
+                   help="query file of each --valid set, in the order of --valid")
     t.add_argument("--early-stopping-rounds", type=int, metavar="N",
                    help="stop when the last --valid set's last metric has not improved for N "
                         "rounds")
@@ -178,6 +184,21 @@ def _align_columns(data: FileData, names: list[str], path: str) -> FileData:
     return data._replace(X=data.X[:, order], feature_names=list(names))
 
 
+def _with_queries(data: FileData, query_path: str | None, data_path: str) -> FileData:
+    """`data` with the query sizes of `query_path` (a LightGBM query file), if given."""
+    if query_path is None:
+        return data
+    if data.group is not None:
+        raise ValueError(f"{data_path} carries qid: fields and a query file was given too; "
+                         "give the queries once")
+    group = read_query_file(query_path)
+    n = data.X.shape[0]
+    if int(group.sum()) != n:
+        raise ValueError(f"the query sizes in {query_path} sum to {int(group.sum())}, but "
+                         f"{data_path} has {n} rows")
+    return data._replace(group=group)
+
+
 # -- commands --------------------------------------------------------------------------------------
 def _world_size() -> int:
     try:
@@ -236,7 +257,13 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
         data = _read(args, path, args.label_column, args.weight_column, n_features)
         return data if comm is None else _rank_block(data, rank, world)[0]
 
-    train_data = read(args.data)
+    if args.valid_query and len(args.valid_query) != len(args.valid):
+        raise ValueError(f"{len(args.valid_query)} --valid-query files for {len(args.valid)} "
+                         "--valid sets: give one per --valid set, in the same order")
+    if comm is not None and (args.query or args.valid_query):
+        raise ValueError("query files cannot be split across ranks yet: train ranking "
+                         "objectives in one process")
+    train_data = _with_queries(read(args.data), args.query, args.data)
     if train_data.y is None:
         raise ValueError("training data needs a label column")
     # with comm, train() computes the cuts of all ranks' rows, as one process would
@@ -244,6 +271,7 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
         valid = read(path, dtrain.num_col())
+        valid = _with_queries(valid, args.valid_query[i] if args.valid_query else None, path)
         valid = _align_columns(valid, dtrain.feature_names, path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain, unstored=args.unstored), name))

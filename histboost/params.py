@@ -51,6 +51,12 @@ ALIASES: dict[str, str] = {
     "monotone_constraint": "monotone_constraints",
     "mc": "monotone_constraints",
     "interaction_constraint": "interaction_constraints",
+    "lambdarank_truncation_level": "lambdarank_num_pair_per_sample",
+    "eval_at": "eval_at",
+    "ndcg_eval_at": "eval_at",
+    "ndcg_at": "eval_at",
+    "map_eval_at": "eval_at",
+    "map_at": "eval_at",
 }
 
 OBJECTIVES = (
@@ -67,7 +73,11 @@ OBJECTIVES = (
     "reg:gamma",
     "reg:tweedie",
     "survival:cox",
+    "rank:pairwise",
+    "rank:ndcg",
+    "rank:map",
 )
+RANKING_OBJECTIVES = ("rank:pairwise", "rank:ndcg", "rank:map")
 OBJECTIVE_ALIASES = {
     "regression": "reg:squarederror",
     "l2": "reg:squarederror",
@@ -83,6 +93,7 @@ OBJECTIVE_ALIASES = {
     "poisson": "count:poisson",
     "gamma": "reg:gamma",
     "tweedie": "reg:tweedie",
+    "lambdarank": "rank:ndcg",
 }
 # max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
 MIN_MAX_BIN = 3
@@ -132,6 +143,16 @@ class TrainParams:
     scale_pos_weight: float = 1.0  # binary objectives: the gradients of label-1 rows scaled
     # column sampling weights, one per feature (() : uniform); XGBoost's feature_weights
     feature_weights: tuple = ()
+    # learning to rank (XGBoost's names; docs/ranking.md)
+    lambdarank_pair_method: str = "topk"  # "topk" or "mean"
+    # topk: the truncation (default 32); mean: pairs per document (default 1)
+    lambdarank_num_pair_per_sample: int = 32
+    lambdarank_normalization: bool = True
+    lambdarank_score_normalization: bool = True
+    ndcg_exp_gain: bool = True
+    label_gain: tuple = ()  # LightGBM's NDCG gain per integer label (() : 2**label - 1)
+    sigmoid: float = 1.0  # LightGBM's scale of the pair sigmoid (ranking objectives)
+    eval_at: tuple = ()  # LightGBM's cut-offs of the ndcg / map metrics
 
     @property
     def n_threads(self) -> int:
@@ -199,9 +220,11 @@ NOT_IMPLEMENTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "min_data_per_group": ((), "categorical splits are not implemented"),
     "fair_c": ((), "the fair loss is not implemented"),
     "poisson_max_delta_step": ((), "set max_delta_step instead (XGBoost's spelling)"),
-    "label_gain": ((), "ranking objectives are not implemented yet"),
-    "lambdarank_truncation_level": ((), "ranking objectives are not implemented yet"),
-    "sigmoid": ((), "ranking objectives are not implemented yet"),
+    "lambdarank_unbiased": ((False, "false", 0), "position-debiased LambdaMART is not "
+                            "implemented"),
+    "lambdarank_bias_norm": ((1, 1.0), "position-debiased LambdaMART is not implemented"),
+    "lambdarank_position_bias_regularization": ((0, 0.0), "position-debiased LambdaMART is "
+                                                "not implemented"),
 }
 
 
@@ -252,6 +275,20 @@ def _coerce(name: str, value: Any, kind: type) -> Any:
     return value
 
 
+def _number_list(name: str, value: Any, kind: type) -> tuple:
+    """A list of numbers given as a list, an array, one number or a comma-separated string
+    (LightGBM's config files: ``label_gain=0,1,3,7``), as a tuple of `kind`."""
+    if isinstance(value, str):
+        value = [v for v in value.replace("[", "").replace("]", "").split(",") if v.strip()]
+    try:
+        items = np.asarray(value, dtype=object).ravel().tolist()
+        return tuple(_coerce(name, float(v) if isinstance(v, str) else v, kind)
+                     for v in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of {kind.__name__}s, got {value!r}") \
+            from None
+
+
 def parse_params(params: dict[str, Any] | None) -> TrainParams:
     """Validate a parameter dict and return `TrainParams`.
 
@@ -263,9 +300,13 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict, got {type(params).__name__}")
     values: dict[str, Any] = {}
+    lightgbm_norm = None
     for raw_name, value in params.items():
         name = ALIASES.get(raw_name, raw_name)
         if name in _IGNORED:
+            continue
+        if raw_name == "lambdarank_norm":  # LightGBM: both of XGBoost's normalisations
+            lightgbm_norm = _as_bool(raw_name, value)
             continue
         if raw_name in NOT_IMPLEMENTED:
             _check_not_implemented(raw_name, value)
@@ -278,12 +319,15 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             raise ValueError(f"parameter {name!r} given twice (as {raw_name!r} and an alias)")
         values[name] = value
 
+    if lightgbm_norm is not None:
+        for name in ("lambdarank_normalization", "lambdarank_score_normalization"):
+            values.setdefault(name, lightgbm_norm)
     ints = ("num_class", "max_depth", "max_leaves", "min_data_in_leaf", "max_bin", "seed",
-            "nthread", "grad_quant_bits", "verbosity")
+            "nthread", "grad_quant_bits", "verbosity", "lambdarank_num_pair_per_sample")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
               "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
-              "scale_pos_weight")
+              "scale_pos_weight", "sigmoid")
     qa = values.get("quantile_alpha")
     if isinstance(qa, list | tuple | np.ndarray):
         if len(qa) != 1:
@@ -300,9 +344,29 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         values["base_score"] = _coerce("base_score", values["base_score"], float)
     if "quantized_grad" in values:
         values["quantized_grad"] = _as_bool("quantized_grad", values["quantized_grad"])
-    if "disable_default_eval_metric" in values:
-        values["disable_default_eval_metric"] = _as_bool(
-            "disable_default_eval_metric", values["disable_default_eval_metric"])
+    for name in ("disable_default_eval_metric", "lambdarank_normalization",
+                 "lambdarank_score_normalization", "ndcg_exp_gain"):
+        if name in values:
+            values[name] = _as_bool(name, values[name])
+    if "lambdarank_num_pair_per_sample" in values and values[
+            "lambdarank_num_pair_per_sample"] < 1:
+        raise ValueError("lambdarank_num_pair_per_sample (lambdarank_truncation_level) must "
+                         f"be >= 1, got {values['lambdarank_num_pair_per_sample']}")
+    method = str(values.get("lambdarank_pair_method", "topk")).lower()
+    if method not in ("topk", "mean"):
+        raise ValueError("lambdarank_pair_method must be 'topk' or 'mean', got "
+                         f"{values['lambdarank_pair_method']!r}")
+    values["lambdarank_pair_method"] = method
+    # XGBoost's defaults: the top 32 positions, or 1 pair per document
+    values.setdefault("lambdarank_num_pair_per_sample", 32 if method == "topk" else 1)
+    if "label_gain" in values:
+        values["label_gain"] = _number_list("label_gain", values["label_gain"], float)
+        if not all(math.isfinite(v) and v >= 0 for v in values["label_gain"]):
+            raise ValueError(f"label_gain must be finite and >= 0, got {values['label_gain']}")
+    if "eval_at" in values:
+        values["eval_at"] = _number_list("eval_at", values["eval_at"], int)
+        if not all(k >= 1 for k in values["eval_at"]):
+            raise ValueError(f"eval_at must be positive integers, got {values['eval_at']}")
 
     objective = values.get("objective", "reg:squarederror")
     if callable(objective):
@@ -433,6 +497,12 @@ def _check_ranges(p: TrainParams) -> None:
         need(p.objective in ("binary:logistic", "binary:logitraw"),
              f"scale_pos_weight applies to binary:logistic / binary:logitraw, not "
              f"{p.objective!r}; weight rows through Dataset(weight=...)")
+    need(math.isfinite(p.sigmoid) and p.sigmoid > 0, f"sigmoid must be > 0, got {p.sigmoid}")
+    if p.objective not in RANKING_OBJECTIVES:
+        need(p.sigmoid == 1.0, f"sigmoid scales the pairs of the ranking objectives "
+             f"{RANKING_OBJECTIVES}; it is not implemented for {p.objective!r}")
+    need(not (p.label_gain and not p.ndcg_exp_gain),
+         "label_gain and ndcg_exp_gain=False both set the NDCG gain; give one of them")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
         need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "

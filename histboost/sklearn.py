@@ -1,4 +1,4 @@
-"""scikit-learn estimators: `HistBoostRegressor` and `HistBoostClassifier`.
+"""scikit-learn estimators: `HistBoostRegressor`, `HistBoostClassifier` and `HistBoostRanker`.
 
 Thin wrappers over `histboost.train` with XGBoost's scikit-learn conventions: constructor
 parameters use XGBoost names (None leaves the engine default), extra keyword arguments are
@@ -21,8 +21,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._files import atomic_write
 from .booster import Booster
-from .data.dataset import Dataset
+from .data.dataset import Dataset, check_group_sizes, groups_from_qid
+from .metrics import RANKING, get_metric
+from .objectives import get_objective
 from .objectives.classification import sigmoid, softmax
+from .params import RANKING_OBJECTIVES, parse_params
 from .training import train
 
 # Constructor parameters handed to `train` under the same name when not None.
@@ -151,9 +154,7 @@ class _HistBoostModel(BaseEstimator):
         verbose : print evaluation results every round (True) or every N rounds.
         xgb_model : Booster, model file or fitted estimator to continue training from.
         """
-        if not isinstance(self.n_estimators, int | np.integer) or self.n_estimators < 1:
-            raise ValueError(f"n_estimators must be a positive integer, got "
-                             f"{self.n_estimators!r}")
+        self._check_n_estimators()
         X, y = validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin),
                              **_CHECK_X)
         y, objective_params = self._encode_y(y, fitting=True)
@@ -169,6 +170,18 @@ class _HistBoostModel(BaseEstimator):
         names = list(getattr(self, "feature_names_in_", [])) or None
         dtrain = Dataset(X, label=y, weight=weight, feature_names=names)
         evals = self._eval_datasets(dtrain, eval_set, sample_weight_eval_set)
+        return self._train_booster(dtrain, evals, objective_params, verbose, xgb_model)
+
+    def _check_n_estimators(self) -> None:
+        if not isinstance(self.n_estimators, int | np.integer) or self.n_estimators < 1:
+            raise ValueError(f"n_estimators must be a positive integer, got "
+                             f"{self.n_estimators!r}")
+
+    def _train_booster(self, dtrain: Dataset, evals: list[tuple[Dataset, str]],
+                       objective_params: dict[str, Any], verbose: bool | int,
+                       xgb_model: Booster | str | os.PathLike | _HistBoostModel | None
+                       ) -> _HistBoostModel:
+        """Train on `dtrain` with `evals` and keep the Booster and the evaluation log."""
         if isinstance(xgb_model, _HistBoostModel):
             xgb_model = xgb_model.get_booster()
         results: dict[str, dict[str, list[float]]] = {}
@@ -322,6 +335,9 @@ class HistBoostRegressor(RegressorMixin, _HistBoostModel):
         if booster.objective_name.startswith(("binary:", "multi:")):
             raise ValueError(f"the model has objective {booster.objective_name!r}; load it "
                              "with HistBoostClassifier")
+        if booster.objective_name in RANKING_OBJECTIVES:
+            raise ValueError(f"the model has objective {booster.objective_name!r}; load it "
+                             "with HistBoostRanker")
         super()._restore(booster, state)
 
 
@@ -396,4 +412,119 @@ class HistBoostClassifier(ClassifierMixin, _HistBoostModel):
         super()._restore(booster, state)
 
 
-__all__ = ["HistBoostClassifier", "HistBoostRegressor"]
+class HistBoostRanker(_HistBoostModel):
+    """Gradient-boosted trees for learning to rank (``rank:ndcg`` by default; also
+    ``rank:pairwise`` and ``rank:map``), as XGBoost's ``XGBRanker``.
+
+    The rows of each query must be contiguous; give the queries to `fit` as ``group`` (sizes)
+    or ``qid`` (one id per row), or as a ``qid`` column of a pandas DataFrame X (in `fit`,
+    `predict` and `score`). Ranking parameters (``lambdarank_pair_method``,
+    ``lambdarank_num_pair_per_sample``, ``ndcg_exp_gain``, ...) go in as keyword arguments.
+    Other parameters are those of the shared base (see ``_HistBoostModel``).
+    """
+
+    def _encode_y(self, y: np.ndarray, fitting: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        objective = self.objective or "rank:ndcg"
+        if parse_params({"objective": objective}).objective not in RANKING_OBJECTIVES:
+            raise ValueError(f"HistBoostRanker trains the ranking objectives "
+                             f"{RANKING_OBJECTIVES}, got objective {objective!r}")
+        return y, {"objective": objective}
+
+    def fit(self, X: Any, y: Any, *, group: Any = None, qid: Any = None,  # type: ignore[override]
+            sample_weight: Any = None, eval_set: Sequence[tuple[Any, Any]] | None = None,
+            eval_group: Sequence[Any] | None = None, eval_qid: Sequence[Any] | None = None,
+            sample_weight_eval_set: Sequence[Any] | None = None, verbose: bool | int = False,
+            xgb_model: Booster | str | os.PathLike | _HistBoostModel | None = None
+            ) -> HistBoostRanker:
+        """Train on X (n, F) and relevance labels y (n,) of the queries given by `group`
+        (int (G,) query sizes) or `qid` ((n,) query ids, each query's rows contiguous).
+
+        Parameters
+        ----------
+        sample_weight : one weight per query (G,) as in XGBoost, or (n,) row weights equal
+            within each query.
+        eval_set : (X, y) pairs evaluated every round (``validation_0``, ...), each with its
+            queries in `eval_group` (sizes) or `eval_qid` (ids), one entry per set; the last
+            set drives early stopping.
+        sample_weight_eval_set : query weights for each eval set (or None entries).
+        verbose, xgb_model : as in `HistBoostRegressor.fit`.
+        """
+        self._check_n_estimators()
+        X, qid = _qid_column(X, qid, group)
+        if (group is None) == (qid is None):
+            raise ValueError("HistBoostRanker.fit needs the queries: give group (query sizes) "
+                             "or qid (a query id per row), not both"
+                             if group is not None else
+                             "HistBoostRanker.fit needs the queries: give group (query "
+                             "sizes) or qid (a query id per row)")
+        X, y = validate_data(self, X, y, y_numeric=True, **_CHECK_X)
+        y, objective_params = self._encode_y(y, fitting=True)
+        names = list(getattr(self, "feature_names_in_", [])) or None
+        dtrain = Dataset(X, label=y, weight=sample_weight, group=group, qid=qid,
+                         feature_names=names)
+        evals = []
+        n_sets = len(eval_set or ())
+        for what, given in (("eval_group", eval_group), ("eval_qid", eval_qid),
+                            ("sample_weight_eval_set", sample_weight_eval_set)):
+            if given is not None and len(given) != n_sets:
+                raise ValueError(f"{what} has {len(given)} entries for {n_sets} eval sets")
+        for i, pair in enumerate(eval_set or ()):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise TypeError("eval_set must be a list of (X, y) pairs")
+            g_i = None if eval_group is None else eval_group[i]
+            Xe, q_i = _qid_column(pair[0], None if eval_qid is None else eval_qid[i], g_i)
+            if g_i is None and q_i is None:
+                raise ValueError(f"eval_set {i} needs its queries: give eval_group or eval_qid "
+                                 "(one entry per eval set)")
+            Xe, ye = validate_data(self, Xe, pair[1], reset=False, y_numeric=True, **_CHECK_X)
+            we = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            evals.append((Dataset(Xe, label=ye, weight=we, group=g_i, qid=q_i,
+                                  feature_names=dtrain.feature_names, reference=dtrain),
+                          f"validation_{i}"))
+        return self._train_booster(dtrain, evals, objective_params, verbose, xgb_model)
+
+    def predict(self, X: Any, output_margin: bool = False) -> np.ndarray:
+        """float64 (n,) scores of the rows of X; sort each query's rows by them (a ``qid``
+        column of a DataFrame X is dropped)."""
+        X, _ = _qid_column(X, None, None)
+        return self._predict(X, output_margin)
+
+    def score(self, X: Any, y: Any, group: Any = None, qid: Any = None) -> float:
+        """The ranking metric of the predictions for X against relevance labels y, averaged
+        over the queries (`group` sizes, `qid` ids, or a ``qid`` column of a DataFrame X):
+        the last ranking metric of ``eval_metric``, else the objective's default metric
+        (``ndcg@32`` for ``rank:ndcg``, as XGBRanker's score)."""
+        X, qid = _qid_column(X, qid, group)
+        if (group is None) == (qid is None):
+            raise ValueError("score needs the queries: give group (sizes) or qid (ids)")
+        y = np.asarray(y, np.float64)
+        sizes = (check_group_sizes(group, y.shape[0]) if qid is None
+                 else groups_from_qid(qid, y.shape[0]))
+        booster = self.get_booster()
+        metrics = [self.eval_metric] if isinstance(self.eval_metric, str) else list(
+            self.eval_metric or [])
+        ranking = [m for m in metrics if isinstance(m, str) and m in RANKING]
+        p = parse_params(dict(booster.params))
+        name = ranking[-1] if ranking else get_objective(p.objective, 1, p).default_metric
+        return get_metric(name, p.label_gain, p.ndcg_exp_gain)(y, self.predict(X), None,
+                                                                 group=sizes)
+
+    def _restore(self, booster: Booster, state: dict[str, Any]) -> None:
+        if booster.objective_name not in RANKING_OBJECTIVES:
+            raise ValueError(f"the model has objective {booster.objective_name!r}; load it "
+                             "with HistBoostRegressor or HistBoostClassifier")
+        super()._restore(booster, state)
+
+
+def _qid_column(X: Any, qid: Any, group: Any) -> tuple[Any, Any]:
+    """(X, qid): a pandas DataFrame X with a ``qid`` column gives its values as the query ids
+    (when neither qid nor group is given) and is returned without it (XGBRanker's
+    convention)."""
+    if type(X).__name__ == "DataFrame" and hasattr(X, "columns") and "qid" in X.columns:
+        if qid is None and group is None:
+            qid = X["qid"].to_numpy()
+        X = X.drop(columns="qid")
+    return X, qid
+
+
+__all__ = ["HistBoostClassifier", "HistBoostRanker", "HistBoostRegressor"]

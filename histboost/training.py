@@ -19,7 +19,7 @@ from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallba
 from .data.dataset import Dataset
 from .kernels.backend import make_backend
 from .kernels.cpu.sampling import sample_rows
-from .metrics import MULTICLASS, RANKING, check_metrics_defined, get_metric
+from .metrics import MULTICLASS, RANKING, check_metrics_defined, get_metric, ndcg_gain
 from .objectives import CustomObjective, get_objective
 from .objectives.base import HostObjective, Objective
 from .objectives.classification import sigmoid, softmax
@@ -55,6 +55,37 @@ def _custom_metric_values(fn: CustomMetricFn, pred: np.ndarray, data: Dataset
     except (TypeError, ValueError):
         raise TypeError("custom_metric must return (name, value) or a list of such pairs, "
                         f"got {out!r}") from None
+
+
+def _metrics_at(metrics: list[str], cut_offs: tuple[int, ...]) -> list[str]:
+    """LightGBM's ``eval_at``: each plain ``ndcg`` / ``map`` metric becomes one metric per
+    cut-off (``ndcg@1``, ``ndcg@3``, ...); the others stay."""
+    out = []
+    for m in metrics:
+        base = m.split("@")[0].rstrip("-")
+        if base in ("ndcg", "map") and "@" not in m:
+            out.extend(f"{base}@{k}{'-' if m.endswith('-') else ''}" for k in cut_offs)
+        else:
+            out.append(m)
+    if out == metrics:
+        raise ValueError(f"eval_at={list(cut_offs)} sets the cut-offs of the ndcg / map "
+                         f"metrics, and the metrics are {metrics}; add eval_metric='ndcg'")
+    return out
+
+
+def _check_ranking_set(objective: Objective, metrics: list[str], data: Dataset, name: str,
+                       p: TrainParams) -> None:
+    """Raise ValueError if a ranking model's evaluation set has no query groups, or if the
+    ndcg metrics' gain table (label_gain) does not cover its labels."""
+    if getattr(objective, "needs_groups", False) and data.group is None:
+        raise ValueError(f"eval set {name!r} has no query groups, which objective "
+                         f"{objective.name!r} evaluates per query: pass Dataset(..., "
+                         "group=sizes) or Dataset(..., qid=query ids)")
+    if p.label_gain and any(m in RANKING and m.startswith("ndcg") for m in metrics):
+        try:
+            ndcg_gain(data.label, p.label_gain)
+        except ValueError as e:
+            raise ValueError(f"eval set {name!r}: {e}") from None
 
 
 def _max_bin_given(params: dict[str, Any]) -> bool:
@@ -176,6 +207,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     K = objective.n_outputs
     metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
                                       else [objective.default_metric])
+    if p.eval_at:
+        metrics = _metrics_at(metrics, p.eval_at)
     if dist is not None:
         dist.check_same_job(comm, dist.job_description(
             p, n_features, K, num_boost_round, [name for _, name in evals],
@@ -200,10 +233,12 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
                         "(name, value)")
     if custom_metric is not None and dist is not None:
         raise ValueError("custom_metric is not supported by distributed training yet")
-    metric_fns = {m: get_metric(_metric_key(m, objective)) for m in metrics}
+    metric_fns = {m: get_metric(_metric_key(m, objective), p.label_gain, p.ndcg_exp_gain)
+                  for m in metrics}
     eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
     for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
         y_e, w_e = es.data.label, es.data.weight
+        _check_ranking_set(objective, metrics, es.data, es.name, p)
         facts = None if dist is None else dist.global_set_facts(comm, y_e, w_e)
         try:
             check_metrics_defined(metrics, y_e, w_e, K, es.name, facts,
@@ -250,7 +285,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
             rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
             with timer("gradient"):
                 if objective.loss is None:
-                    backend.set_gradients(objective.gradient_pairs(backend.margin()))
+                    backend.set_gradients(objective.gradient_pairs(backend.margin(), epoch))
                 else:
                     backend.compute_gradients(objective.loss)
             rows = None

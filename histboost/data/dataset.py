@@ -110,6 +110,73 @@ def _base_margin(v: Any, n: int) -> np.ndarray:
     return bm
 
 
+def check_group_sizes(group: Any, n: int) -> np.ndarray | None:
+    """int64 (G,) query sizes, checked: positive integers summing to n."""
+    if group is None:
+        return None
+    try:
+        g = np.asarray(group)
+    except (TypeError, ValueError):
+        raise ValueError("group must be a 1-D array of query sizes") from None
+    if g.ndim != 1 or g.size == 0 or g.dtype.kind not in "iuf" or np.any(g != np.floor(g)):
+        raise ValueError(f"group must be a 1-D array of integer query sizes, got shape "
+                         f"{g.shape}, dtype {g.dtype}")
+    if np.any(g <= 0):
+        raise ValueError(f"group sizes must be positive, found {g[g <= 0][0]!r} (query "
+                         f"{int(np.flatnonzero(g <= 0)[0])})")
+    g = g.astype(np.int64)
+    if int(g.sum()) != n:
+        raise ValueError(f"group sizes sum to {int(g.sum())}, but the data has {n} rows; "
+                         "give one size per query, in row order")
+    return g
+
+
+def qid_runs(qid: np.ndarray) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """The runs of equal ids of qid (n,): (int64 start row of each run, None), or (starts,
+    (first row, row where it starts again)) of the first query whose rows are split."""
+    starts = np.concatenate([[0], np.flatnonzero(qid[1:] != qid[:-1]) + 1]).astype(np.int64)
+    run_ids = qid[starts]
+    order = np.argsort(run_ids, kind="stable")
+    dup = np.flatnonzero(run_ids[order][1:] == run_ids[order][:-1])
+    if dup.size:
+        return starts, (int(starts[order[dup[0]]]), int(starts[order[dup[0] + 1]]))
+    return starts, None
+
+
+def groups_from_qid(qid: Any, n: int) -> np.ndarray:
+    """int64 (G,) query sizes of per-row query ids qid (n,): the runs of equal ids. A query
+    whose rows are not contiguous raises ValueError naming it and the rows."""
+    if _is_pandas_frame(qid) or type(qid).__name__ == "Series":
+        qid = qid.to_numpy()
+    q = np.asarray(qid)
+    if q.ndim == 2 and q.shape[1] == 1:
+        q = q[:, 0]
+    if q.ndim != 1 or q.shape[0] != n:
+        raise ValueError(f"qid must have one query id per row ({n}), got shape {q.shape}")
+    if q.dtype.kind == "f" and not np.all(np.isfinite(q)):
+        raise ValueError(f"qid contains NaN or infinite values (first at row "
+                         f"{int(np.flatnonzero(~np.isfinite(q))[0])})")
+    starts, split = qid_runs(q)
+    if split is not None:
+        raise ValueError(f"qid {q[split[0]].tolist()!r} has rows that are not contiguous (row "
+                         f"{split[0]}, then again from row {split[1]}): each query's rows must "
+                         "be together; sort the rows by qid")
+    return np.diff(np.concatenate([starts, [n]])).astype(np.int64)
+
+
+def per_row_weight(weight: Any, group: np.ndarray | None, n: int) -> Any:
+    """`weight` as per-row values: with query groups, one weight per query (G,) is spread
+    over its rows (XGBoost's ranking weights); anything else is returned as given."""
+    if weight is None or group is None or group.shape[0] == n:
+        return weight
+    if _is_pandas_frame(weight) or type(weight).__name__ == "Series":
+        weight = weight.to_numpy()
+    w = np.asarray(weight, dtype=np.float64)
+    if w.ndim == 1 and w.shape[0] == group.shape[0]:
+        return np.repeat(w, group)
+    return weight
+
+
 def _check_max_bin(max_bin: Any) -> int:
     if (isinstance(max_bin, bool) or not isinstance(max_bin, int | np.integer)
             or not MIN_MAX_BIN <= max_bin <= 65536):
@@ -165,7 +232,12 @@ class Dataset:
         float32 gradients could overflow (weight x (|label| + |margin|) > `GRADIENT_LIMIT`)
         raise ValueError.
     base_margin : (n,) or (n, K) initial margins used instead of `base_score`.
-    group : query sizes (ranking metadata), summing to n.
+    group : int (G,) query sizes (ranking), summing to n: the rows of each query are
+        contiguous, queries in order.
+    qid : (n,) the query id of each row (instead of `group`); each query's rows must be
+        contiguous (sorted by qid, as XGBoost requires, is one way).
+        With query groups, `weight` may hold one weight per query (G,), as XGBoost's ranking
+        weights do; it is then spread over the query's rows.
     feature_names : names of the F features (default: DataFrame columns or f0..f{F-1}).
     max_bin : histogram slots per feature including the missing slot, in [3, 65536] (<= 256:
         uint8 bins).
@@ -185,7 +257,7 @@ class Dataset:
                  base_margin: Any = None, group: Any = None,
                  feature_names: Sequence[str] | None = None, max_bin: int = 256,
                  reference: Dataset | None = None, unstored: str = "zero", *,
-                 row_ids: Any = None) -> None:
+                 row_ids: Any = None, qid: Any = None) -> None:
         self.unstored = check_unstored(unstored)
         X, names = to_float_matrix(data, self.unstored)
         n, F = X.shape
@@ -198,17 +270,14 @@ class Dataset:
         max_bin = _check_max_bin(max_bin)
         self.data = X
         self.label = _vector("label", label, n)
-        self.weight = _vector("weight", weight, n)
+        if group is not None and qid is not None:
+            raise ValueError("give the queries once: group (sizes) or qid (one id per row)")
+        self.group = check_group_sizes(group, n) if qid is None else groups_from_qid(qid, n)
+        self.weight = _vector("weight", per_row_weight(weight, self.group, n), n)
         if self.weight is not None and np.any(self.weight < 0):
             raise ValueError("weight must be non-negative")
         self.base_margin = None if base_margin is None else _base_margin(base_margin, n)
         _check_gradient_range(self.label, self.weight, self.base_margin)
-        self.group = None
-        if group is not None:
-            g = np.asarray(group, dtype=np.int64)
-            if g.ndim != 1 or np.any(g <= 0) or int(g.sum()) != n:
-                raise ValueError(f"group must be positive query sizes summing to {n}")
-            self.group = g
         if feature_names is None:
             feature_names = names if names is not None else [f"f{i}" for i in range(F)]
         feature_names = [str(x) for x in feature_names]
@@ -330,11 +399,24 @@ class Dataset:
         return self.weight
 
     def set_weight(self, weight: Any) -> None:
-        w = _vector("weight", weight, self.num_row())
+        w = _vector("weight", per_row_weight(weight, self.group, self.num_row()),
+                    self.num_row())
         if w is not None and np.any(w < 0):
             raise ValueError("weight must be non-negative")
         _check_gradient_range(self.label, w, self.base_margin)
         self.weight = w
+
+    def get_group(self) -> np.ndarray | None:
+        """int64 (G,) query sizes, or None."""
+        return self.group
+
+    def set_group(self, group: Any) -> None:
+        """Query sizes (G,) summing to the row count, or None."""
+        self.group = check_group_sizes(group, self.num_row())
+
+    def set_qid(self, qid: Any) -> None:
+        """The query id of each row (each query's rows contiguous)."""
+        self.group = groups_from_qid(qid, self.num_row())
 
     def set_base_margin(self, margin: Any) -> None:
         """(n,) or (n, K) initial margins, or None to use the model's intercept."""

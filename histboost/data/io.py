@@ -32,7 +32,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from . import _text_scan as _scan
-from .dataset import Dataset
+from .dataset import Dataset, qid_runs
 from .sparse import SparseMatrix, check_width
 
 PathLike = str | os.PathLike
@@ -442,16 +442,38 @@ def _sort_rows(path: str, nnz: np.ndarray, lines: np.ndarray, idx: np.ndarray,
 
 def _groups_from_qid(path: str, qid: np.ndarray, lines: np.ndarray) -> np.ndarray:
     """Sizes of the runs of equal qid; a query split over several runs is an error."""
-    change = np.flatnonzero(qid[1:] != qid[:-1]) + 1
-    run_starts = np.concatenate(([0], change))
-    run_qids = qid[run_starts]
-    order = np.argsort(run_qids, kind="stable")
-    dup = np.flatnonzero(run_qids[order][1:] == run_qids[order][:-1])
-    if dup.size:
-        second = run_starts[order[dup[0] + 1]]
-        raise ValueError(f"{path}:{lines[second] + 1}: rows of qid {run_qids[order[dup[0]]]:g} "
+    starts, split = qid_runs(qid)
+    if split is not None:
+        raise ValueError(f"{path}:{lines[split[1]] + 1}: rows of qid {qid[split[0]]:g} "
                          "are not contiguous; sort the file by qid")
-    return np.diff(np.concatenate((run_starts, [qid.size]))).astype(np.int64)
+    return np.diff(np.concatenate((starts, [qid.size]))).astype(np.int64)
+
+
+def read_query_file(path: PathLike) -> np.ndarray:
+    """int64 (G,) query sizes from a LightGBM query file (``data.query``): one positive
+    integer a line, queries in the data file's row order; blank lines and ``#`` comments are
+    skipped."""
+    path = _check_path(path)
+    sizes = []
+    try:
+        with _open(path, "rt", encoding="utf-8-sig") as f:
+            for lineno, line in enumerate(f, 1):
+                text = line.split("#", 1)[0].strip()
+                if not text:
+                    continue
+                try:
+                    size = int(text)
+                except ValueError:
+                    size = 0
+                if size <= 0:
+                    raise ValueError(f"{path}:{lineno}: a query file holds one positive "
+                                     f"integer (a query's row count) a line, got {text!r}")
+                sizes.append(size)
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as e:
+        raise ValueError(f"{path} is not a readable text file: {e}") from None
+    if not sizes:
+        raise ValueError(f"{path} holds no query sizes")
+    return np.array(sizes, np.int64)
 
 
 def read_libsvm(path: PathLike, *, n_features: int | None = None,
@@ -518,4 +540,5 @@ def read_libsvm(path: PathLike, *, n_features: int | None = None,
     return FileData(X, y, group, None, None)
 
 
-__all__ = ["FileData", "NA_STRINGS", "detect_format", "load_data", "read_csv", "read_libsvm"]
+__all__ = ["FileData", "NA_STRINGS", "detect_format", "load_data", "read_csv", "read_libsvm",
+           "read_query_file"]

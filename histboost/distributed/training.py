@@ -17,6 +17,7 @@ import numpy as np
 from ..collective.errors import CollectiveError
 from ..kernels.backend import make_backend
 from ..metrics import MEAN_METRICS, finish_metric, metric_sums, set_facts
+from ..params import RANKING_OBJECTIVES
 from .backend import TREE_LEARNERS, DistributedBackend
 
 if TYPE_CHECKING:
@@ -34,15 +35,19 @@ def check_supported(p: TrainParams) -> None:
     from ..objectives import get_objective
 
     objective = get_objective(p.objective, p.num_class, p)
+    if p.objective in RANKING_OBJECTIVES:
+        raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
+                         "yet: the pairs of a query need all of its rows on one rank; train "
+                         "ranking objectives in one process")
     if p.scale_pos_weight != 1.0:
         raise ValueError("scale_pos_weight is not supported by distributed training yet; "
                          "weight the positive rows through Dataset(weight=...)")
     if not objective.intercept_from_mean and p.base_score is None:
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")
-    if objective.leaf_alpha is not None or p.objective.startswith(("survival:", "rank:")):
+    if objective.leaf_alpha is not None or p.objective.startswith("survival:"):
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
-                         "yet (it needs all rows of a leaf, a risk set or a query together)")
+                         "yet (it needs all rows of a leaf or a risk set together)")
 
 
 def raise_together(comm: Communicator, error: BaseException | None) -> None:

@@ -260,22 +260,40 @@ def _ranking_args(name: str) -> tuple[str, int, bool]:
     return base, k, minus
 
 
-def _ranking_metric(name: str) -> Metric:
+def ndcg_gain(y: np.ndarray, label_gain: Sequence[float] = (),
+              exp_gain: bool = True) -> np.ndarray:
+    """float64 (n,): the NDCG gain of each label of y float64 (n,): ``label_gain[y]``
+    (LightGBM's table, when given: labels must be integers in [0, len(label_gain))), else
+    ``2**y - 1`` (exp_gain, XGBoost's default) or y itself (XGBoost's ``ndcg_exp_gain=False``).
+    """
+    if len(label_gain):
+        table = np.asarray(label_gain, np.float64)
+        bad = (y < 0) | (y >= table.shape[0]) | (y != np.floor(y))
+        if np.any(bad):
+            raise ValueError(f"label_gain has {table.shape[0]} entries: labels must be integers "
+                             f"in [0, {table.shape[0] - 1}], found {float(y[bad][0])!r}")
+        return table[y.astype(np.int64)]
+    return np.exp2(y) - 1.0 if exp_gain else np.asarray(y, np.float64)
+
+
+def _ranking_metric(name: str, label_gain: Sequence[float] = (),
+                    exp_gain: bool = True) -> Metric:
     base, k, minus = _ranking_args(name)
 
     def metric(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None,
                group: np.ndarray | None = None) -> float:
         bounds = _groups(y.shape[0], group)
+        gains = ndcg_gain(y, label_gain, exp_gain) if base == "ndcg" else y
         scores = []
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             yq, pq = y[a:b], p[a:b]
             top = (b - a) if k == 0 else min(k, b - a)
             order = np.argsort(-pq, kind="stable")[:top]
             if base == "ndcg":
+                gq = gains[a:b]
                 disc = 1.0 / np.log2(np.arange(2, top + 2))
-                dcg = np.sum((np.exp2(yq[order]) - 1.0) * disc)
-                ideal = np.sort(yq)[::-1][:top]
-                idcg = np.sum((np.exp2(ideal) - 1.0) * disc)
+                dcg = np.sum(gq[order] * disc)
+                idcg = np.sum(np.sort(gq)[::-1][:top] * disc)
                 scores.append(dcg / idcg if idcg > 0 else (0.0 if minus else 1.0))
             else:
                 rel = yq > 0
@@ -289,9 +307,11 @@ def _ranking_metric(name: str) -> Metric:
                 scores.append(float(np.sum(cum[pos] / (pos + 1.0))) / min(n_rel, top))
         return float(np.mean(scores))
 
+    gain_doc = ("the gains of label_gain" if len(label_gain) else
+                "exponential gain 2**rel - 1" if exp_gain else "linear gain rel")
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = (f"{base.upper()}{'@' + str(k) if k else ''} averaged over the query "
-                      "groups (exponential gain 2**rel - 1 and 1/log2 discount for NDCG; "
+                      f"groups ({gain_doc} and 1/log2 discount for NDCG; "
                       "for MAP, precision at each relevant row of the top k over "
                       "min(relevant rows, k), as XGBoost 3); a query without relevant rows "
                       f"scores {0 if minus else 1}.")
@@ -328,13 +348,15 @@ MAXIMIZE = _ByBaseName({"auc", "aucpr", "ndcg", "map", "ndcg@", "map@", "ndcg-",
 MULTICLASS = {"mlogloss", "merror"}
 
 
-def get_metric(name: str) -> Metric:
+def get_metric(name: str, label_gain: Sequence[float] = (),
+               ndcg_exp_gain: bool = True) -> Metric:
     """The metric function called `name` (``error@0.7``, ``ndcg@5-``, ``tweedie-nloglik@1.2``
-    ... included); ValueError naming the choices for an unknown one."""
+    ... included); ValueError naming the choices for an unknown one. label_gain,
+    ndcg_exp_gain: the NDCG gain of the ndcg metrics (`ndcg_gain`)."""
     if name in METRICS:
         return METRICS[name]
     if name in RANKING:
-        return _ranking_metric(name)
+        return _ranking_metric(name, label_gain, ndcg_exp_gain)
     if name in MEAN_METRICS:
         _mean_spec(name)  # a bad argument raises here
         return _mean_metric(name, f"(Weighted) mean {name}.")
@@ -436,5 +458,5 @@ def check_metrics_defined(metrics: Sequence[str], y: np.ndarray, w: np.ndarray |
 
 __all__ = ["MAXIMIZE", "MEAN_METRICS", "METRICS", "MULTICLASS", "RANKING", "Metric", "auc",
            "aucpr", "check_metrics_defined", "cox_nloglik", "error", "finish_metric",
-           "get_metric", "logloss", "mae", "merror", "metric_sums", "mlogloss", "rmse",
-           "set_facts"]
+           "get_metric", "logloss", "mae", "merror", "metric_sums", "mlogloss", "ndcg_gain",
+           "rmse", "set_facts"]

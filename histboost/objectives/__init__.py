@@ -6,6 +6,7 @@ from typing import Any
 
 from .base import CustomObjective, HostObjective, Objective
 from .classification import Logistic, LogitRaw, Softmax
+from .ranking import MAPRank, NDCGRank, PairwiseRank
 from .regression import (
     AbsoluteError,
     Cox,
@@ -32,6 +33,9 @@ _REGISTRY: dict[str, type[Objective]] = {
     "reg:tweedie": Tweedie,
     "reg:squaredlogerror": SquaredLogError,
     "survival:cox": Cox,
+    "rank:pairwise": PairwiseRank,
+    "rank:ndcg": NDCGRank,
+    "rank:map": MAPRank,
 }
 
 

@@ -76,8 +76,9 @@ class HostObjective(Objective):
             g, h = g * w, h * w
         return g, h
 
-    def gradient_pairs(self, margin: np.ndarray) -> np.ndarray:
-        """float32 (K, n, 2) pairs at float64 margins (n, K) for the bound labels."""
+    def gradient_pairs(self, margin: np.ndarray, iteration: int = 0) -> np.ndarray:
+        """float32 (K, n, 2) pairs at float64 margins (n, K) for the bound labels in boosting
+        round `iteration` (objectives that draw random numbers key them by it)."""
         g, h = self.weighted_grad_hess(margin[:, 0], self._y, self._w)
         out = np.empty((1, g.shape[0], 2), np.float32)
         out[0, :, 0] = g
@@ -106,9 +107,9 @@ class CustomObjective(Objective):
     def n_outputs(self) -> int:
         return self.num_class if self.num_class > 1 else 1
 
-    def gradient_pairs(self, margin: np.ndarray) -> np.ndarray:
+    def gradient_pairs(self, margin: np.ndarray, iteration: int = 0) -> np.ndarray:
         """float32 (K, n, 2) (gradient, hessian) pairs of the user's function at float64
-        margins (n, K), checked (finite, hessians >= 0)."""
+        margins (n, K), checked (finite, hessians >= 0); `iteration` is not used."""
         preds = margin[:, 0].copy() if margin.shape[1] == 1 else margin.copy()
         grad, hess = self.func(preds, self.dtrain)
         grad = np.asarray(grad, dtype=np.float64).reshape(margin.shape)
