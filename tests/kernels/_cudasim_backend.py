@@ -52,6 +52,23 @@ def check_training_matches_cpu() -> None:
             f"{params}: CPU and simulated-GPU models differ"
 
 
+def check_ranking_matches_cpu() -> None:
+    """A ranking objective (gradient pairs computed on the host, copied to the device) grows
+    the CPU engine's trees on the simulated GPU."""
+    X, y = make_classification(40, 3, n_classes=3, seed=5)
+    group = [10, 14, 16]
+    models = {}
+    for device in ("cpu", "cuda"):
+        d = histboost.Dataset(X, label=y, group=group)
+        models[device] = histboost.train(
+            {"objective": "rank:ndcg", "lambdarank_pair_method": "mean", "max_depth": 2,
+             "quantized_grad": True, "max_bin": 6, "nthread": 1, "seed": 2,
+             "device": device}, d, 1, verbose_eval=False)
+    cpu, gpu = models["cpu"].save_raw(), models["cuda"].save_raw()
+    assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
+        "rank:ndcg: CPU and simulated-GPU models differ"
+
+
 def check_raw_prediction_kernel() -> None:
     """The raw-feature prediction kernel against the CPU predictor: normal and oblivious
     trees, two classes of a multiclass model, NaN, float32 and float64 input."""
@@ -81,6 +98,7 @@ def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
+    checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
     for name, fn in checks:
         t0 = time.perf_counter()
