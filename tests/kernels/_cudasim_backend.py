@@ -63,7 +63,9 @@ def check_ranking_matches_cpu() -> None:
         models[device] = histboost.train(
             {"objective": "rank:ndcg", "lambdarank_pair_method": "mean", "max_depth": 2,
              "quantized_grad": True, "max_bin": 6, "nthread": 1, "seed": 2,
-             "device": device}, d, 1, verbose_eval=False)
+             "min_child_weight": 0, "reg_lambda": 0.05, "device": device}, d, 1,
+            verbose_eval=False)
+    assert len(models["cpu"].get_dump()[0].splitlines()) == 7  # a full tree of depth 2
     cpu, gpu = models["cpu"].save_raw(), models["cuda"].save_raw()
     assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
         "rank:ndcg: CPU and simulated-GPU models differ"
