@@ -60,38 +60,33 @@ def _delta_map(first, second, y_first, y_second, n_rel, acc):
 
 
 @nb.njit(cache=True, inline="always")
-def _pair(pos_a, pos_b, a, rank, s, y, gain, inv_idcg, discount, n_rel, acc, metric,
-          score_norm, equal_scores, sigma, out):
-    """Add the gradient pairs of the documents at rank positions pos_a, pos_b (local to the
-    query starting at row a) to out; returns -2 lambda (0 for equal labels)."""
-    ia = rank[pos_a]
-    ib = rank[pos_b]
-    if y[ia] == y[ib]:
+def _pair(i, j, s, y, gain, inv_idcg, discount, n_rel, acc, metric, score_norm, sigma, out):
+    """Add the gradient pairs of the documents at rank positions i and j of a query (s, y,
+    gain: scores, labels, gains in rank order) to out (n_docs, 2), in rank order; returns
+    -2 lambda (0 for equal labels)."""
+    if y[i] == y[j]:
         return 0.0
-    if y[ia] > y[ib]:
-        hi, lo, p_hi, p_lo = ia, ib, pos_a, pos_b
+    if y[i] > y[j]:
+        hi, lo = i, j
     else:
-        hi, lo, p_hi, p_lo = ib, ia, pos_b, pos_a
+        hi, lo = j, i
     diff = s[hi] - s[lo]
     if metric == NDCG:
-        delta = abs((gain[a + hi] - gain[a + lo]) * (discount[p_hi] - discount[p_lo])) \
-            * inv_idcg
+        delta = abs((gain[hi] - gain[lo]) * (discount[hi] - discount[lo])) * inv_idcg
     elif metric == MAP:
-        if p_hi < p_lo:
-            delta = _delta_map(p_hi, p_lo, y[hi], y[lo], n_rel, acc)
-        else:
-            delta = _delta_map(p_lo, p_hi, y[lo], y[hi], n_rel, acc)
+        delta = _delta_map(i, j, y[i], y[j], n_rel, acc) if i < j else \
+            _delta_map(j, i, y[j], y[i], n_rel, acc)
     else:
         delta = 1.0
-    if score_norm and not equal_scores:
+    if score_norm:
         delta /= abs(diff) + 0.01
     p = _sigmoid(sigma * diff)
     lam = sigma * (p - 1.0) * delta
     hess = 2.0 * sigma * sigma * max(p * (1.0 - p), HESS_FLOOR) * delta
-    out[a + hi, 0] += lam
-    out[a + hi, 1] += hess
-    out[a + lo, 0] -= lam
-    out[a + lo, 1] += hess
+    out[hi, 0] += lam
+    out[hi, 1] += hess
+    out[lo, 0] -= lam
+    out[lo, 1] += hess
     return -2.0 * lam
 
 
@@ -117,41 +112,44 @@ def lambdarank_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_
             out[r, 1] = 0.0
         if cnt < 2:
             continue
-        s = margin[a:b]
-        y = label[a:b]
-        rank = np.argsort(-s, kind="mergesort")
-        equal_scores = s[rank[0]] == s[rank[cnt - 1]]
+        # the query in rank order (by decreasing score, ties in row order)
+        rank = np.argsort(-margin[a:b], kind="mergesort")
+        s = np.empty(cnt)
+        y = np.empty(cnt)
+        gn = np.empty(cnt)
+        for k in range(cnt):
+            s[k] = margin[a + rank[k]]
+            y[k] = label[a + rank[k]]
+            gn[k] = gain[a + rank[k]]
+        norm = score_norm and s[0] != s[cnt - 1]
         n_rel = np.zeros(cnt if metric == MAP else 1)
         acc = np.zeros(cnt if metric == MAP else 1)
         if metric == MAP:
             c = 0.0
             ap = 0.0
             for k in range(cnt):
-                rel = y[rank[k]]
-                c += rel
-                ap += rel / (k + 1.0)
+                c += y[k]
+                ap += y[k] / (k + 1.0)
                 n_rel[k] = c
                 acc[k] = ap
         ig = inv_idcg[g]
+        pairs = np.zeros((cnt, 2))
         total = 0.0
         if top_k:
             for i in range(min(cnt, n_pair)):
                 for j in range(i + 1, cnt):
-                    total += _pair(i, j, a, rank, s, y, gain, ig, discount, n_rel, acc,
-                                   metric, score_norm, equal_scores, sigma, out)
+                    total += _pair(i, j, s, y, gn, ig, discount, n_rel, acc, metric, norm,
+                                   sigma, pairs)
         else:
             # positions in order of decreasing label: runs of equal labels are buckets, and
             # each document is paired with documents drawn from outside its bucket
-            ranked_y = np.empty(cnt)
-            for k in range(cnt):
-                ranked_y[k] = -y[rank[k]]
-            by_label = np.argsort(ranked_y, kind="mergesort")
+            by_label = np.argsort(-y, kind="mergesort")
             gkey = splitmix64(key ^ splitmix64(np.uint64(g)))
             counter = np.uint64(0)
             i = 0
             while i < cnt:
                 j = i + 1
-                while j < cnt and ranked_y[by_label[j]] == ranked_y[by_label[i]]:
+                while j < cnt and y[by_label[j]] == y[by_label[i]]:
                     j += 1
                 others = i + (cnt - j)
                 if others > 0:
@@ -161,9 +159,8 @@ def lambdarank_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_
                             counter += np.uint64(1)
                             if r >= i:
                                 r += j - i  # past the bucket
-                            total += _pair(by_label[t], by_label[r], a, rank, s, y, gain,
-                                           ig, discount, n_rel, acc, metric, score_norm,
-                                           equal_scores, sigma, out)
+                            total += _pair(by_label[t], by_label[r], s, y, gn, ig, discount,
+                                           n_rel, acc, metric, norm, sigma, pairs)
                 i = j
         scale = group_weight[g]
         if grad_norm:
@@ -171,10 +168,9 @@ def lambdarank_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_
                 scale /= n_pair
             elif total > 0.0:
                 scale *= math.log2(1.0 + total) / total
-        if scale != 1.0:
-            for r in range(a, b):
-                out[r, 0] *= scale
-                out[r, 1] *= scale
+        for k in range(cnt):
+            out[a + rank[k], 0] = pairs[k, 0] * scale
+            out[a + rank[k], 1] = pairs[k, 1] * scale
 
 
 @nb.njit(cache=True, nogil=True)
