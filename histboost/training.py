@@ -208,6 +208,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
                                       else [objective.default_metric])
     if p.eval_at:
+        if not p.eval_metric:  # the default metric's cut-offs: ndcg@32 -> ndcg@1, ndcg@3, ...
+            metrics = [m.split("@")[0] if m in RANKING else m for m in metrics]
         metrics = _metrics_at(metrics, p.eval_at)
     if dist is not None:
         dist.check_same_job(comm, dist.job_description(

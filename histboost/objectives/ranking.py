@@ -98,7 +98,11 @@ class LambdaRank(HostObjective):
         if self.metric == kernels.NDCG:
             if self.label_gain:
                 ndcg_gain(y, self.label_gain)  # raises for labels outside the table
-            elif self.exp_gain:
+            elif not self.exp_gain:
+                if np.any(y < 0):
+                    raise ValueError(f"labels (the NDCG gains with ndcg_exp_gain=False) must "
+                                     f"be >= 0 for {self.name}, found {float(y[y < 0][0])!r}")
+            else:
                 bad = (y < 0) | (y > MAX_EXP_LABEL) | (y != np.floor(y))
                 if np.any(bad):
                     raise ValueError(

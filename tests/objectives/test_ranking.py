@@ -360,6 +360,9 @@ def test_metadata_errors():
         histboost.train(params, histboost.Dataset(X, y + 37, group=[3, 3]), 1)
     histboost.train({**params, "ndcg_exp_gain": False}, histboost.Dataset(X, y * 0.5,
                                                                           group=[3, 3]), 1)
+    with pytest.raises(ValueError, match="must be >= 0 for rank:ndcg, found -1"):
+        histboost.train({**params, "ndcg_exp_gain": False}, histboost.Dataset(X, y - 1,
+                                                                              group=[3, 3]), 1)
     with pytest.raises(ValueError, match="label_gain has 3 entries.*found 3"):
         histboost.train({**params, "label_gain": [0, 1, 3]}, d, 1)
     with pytest.raises(ValueError, match="must be 0 or 1.*rank:map"):
@@ -400,7 +403,8 @@ def test_metrics_names_gains_and_lightgbm_spellings():
              ({"objective": "lambdarank", "metric": "ndcg", "ndcg_eval_at": [1, 3]},
               ["ndcg@1", "ndcg@3"]),
              ({"objective": "rank:ndcg", "eval_metric": ["ndcg-", "auc"], "eval_at": "2,4"},
-              ["ndcg@2-", "ndcg@4-", "auc"])]
+              ["ndcg@2-", "ndcg@4-", "auc"]),
+             ({"objective": "rank:map", "map_eval_at": [2]}, ["map@2"])]
     for params, names in cases:
         labels = (y > 1).astype(float) if params["objective"] == "rank:map" else y
         data = histboost.Dataset(X, labels, group=[20] * 4)
