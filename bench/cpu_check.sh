@@ -9,6 +9,10 @@
 #   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
 #             2 processes x 1 thread, the communication target
 #   firstrun  examples/train_higgs.py with an empty Numba cache, then again
+#   old       histboost's three configurations of bench/cpu.py again with an older histboost
+#             first on PYTHONPATH, for an A/B in one run: extract it beforehand with
+#             mkdir -p shared/old && git archive COMMIT histboost | tar x -C shared/old
+#             (shared/ travels with carry "shared"; remove shared/old afterwards)
 # Carried (in .whl/, ignored by git): cpu.tar.xz, the trees of the xgboost-cpu and lightgbm
 # wheels, and np.tar.xz (numpy 2.3), unpacked to /tmp and put first on PYTHONPATH.
 set -uo pipefail
@@ -40,6 +44,11 @@ if [[ $what == *bench* ]]; then
     timeout 590 python3 bench/cpu.py --libs \
         histboost,histboost-depthwise,histboost-quantized,lightgbm,xgboost,sklearn "$@" \
         2>&1 | tee "$OUT/cpu.txt" || status=1
+fi
+if [[ $what == *old* && -d shared/old/histboost ]]; then
+    PYTHONPATH="$site$PWD/shared/old:$PWD" NUMBA_CACHE_DIR=/tmp/numba-old timeout 400 \
+        python3 bench/cpu.py --libs histboost,histboost-depthwise,histboost-quantized "$@" \
+        2>&1 | tee "$OUT/cpu-old.txt" || status=1
 fi
 if [[ $what == *dist2* ]]; then
     timeout 400 taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 50000 \

@@ -74,9 +74,9 @@ def worker(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - start
     if rank == 0:
         model = booster.save_raw()
+        sha = hashlib.sha256(json.dumps(json.loads(model)["trees"]).encode()).hexdigest()
         result = {"seconds": seconds, "auc": auc(yt, booster.predict(Xt)),
-                  "traffic": booster.traffic, "model_sha": hashlib.sha256(
-                      json.dumps(json.loads(model)["trees"]).encode()).hexdigest()}
+                  "traffic": booster.traffic, "timings": booster.timings, "model_sha": sha}
         Path(args.result).write_text(json.dumps(result))
     comm.close()
 
@@ -137,7 +137,10 @@ def main() -> None:
                          base[learner]["seconds"] / r["seconds"],
                          sum(per_tree.values()) / 2**20, r["auc"],
                          r["model_sha"] == base[learner]["model_sha"]))
-            print(f"  done: {learner} x{world}", flush=True)
+            phases = ", ".join(f"{k} {v / args.rounds * 1e3:.1f}"
+                               for k, v in sorted(r["timings"].items(), key=lambda kv: -kv[1]))
+            print(f"  done: {learner} x{world}; ms/round by phase (rank 0): {phases}",
+                  flush=True)
     print("\n| learner | processes | threads each | ms/round | speed-up vs 1 | MiB sent/tree "
           "(rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|")
