@@ -72,6 +72,7 @@ def worker(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
+    Path(f"{args.result}.{rank}").write_text(json.dumps(booster.timings))
     if rank == 0:
         model = booster.save_raw()
         sha = hashlib.sha256(json.dumps(json.loads(model)["trees"]).encode()).hexdigest()
@@ -98,7 +99,10 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
         codes = [p.wait() for p in procs]
         if any(codes):
             raise SystemExit(f"{world} workers ({learner}) failed: exit codes {codes}")
-        return json.loads(result.read_text())
+        out = json.loads(result.read_text())
+        out["rank_timings"] = [json.loads(Path(f"{result}.{r}").read_text())
+                               for r in range(world)]
+        return out
 
 
 def main() -> None:
@@ -139,8 +143,10 @@ def main() -> None:
                          r["model_sha"] == base[learner]["model_sha"]))
             phases = ", ".join(f"{k} {v / args.rounds * 1e3:.1f}"
                                for k, v in sorted(r["timings"].items(), key=lambda kv: -kv[1]))
-            print(f"  done: {learner} x{world}; ms/round by phase (rank 0): {phases}",
-                  flush=True)
+            waits = ", ".join(f"{t.get('collectives', 0) / args.rounds * 1e3:.1f}"
+                              for t in r["rank_timings"])
+            print(f"  done: {learner} x{world}; ms/round by phase (rank 0; collectives are "
+                  f"within the others): {phases}; in collectives by rank: {waits}", flush=True)
     print("\n| learner | processes | threads each | ms/round | speed-up vs 1 | MiB sent/tree "
           "(rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|")

@@ -310,7 +310,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     booster.timings = dict(timer.seconds)
     if dist is not None:
         # time spent in the tree's collectives, part of the phases above (not added to them)
-        booster.timings["collectives (within the phases)"] = backend.wait_seconds
+        booster.timings["collectives"] = backend.wait_seconds
     # bytes this rank passed to collectives, by purpose (distributed training; else None)
     booster.traffic = dict(backend.traffic) if dist is not None else None
     return booster
