@@ -357,7 +357,8 @@ class CUDABackend:
     def _bounds(self, k: int, monotone: tuple | None) -> tuple[bool, np.ndarray, np.ndarray,
                                                                np.ndarray]:
         """The split kernels' constraint arguments: (constrained, constraint int32 (F,),
-        lower float64 (k,), upper float64 (k,)); unbounded zeros without constraints."""
+        lower float64 (k,), upper float64 (k,)); without constraints (False, zeros, -inf,
+        +inf), which the kernels do not use."""
         if monotone is None:
             return (False, np.zeros(self.n_features, np.int32), np.full(k, -np.inf),
                     np.full(k, np.inf))

@@ -9,11 +9,11 @@ once, and a block reduction picks the best (highest gain; ties to the missing-ri
 the lowest bin: the CPU's scan order). The per-feature bests are reduced per node by the caller
 (first maximum: the lowest feature wins ties, as on the CPU).
 
-Monotone constraints (`constrained`): one kernel body with a flag, as the CPU's separate
-constrained searches compute: weights clipped to the node's bounds [lower, upper], gains at the
-clipped weights (the parent's too), candidates whose children's weights go against the
-feature's constraint rejected (`histboost.kernels.cpu.split`'s helpers, compiled for the
-device). Without constraints the kernels take the CPU's unconstrained path (closed-form gain).
+Monotone constraints are a flag of the same kernels (`constrained`), which then compute what
+the CPU's constrained searches compute: weights clipped to the node's bounds [lower, upper],
+gains at the clipped weights (the parent's too), candidates whose children's weights go against
+the feature's constraint rejected (`histboost.kernels.cpu.split`'s helpers, compiled for the
+device). Without the flag they compute the CPU's unconstrained searches (closed-form gain).
 
 Histograms are int64 (k, total_bins, C); a slot's float value is the integer times the
 channel's power-of-two scale (exact).
@@ -82,8 +82,9 @@ def _value(hists, k, slot, channel, scale):
 
 
 # threads of a split-search block, one bin each (a feature's bins are scanned in tiles of this
-# many); under the simulator, which runs every thread as a Python thread, a warp's worth
-SPLIT_THREADS = 32 if simulated() else 256
+# many); under the simulator, which runs every thread as a Python thread, 8: fewer threads
+# to wait for at each barrier, and the tests' features of up to 12 slots take two tiles
+SPLIT_THREADS = 8 if simulated() else 256
 
 
 @cuda.jit(device=True, inline=True)
