@@ -435,8 +435,6 @@ def _check_ranges(p: TrainParams) -> None:
              f"{p.objective!r}; weight rows through Dataset(weight=...)")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
-        need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "
-             f"(device={p.device!r}); train with device='cpu'")
         need(p.objective not in ("reg:absoluteerror", "reg:quantileerror"),
              f"monotone_constraints with {p.objective!r} are not implemented (its leaf refresh "
              "would not keep the leaves' bounds)")

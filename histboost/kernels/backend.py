@@ -115,7 +115,7 @@ class Backend(Protocol):
         (n_features,) +1/-1/0, lower float64 (k,), upper float64 (k,)): the nodes' bounds on
         their unscaled weights; weights are clipped to them, gains use the clipped weights,
         and a split on a constrained feature must order its children's weights (XGBoost's
-        rule). The CUDA backend raises ValueError for it."""
+        rule)."""
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
@@ -123,7 +123,7 @@ class Backend(Protocol):
         offsets[f] + b, missing right 0 / left 1) summed over `nodes`; -inf where it is a
         split of none of them. monotone: as in `find_best_splits`; a candidate on a
         constrained feature must order the clipped weights of its children in every node
-        (-inf otherwise). The CUDA backend raises ValueError for it."""
+        (-inf otherwise)."""
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:
