@@ -305,8 +305,14 @@ class _Training:
             backend.set_margin(margin)
         if p.verbosity >= 2:  # phase times as printed: device work charged where launched
             timer.sync = backend.synchronize
-        grower = TreeGrower(backend, p, mapper, timer, constraints=TreeConstraints.from_params(
-            p, n_features, dtrain.feature_names, regularisation_vector(p)))
+        try:
+            grower = TreeGrower(backend, p, mapper, timer,
+                                constraints=TreeConstraints.from_params(
+                                    p, n_features, dtrain.feature_names,
+                                    regularisation_vector(p)))
+        except BaseException:  # e.g. feature_weights of the wrong length
+            backend.release()
+            raise
 
         self.p, self.dist, self.comm, self.timer = p, dist, comm, timer
         self.dtrain, self.y, self.w, self.row_ids = dtrain, y, w, row_ids
