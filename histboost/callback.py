@@ -202,6 +202,9 @@ class TrainingCheckPoint(TrainingCallback):
         return os.path.join(self.directory, f"{self.name}_{epoch}.json")
 
     def before_training(self, model: Booster) -> Booster:
+        if not hasattr(model, "save_model"):  # cv's CVBooster stands for several models
+            raise ValueError("TrainingCheckPoint writes the model of train(); cv() has one "
+                             "model per fold")
         os.makedirs(self.directory, exist_ok=True)
         self._start = model.num_boosted_rounds()
         return model

@@ -128,6 +128,8 @@ def test_scheduler_reaches_every_fold_and_output_options(capsys):
                          verbose_eval=True)
     assert list(table) == ["train-mae-mean", "train-mae-std", "test-mae-mean", "test-mae-std"]
     assert all(isinstance(v, list) and len(v) == 2 for v in table.values())
+    with pytest.raises(ValueError, match="one model per fold"):
+        histboost.cv(P_REG, d, 2, nfold=3, callbacks=[histboost.TrainingCheckPoint("x")])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[1].startswith("[1]\ttrain-mae:")
     mean, std = lines[1].split("\t")[-1].split(":")[1].split("+")
