@@ -17,6 +17,7 @@ from .regression import (
     SquaredLogError,
     Tweedie,
 )
+from .survival import AFT
 
 _REGISTRY: dict[str, type[Objective]] = {
     "reg:squarederror": SquaredError,
@@ -32,6 +33,7 @@ _REGISTRY: dict[str, type[Objective]] = {
     "reg:tweedie": Tweedie,
     "reg:squaredlogerror": SquaredLogError,
     "survival:cox": Cox,
+    "survival:aft": AFT,
 }
 
 
