@@ -7,8 +7,13 @@
 #   bench     bench/cpu.py: histboost's three configurations against LightGBM, XGBoost and
 #             scikit-learn on 1M x 28 higgs_like, all 16 cores
 #   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
-#             2 processes x 1 thread, the issue's communication target
+#             2 processes x 1 thread, the issue's communication target; then the latency
+#             and bandwidth of the collectives on those two cores (bench/collective.py)
 #   firstrun  examples/train_higgs.py with an empty Numba cache, then again
+#   old       histboost's three configurations of bench/cpu.py again with an older histboost
+#             first on PYTHONPATH, for an A/B in one run: extract it beforehand with
+#             mkdir -p shared/old && git archive COMMIT histboost | tar x -C shared/old
+#             (shared/ travels with carry "shared"; remove shared/old afterwards)
 # Carried (in .whl/, ignored by git): cpu.tar.xz, the trees of the xgboost-cpu and lightgbm
 # wheels, and np.tar.xz (numpy 2.3), unpacked to /tmp and put first on PYTHONPATH.
 set -uo pipefail
@@ -41,8 +46,16 @@ if [[ $what == *bench* ]]; then
         histboost,histboost-depthwise,histboost-quantized,lightgbm,xgboost,sklearn "$@" \
         2>&1 | tee "$OUT/cpu.txt" || status=1
 fi
+if [[ $what == *old* && -d shared/old/histboost ]]; then
+    PYTHONPATH="$site$PWD/shared/old:$PWD" NUMBA_CACHE_DIR=/tmp/numba-old timeout 400 \
+        python3 bench/cpu.py --libs histboost,histboost-depthwise,histboost-quantized "$@" \
+        2>&1 | tee "$OUT/cpu-old.txt" || status=1
+fi
 if [[ $what == *dist2* ]]; then
     timeout 400 taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 50000 \
         --rounds 20 --workers 1,2 2>&1 | tee "$OUT/dist2.txt" || status=1
+    # the collectives' latency on the same two cores (Gloo over loopback)
+    timeout 150 taskset -c 0,1 python3 bench/collective.py --world-size 2 --max-mb 1 \
+        --min-time 0.05 --reps 2 2>&1 | tee "$OUT/collective2.txt" || status=1
 fi
 exit $status

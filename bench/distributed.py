@@ -72,11 +72,12 @@ def worker(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
+    Path(f"{args.result}.{rank}").write_text(json.dumps(booster.timings))
     if rank == 0:
         model = booster.save_raw()
+        sha = hashlib.sha256(json.dumps(json.loads(model)["trees"]).encode()).hexdigest()
         result = {"seconds": seconds, "auc": auc(yt, booster.predict(Xt)),
-                  "traffic": booster.traffic, "model_sha": hashlib.sha256(
-                      json.dumps(json.loads(model)["trees"]).encode()).hexdigest()}
+                  "traffic": booster.traffic, "timings": booster.timings, "model_sha": sha}
         Path(args.result).write_text(json.dumps(result))
     comm.close()
 
@@ -98,7 +99,10 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
         codes = [p.wait() for p in procs]
         if any(codes):
             raise SystemExit(f"{world} workers ({learner}) failed: exit codes {codes}")
-        return json.loads(result.read_text())
+        out = json.loads(result.read_text())
+        out["rank_timings"] = [json.loads(Path(f"{result}.{r}").read_text())
+                               for r in range(world)]
+        return out
 
 
 def main() -> None:
@@ -137,7 +141,12 @@ def main() -> None:
                          base[learner]["seconds"] / r["seconds"],
                          sum(per_tree.values()) / 2**20, r["auc"],
                          r["model_sha"] == base[learner]["model_sha"]))
-            print(f"  done: {learner} x{world}", flush=True)
+            phases = ", ".join(f"{k} {v / args.rounds * 1e3:.1f}"
+                               for k, v in sorted(r["timings"].items(), key=lambda kv: -kv[1]))
+            waits = ", ".join(f"{t.get('collectives', 0) / args.rounds * 1e3:.1f}"
+                              for t in r["rank_timings"])
+            print(f"  done: {learner} x{world}; ms/round by phase (rank 0; collectives are "
+                  f"within the others): {phases}; in collectives by rank: {waits}", flush=True)
     print("\n| learner | processes | threads each | ms/round | speed-up vs 1 | MiB sent/tree "
           "(rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|")

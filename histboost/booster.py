@@ -32,7 +32,7 @@ from .data.dataset import Dataset, to_float_matrix
 from .data.sparse import SparseMatrix
 from .objectives import get_objective
 from .objectives.base import Objective
-from .params import parse_params
+from .params import ALIASES, parse_params
 from .tree.predictor import PackedForest
 from .tree.tree import Tree
 
@@ -144,6 +144,17 @@ class Booster:
         out = self[:]
         out.best_iteration, out.best_score = self.best_iteration, self.best_score
         return out
+
+    def set_param(self, params: dict[str, Any] | str, value: Any = None) -> None:
+        """Set parameters, as XGBoost's ``Booster.set_param``: a dict, or one name (XGBoost's
+        or a LightGBM alias) and its value. They are validated and stored in `params` under
+        XGBoost's names. During `train` a callback may change ``learning_rate`` between
+        rounds (the next round's trees use it); the other parameters are fixed for a run."""
+        updates = params if isinstance(params, dict) else {params: value}
+        merged = dict(self.params)
+        for name, v in updates.items():
+            merged[ALIASES.get(name, name)] = v
+        self.params = parse_params(merged).to_dict()
 
     # -- prediction ---------------------------------------------------------------------------
     def _packed(self) -> PackedForest:

@@ -1,14 +1,21 @@
 """Training callbacks (XGBoost's `TrainingCallback` protocol).
 
-`train()` calls ``before_training(model)`` once, ``after_iteration(model, epoch, evals_log)``
-after every boosting round (returning True stops training) and ``after_training(model)`` at the
-end (its return value replaces the model). ``evals_log`` is ``{data_name: {metric: [values]}}``.
+`train()` calls ``before_training(model)`` once, ``before_iteration(model, epoch, evals_log)``
+before and ``after_iteration(model, epoch, evals_log)`` after every boosting round (True from
+either stops training) and ``after_training(model)`` at the end (its return value replaces the
+model). ``evals_log`` is ``{data_name: {metric: [values]}}``. `histboost.cv` calls them with a
+model standing for all folds (`histboost.cross_validation.CVBooster`) and the folds' mean metrics.
+
+Here too: `EvaluationMonitor` (printing), `EarlyStopping`, `LearningRateScheduler` (a learning
+rate per round) and `TrainingCheckPoint` (the model written every N rounds).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +32,9 @@ class TrainingCallback:
 
     def before_training(self, model: Booster) -> Booster:
         return model
+
+    def before_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
+        return False
 
     def after_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
         return False
@@ -132,3 +142,74 @@ class EarlyStopping(TrainingCallback):
         if self.save_best and model.best_iteration is not None:
             return model[: model.best_iteration + 1]
         return model
+
+
+class LearningRateScheduler(TrainingCallback):
+    """Sets the learning rate of every round: ``learning_rates(epoch)`` for a callable, or
+    ``learning_rates[epoch]`` for a sequence (one rate per round; `epoch` counts the model's
+    rounds, so a continued model's first new round is its number of rounds so far).
+
+    The rate is set with ``model.set_param("learning_rate", rate)`` before round `epoch` is
+    grown, so round `epoch`'s trees are scaled by it, as the schedule reads (LightGBM's
+    ``reset_parameter``; XGBoost 3's scheduler sets it after the round, so its first round
+    uses ``eta`` and round e + 1 the rate of e).
+    """
+
+    def __init__(self, learning_rates: Callable[[int], float] | Sequence[float]) -> None:
+        if callable(learning_rates):
+            self._rate = learning_rates
+        elif isinstance(learning_rates, Sequence) and not isinstance(learning_rates, str):
+            rates = list(learning_rates)
+
+            def rate(epoch: int) -> float:
+                if epoch >= len(rates):
+                    raise ValueError(f"LearningRateScheduler has {len(rates)} learning rates, "
+                                     f"round {epoch} needs one more (one rate per round)")
+                return rates[epoch]
+            self._rate = rate
+        else:
+            raise TypeError("learning_rates must be a callable epoch -> rate or a sequence of "
+                            f"rates, got {type(learning_rates).__name__}")
+
+    def before_iteration(self, model: Any, epoch: int, evals_log: EvalsLog) -> bool:
+        model.set_param("learning_rate", float(self._rate(epoch)))
+        return False
+
+
+class TrainingCheckPoint(TrainingCallback):
+    """Writes the model every `interval` rounds to ``<directory>/<name>_<epoch>.json``
+    (`epoch`: the model's last round, counted from 0), atomically (`Booster.save_model`), so a
+    crashed run can continue from the last file (``train(..., xgb_model=path)``). The
+    directory is created if missing. Models are saved as JSON only: ``as_pickle=True``
+    raises. In distributed training every rank holds the same model; give the callback to
+    one rank only."""
+
+    def __init__(self, directory: str | os.PathLike, name: str = "model",
+                 as_pickle: bool = False, interval: int = 100) -> None:
+        if as_pickle:
+            raise ValueError("TrainingCheckPoint(as_pickle=True): histboost models are saved as "
+                             "JSON only (no pickle); leave as_pickle=False")
+        if isinstance(interval, bool) or not isinstance(interval, int | np.integer) \
+                or interval < 1:
+            raise ValueError(f"interval must be an integer >= 1, got {interval!r}")
+        self.directory = os.fspath(directory)
+        self.name = str(name)
+        self.interval = int(interval)
+        self._start = 0
+
+    def path(self, epoch: int) -> str:
+        """The file of the checkpoint written after round `epoch`."""
+        return os.path.join(self.directory, f"{self.name}_{epoch}.json")
+
+    def before_training(self, model: Booster) -> Booster:
+        if not hasattr(model, "save_model"):  # cv's CVBooster stands for several models
+            raise ValueError("TrainingCheckPoint writes the model of train(); cv() has one "
+                             "model per fold")
+        os.makedirs(self.directory, exist_ok=True)
+        self._start = model.num_boosted_rounds()
+        return model
+
+    def after_iteration(self, model: Booster, epoch: int, evals_log: EvalsLog) -> bool:
+        if (epoch + 1 - self._start) % self.interval == 0:
+            model.save_model(self.path(epoch))
+        return False

@@ -73,6 +73,7 @@ OBJECTIVES = (
     "reg:gamma",
     "reg:tweedie",
     "survival:cox",
+    "survival:aft",
     "rank:pairwise",
     "rank:ndcg",
     "rank:map",
@@ -98,6 +99,7 @@ OBJECTIVE_ALIASES = {
 # max_bin counts the missing-value slot: 2 would leave one value bin, so no split is possible
 MIN_MAX_BIN = 3
 GROW_POLICIES = ("depthwise", "lossguide", "oblivious")
+AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
 GROW_POLICY_ALIASES = {"leafwise": "lossguide", "symmetric": "oblivious", "levelwise": "depthwise"}
 
 
@@ -136,6 +138,10 @@ class TrainParams:
     huber_slope: float = 1.0
     quantile_alpha: float = 0.5
     tweedie_variance_power: float = 1.5
+    # survival:aft: the law of the noise of log(time) ("normal", "logistic", "extreme") and
+    # its scale
+    aft_loss_distribution: str = "normal"
+    aft_loss_distribution_scale: float = 1.0
     # tuple of -1/0/1 per feature, or dict feature name -> -1/0/1 (tree/constraints.py)
     monotone_constraints: tuple | dict = ()
     # tuple of tuples of feature indices or names
@@ -327,7 +333,7 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
               "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
-              "scale_pos_weight", "sigmoid")
+              "scale_pos_weight", "aft_loss_distribution_scale", "sigmoid")
     qa = values.get("quantile_alpha")
     if isinstance(qa, list | tuple | np.ndarray):
         if len(qa) != 1:
@@ -342,6 +348,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
             values[name] = _coerce(name, values[name], float)
     if values.get("base_score") is not None:
         values["base_score"] = _coerce("base_score", values["base_score"], float)
+    if "aft_loss_distribution" in values:
+        values["aft_loss_distribution"] = str(values["aft_loss_distribution"])
     if "quantized_grad" in values:
         values["quantized_grad"] = _as_bool("quantized_grad", values["quantized_grad"])
     for name in ("disable_default_eval_metric", "lambdarank_normalization",
@@ -491,6 +499,11 @@ def _check_ranges(p: TrainParams) -> None:
     need(0 < p.quantile_alpha < 1, f"quantile_alpha must be in (0, 1), got {p.quantile_alpha}")
     need(1 <= p.tweedie_variance_power < 2,
          f"tweedie_variance_power must be in [1, 2), got {p.tweedie_variance_power}")
+    need(p.aft_loss_distribution in AFT_DISTRIBUTIONS,
+         f"aft_loss_distribution must be one of {AFT_DISTRIBUTIONS}, got "
+         f"{p.aft_loss_distribution!r}")
+    need(math.isfinite(p.aft_loss_distribution_scale) and p.aft_loss_distribution_scale > 0,
+         f"aft_loss_distribution_scale must be > 0, got {p.aft_loss_distribution_scale}")
     need(math.isfinite(p.scale_pos_weight) and p.scale_pos_weight > 0,
          f"scale_pos_weight must be > 0, got {p.scale_pos_weight}")
     if p.scale_pos_weight != 1.0:
@@ -505,8 +518,6 @@ def _check_ranges(p: TrainParams) -> None:
          "label_gain and ndcg_exp_gain=False both set the NDCG gain; give one of them")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
-        need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "
-             f"(device={p.device!r}); train with device='cpu'")
         need(p.objective not in ("reg:absoluteerror", "reg:quantileerror"),
              f"monotone_constraints with {p.objective!r} are not implemented (its leaf refresh "
              "would not keep the leaves' bounds)")

@@ -9,6 +9,7 @@ callbacks run. The tree-level algorithm lives in `histboost.tree.grower`; the ho
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from .callback import EarlyStopping, EvalsLog, EvaluationMonitor, TrainingCallba
 from .data.dataset import Dataset
 from .kernels.backend import make_backend
 from .kernels.cpu.sampling import sample_rows
-from .metrics import MULTICLASS, RANKING, check_metrics_defined, get_metric, ndcg_gain
+from .metrics import INTERVAL, MULTICLASS, RANKING, check_metrics_defined, get_metric, ndcg_gain
 from .objectives import CustomObjective, get_objective
 from .objectives.base import HostObjective, Objective
 from .objectives.classification import sigmoid, softmax
@@ -36,12 +37,13 @@ CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
 CustomMetricFn = Callable[[np.ndarray, Dataset], Any]
 
 
-def _metric_key(name: str, objective: Objective) -> str:
-    """The metric evaluated for a logged name: ``quantile`` and ``mphe`` take the objective's
-    quantile_alpha / huber_slope (XGBoost reads them from the objective's parameters)."""
-    if name in ("quantile", "mphe") and objective.metric_arg is not None:
-        return f"{name}@{objective.metric_arg!r}"
-    return name
+def _metric_key(name: str, p: TrainParams) -> str:
+    """The metric evaluated for a logged name: metrics with a parameter take it from the
+    training parameters, as XGBoost's do (``quantile``: quantile_alpha, ``mphe``:
+    huber_slope, ``aft-nloglik``: aft_loss_distribution and its scale)."""
+    args = {"quantile": repr(p.quantile_alpha), "mphe": repr(p.huber_slope),
+            "aft-nloglik": f"{p.aft_loss_distribution}:{p.aft_loss_distribution_scale!r}"}
+    return f"{name}@{args[name]}" if name in args else name
 
 
 def _custom_metric_values(fn: CustomMetricFn, pred: np.ndarray, data: Dataset
@@ -94,22 +96,37 @@ def _max_bin_given(params: dict[str, Any]) -> bool:
 
 def _metric_input(objective: Objective, margin: np.ndarray, metric: str) -> np.ndarray:
     """What a metric scores: probabilities for classification, the objective's predictions
-    (exp(margin) for log-link objectives), margins for a custom objective."""
+    (exp(margin) for log-link objectives), margins for a custom objective and for the
+    survival:aft metrics (as XGBoost's)."""
     if objective.name.startswith("binary:"):
         return sigmoid(margin[:, 0])
     if objective.name.startswith("multi:"):
         return softmax(margin)
     if metric in MULTICLASS or margin.shape[1] != 1:
         return margin
+    if metric in INTERVAL:
+        return margin[:, 0]
     return objective.transform(margin)
 
 
-class _EvalSet:
-    """An evaluation set with its running margins."""
+def _labels(data: Dataset, objective: Objective, what: str) -> np.ndarray:
+    """The labels `objective` scores on `data` (`Objective.labels`); ValueError naming the
+    set (`what`) when it has none."""
+    y = objective.labels(data)
+    if y is None:
+        hint = f": {objective.name} needs {objective.label_hint}" if objective.label_hint \
+            else ""
+        raise ValueError(f"{what} has no label{hint}")
+    return y
 
-    def __init__(self, data: Dataset, name: str, booster: Booster) -> None:
+
+class _EvalSet:
+    """An evaluation set with its labels and running margins."""
+
+    def __init__(self, data: Dataset, name: str, labels: np.ndarray, booster: Booster) -> None:
         self.data = data
         self.name = name
+        self.labels = labels
         self.margin = booster.predict_margin(booster._matrix(data)[0], data.base_margin)
 
 
@@ -125,7 +142,8 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
     Parameters
     ----------
     params : XGBoost-style parameters (see `histboost.params.TrainParams`).
-    dtrain : training `Dataset` with a label.
+    dtrain : training `Dataset` with a label (survival:aft: interval labels,
+        ``label_lower_bound`` / ``label_upper_bound``).
     num_boost_round : boosting rounds (one tree per output and round).
     evals : (Dataset, name) pairs evaluated after every round.
     obj : custom objective ``obj(margins, dtrain) -> (grad, hess)``.
@@ -133,7 +151,9 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         this many rounds; the Booster's ``best_iteration`` / ``best_score`` are set.
     evals_result : dict filled with ``{name: {metric: [value per round]}}``.
     verbose_eval : print eval results every round (True) or every N rounds (int).
-    callbacks : `TrainingCallback` objects.
+    callbacks : `TrainingCallback` objects. A callback may change the learning rate between
+        rounds with ``model.set_param("learning_rate", value)`` (see
+        `histboost.callback.LearningRateScheduler`); other parameters are fixed for the run.
     xgb_model : a Booster (or model file) to continue training from.
     custom_metric : ``custom_metric(predictions, dataset) -> (name, value)`` (or a list of
         pairs) evaluated on every eval set after the built-in metrics; predictions as
@@ -150,204 +170,281 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         intercept does: ``base_score`` given, or label sums exact in float64);
         ``tree_learner`` picks histogram allreduce ("data") or reduce-scatter.
     """
-    if not isinstance(dtrain, Dataset):
-        raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
-    if num_boost_round < 0:
-        raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
-    raw_params = dict(params or {})
-    p = parse_params(raw_params)
-    dist = None
-    if comm is not None:
-        from .distributed import training as dist
-
-        dist.check_supported(p)
-    timer = PhaseTimer()
-    try:
-        if dtrain.label is None:
-            raise ValueError("dtrain has no label")
-        if obj is not None and not callable(obj):
-            raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
-        objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
-                                else get_objective(p.objective, p.num_class, p))
-        y, w = dtrain.label, dtrain.weight
-        objective.check_label(y)
-        if isinstance(objective, HostObjective):
-            objective.bind(y, w, dtrain.group)
-        if comm is None and w is not None and not np.any(w > 0):
-            raise ValueError("all weights are zero")
-        if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
-            raise ValueError("a sparse Dataset trains on the CPU, in one process, for now "
-                             f"({'device=' + repr(p.device) if comm is None else 'comm'} "
-                             "given); pass a dense array (e.g. X.toarray()) to train it there")
-        evals = list(evals or ())
-        for d, name in evals:
-            if not isinstance(d, Dataset):
-                raise TypeError(f"evals entries must be (Dataset, name) pairs, got "
-                                f"{type(d).__name__} for {name!r}")
-            if d.label is None:
-                raise ValueError(f"eval set {name!r} has no label")
-    except (ValueError, TypeError) as e:
-        if dist is None:
-            raise
-        dist.raise_together(comm, e)
-        raise
-    n, n_features = dtrain.shape
-    row_ids = None
-    if dist is not None:
-        dist.raise_together(comm, None)
-        row_ids = dist.global_row_ids(comm, n, dtrain.row_ids)
-        if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
-            raise ValueError("all weights are zero on every rank")
-    with timer("binning"):
-        # a GPU backend bins the rows on the device from the cuts; with comm, the cuts of
-        # all ranks' rows (a collective call)
-        dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
-                         bin_rows=p.device == "cpu", comm=comm)
-    mapper = dtrain.bin_mapper
-    K = objective.n_outputs
-    metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
-                                      else [objective.default_metric])
-    if p.eval_at:
-        if not p.eval_metric:  # the default metric's cut-offs: ndcg@32 -> ndcg@1, ndcg@3, ...
-            metrics = [m.split("@")[0] if m in RANKING else m for m in metrics]
-        metrics = _metrics_at(metrics, p.eval_at)
-    if dist is not None:
-        dist.check_same_job(comm, dist.job_description(
-            p, n_features, K, num_boost_round, [name for _, name in evals],
-            early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
-
-    intercept = None
-    if dist is not None and xgb_model is None and p.base_score is None:
-        intercept = dist.global_intercept(comm, objective, y, w)
-    w_grad = w  # the weights of the gradients: with scale_pos_weight, positive rows' scaled
-    if p.scale_pos_weight != 1.0:
-        w_grad = (np.ones(n) if w is None else w) * np.where(y == 1.0, p.scale_pos_weight, 1.0)
-        if xgb_model is None and p.base_score is None:
-            # XGBoost: the intercept is then one Newton step of the weighted loss from margin 0
-            intercept = np.array([float(np.sum(w_grad * (y - 0.5)))
-                                  / (0.25 * float(np.sum(w_grad)))])
-    booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
-    with timer("predict"):
-        margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
-
-    if custom_metric is not None and not callable(custom_metric):
-        raise TypeError("custom_metric must be callable: custom_metric(preds, dtrain) -> "
-                        "(name, value)")
-    if custom_metric is not None and dist is not None:
-        raise ValueError("custom_metric is not supported by distributed training yet")
-    metric_fns = {m: get_metric(_metric_key(m, objective), p.label_gain, p.ndcg_exp_gain)
-                  for m in metrics}
-    eval_sets = [_EvalSet(d, name, booster) for d, name in evals]
-    for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
-        y_e, w_e = es.data.label, es.data.weight
-        _check_ranking_set(objective, metrics, es.data, es.name, p)
-        facts = None if dist is None else dist.global_set_facts(comm, y_e, w_e)
-        try:
-            check_metrics_defined(metrics, y_e, w_e, K, es.name, facts,
-                                  objective=objective.name)
-        except ValueError as e:
-            if dist is None:
-                raise
-            dist.raise_together(comm, e)
-        if dist is not None:
-            dist.raise_together(comm, None)
-
+    evals = list(evals or ())
     leader = comm is None or comm.rank == 0  # the rank that prints
     cbs: list[TrainingCallback] = list(callbacks or ())
-    if verbose_eval and eval_sets and leader:
+    if verbose_eval and evals and leader:
         cbs.append(EvaluationMonitor(period=int(verbose_eval)))
     if early_stopping_rounds is not None:
-        if not eval_sets:
+        if not evals:
             raise ValueError("early_stopping_rounds needs at least one set in evals")
         cbs.append(EarlyStopping(early_stopping_rounds, maximize=maximize))
-    history: EvalsLog = evals_result if evals_result is not None else {}
-    history.clear()
+    run = _Training(params, dtrain, num_boost_round, evals, obj, xgb_model, comm,
+                    custom_metric, early_stopping_rounds,
+                    evals_result if evals_result is not None else {})
 
-    with timer("binning"):
-        backend_args = dict(n_threads=p.n_threads, label=y, weight=w_grad, n_outputs=K,
-                            count_rows=p.min_data_in_leaf > 0, raw=dtrain.data, mapper=mapper)
-        bins = dtrain.bins if p.device == "cpu" else None
-        if dist is None:
-            backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
-        else:
-            backend = dist.make_distributed_backend(
-                comm, p.device, bins, mapper.bin_offsets, tree_learner=p.tree_learner,
-                row_ids=row_ids, **backend_args)
-        backend.set_margin(margin)
-    if p.verbosity >= 2:  # phase times as printed: device work charged where it was launched
-        timer.sync = backend.synchronize
-    grower = TreeGrower(backend, p, mapper, timer, constraints=TreeConstraints.from_params(
-        p, n_features, dtrain.feature_names, regularisation_vector(p)))
-    start_round = booster.num_boosted_rounds()
-
+    booster = run.booster
     try:
         for cb in cbs:
             booster = cb.before_training(booster)
-        for epoch in range(start_round, start_round + num_boost_round):
-            rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
-            with timer("gradient"):
-                if objective.loss is None:
-                    backend.set_gradients(objective.gradient_pairs(backend.margin(), epoch))
-                else:
-                    backend.compute_gradients(objective.loss)
-            rows = None
-            if p.subsample < 1.0:
-                rows = sample_rows(n, row_ids, sample_key(p.seed, epoch), p.subsample)
-            trees = []
-            for k in range(K):
-                quantisation = None
-                if p.quantized_grad:
-                    with timer("gradient"):
-                        quantisation = make_quantisation(*backend.gradient_bounds(k),
-                                                         p.grad_quant_bits,
-                                                         round_key(p.seed, epoch, k))
-                grown = grower.grow(k, rows, quantisation, rng)
-                if objective.leaf_alpha is not None:
-                    with timer("gradient"):
-                        grown = refresh_leaves(grown, objective.leaf_alpha, dtrain.data,
-                                               backend.margin()[:, k], y, w, rows,
-                                               p.learning_rate)
-                trees.append(grown.tree)
-                with timer("predict"):
-                    backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
-            booster.append_round(trees)
-            with timer("eval"):
-                new = PackedForest(trees)
-                for es in eval_sets:
-                    if es.data is dtrain:
-                        es.margin = backend.margin()
-                    else:
-                        new.add_margin(es.data.data, es.margin)
-                    log = history.setdefault(es.name, {})
-                    y_e, w_e = es.data.label, es.data.weight
-                    for m, fn in metric_fns.items():
-                        pred = _metric_input(objective, es.margin, m)
-                        if m in RANKING:
-                            value = fn(y_e, pred, w_e, group=es.data.group)
-                        elif dist is None:
-                            value = fn(y_e, pred, w_e)
-                        else:
-                            value = dist.global_metric(comm, _metric_key(m, objective), fn,
-                                                       y_e, pred, w_e)
-                        log.setdefault(m, []).append(value)
-                    if custom_metric is not None:
-                        pred = (es.margin[:, 0].copy() if obj is not None and K == 1
-                                else es.margin.copy() if obj is not None
-                                else _metric_input(objective, es.margin, ""))
-                        for m, value in _custom_metric_values(custom_metric, pred, es.data):
-                            log.setdefault(m, []).append(value)
-            if any([cb.after_iteration(booster, epoch, history) for cb in cbs]):
+        run.booster = booster
+        for epoch in range(run.start_round, run.start_round + num_boost_round):
+            if any([cb.before_iteration(booster, epoch, run.history) for cb in cbs]):
+                break
+            run.boost_round(epoch)
+            run.evaluate()
+            if any([cb.after_iteration(booster, epoch, run.history) for cb in cbs]):
                 break
     finally:
-        backend.release()
+        run.release()
     for cb in cbs:
         booster = cb.after_training(booster)
-    if p.verbosity >= 2 and leader:
-        print(timer.summary(), flush=True)
-    booster.timings = dict(timer.seconds)
+    if run.p.verbosity >= 2 and leader:
+        print(run.timer.summary(), flush=True)
+    booster.timings = dict(run.timer.seconds)
+    if run.dist is not None:
+        # time spent in the tree's collectives, part of the phases above (not added to them)
+        booster.timings["collectives"] = run.backend.wait_seconds
     # bytes this rank passed to collectives, by purpose (distributed training; else None)
-    booster.traffic = dict(backend.traffic) if dist is not None else None
+    booster.traffic = dict(run.backend.traffic) if run.dist is not None else None
     return booster
+
+
+class _Training:
+    """The state of one training run: the objective, the kernel backend with the training
+    margins, the tree grower, the model being built (`booster`), the evaluation sets and
+    their metric log (`history`). `train` runs one; `histboost.cv` one per fold, in lockstep.
+
+    Construction checks the inputs, bins the training data and fits the intercept;
+    `boost_round` adds one round of trees, `evaluate` logs the metrics of every evaluation
+    set, `release` frees the backend's memory.
+    """
+
+    def __init__(self, params: dict[str, Any], dtrain: Dataset, num_boost_round: int,
+                 evals: Sequence[tuple[Dataset, str]], obj: CustomObjectiveFn | None,
+                 xgb_model: Booster | str | None, comm: Any,
+                 custom_metric: CustomMetricFn | None, early_stopping_rounds: int | None,
+                 history: EvalsLog) -> None:
+        if not isinstance(dtrain, Dataset):
+            raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
+        if num_boost_round < 0:
+            raise ValueError(f"num_boost_round must be >= 0, got {num_boost_round}")
+        raw_params = dict(params or {})
+        p = parse_params(raw_params)
+        dist = None
+        if comm is not None:
+            from .distributed import training as dist
+
+            dist.check_supported(p)
+        timer = PhaseTimer()
+        try:
+            if obj is not None and not callable(obj):
+                raise TypeError("obj must be callable: obj(preds, dtrain) -> (grad, hess)")
+            objective: Objective = (CustomObjective(obj, p.num_class, dtrain) if obj is not None
+                                    else get_objective(p.objective, p.num_class, p))
+            y, w = _labels(dtrain, objective, "dtrain"), dtrain.weight
+            objective.check_label(y)
+            if isinstance(objective, HostObjective):
+                objective.bind(y, w, dtrain.group)
+            if comm is None and w is not None and not np.any(w > 0):
+                raise ValueError("all weights are zero")
+            if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
+                raise ValueError("a sparse Dataset trains on the CPU, in one process, for now "
+                                 f"({'device=' + repr(p.device) if comm is None else 'comm'} "
+                                 "given); pass a dense array (e.g. X.toarray()) to train it "
+                                 "there")
+            evals = list(evals or ())
+            eval_labels = []
+            for d, name in evals:
+                if not isinstance(d, Dataset):
+                    raise TypeError(f"evals entries must be (Dataset, name) pairs, got "
+                                    f"{type(d).__name__} for {name!r}")
+                eval_labels.append(_labels(d, objective, f"eval set {name!r}"))
+        except (ValueError, TypeError) as e:
+            if dist is None:
+                raise
+            dist.raise_together(comm, e)
+            raise
+        n, n_features = dtrain.shape
+        row_ids = None
+        if dist is not None:
+            dist.raise_together(comm, None)
+            row_ids = dist.global_row_ids(comm, n, dtrain.row_ids)
+            if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
+                raise ValueError("all weights are zero on every rank")
+        with timer("binning"):
+            # a GPU backend bins the rows on the device from the cuts; with comm, the cuts of
+            # all ranks' rows (a collective call)
+            dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
+                             bin_rows=p.device == "cpu", comm=comm)
+        mapper = dtrain.bin_mapper
+        K = objective.n_outputs
+        metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
+                                          else [objective.default_metric])
+        if p.eval_at:
+            if not p.eval_metric:  # the default metric's cut-offs: ndcg@32 -> ndcg@1, ...
+                metrics = [m.split("@")[0] if m in RANKING else m for m in metrics]
+            metrics = _metrics_at(metrics, p.eval_at)
+        if dist is not None:
+            dist.check_same_job(comm, dist.job_description(
+                p, n_features, K, num_boost_round, [name for _, name in evals],
+                early_stopping_rounds, obj is not None, dist.bin_layout(mapper)))
+
+        intercept = None
+        if dist is not None and xgb_model is None and p.base_score is None:
+            intercept = dist.global_intercept(comm, objective, y, w)
+        w_grad = w  # the weights of the gradients: with scale_pos_weight, positive rows' scaled
+        if p.scale_pos_weight != 1.0:
+            w_grad = (np.ones(n) if w is None else w) * np.where(y == 1.0, p.scale_pos_weight,
+                                                                 1.0)
+            if xgb_model is None and p.base_score is None:
+                # XGBoost: the intercept is then one Newton step of the weighted loss from
+                # margin 0
+                intercept = np.array([float(np.sum(w_grad * (y - 0.5)))
+                                      / (0.25 * float(np.sum(w_grad)))])
+        booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
+        with timer("predict"):
+            margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
+
+        if custom_metric is not None and not callable(custom_metric):
+            raise TypeError("custom_metric must be callable: custom_metric(preds, dtrain) -> "
+                            "(name, value)")
+        if custom_metric is not None and dist is not None:
+            raise ValueError("custom_metric is not supported by distributed training yet")
+        metric_fns = {m: get_metric(_metric_key(m, p), p.label_gain, p.ndcg_exp_gain)
+                      for m in metrics}
+        eval_sets = [_EvalSet(d, name, y_e, booster)
+                     for (d, name), y_e in zip(evals, eval_labels, strict=True)]
+        for es in eval_sets:  # e.g. AUC on one class: raise now, not NaN every round
+            w_e = es.data.weight
+            _check_ranking_set(objective, metrics, es.data, es.name, p)
+            facts = None if dist is None else dist.global_set_facts(comm, es.labels, w_e)
+            try:
+                check_metrics_defined(metrics, es.labels, w_e, K, es.name, facts,
+                                      objective=objective.name)
+            except ValueError as e:
+                if dist is None:
+                    raise
+                dist.raise_together(comm, e)
+            if dist is not None:
+                dist.raise_together(comm, None)
+        history.clear()
+
+        with timer("binning"):
+            # interval labels (survival:aft) only feed host gradients: the backend holds none
+            backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
+                                weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
+                                raw=dtrain.data, mapper=mapper)
+            bins = dtrain.bins if p.device == "cpu" else None
+            if dist is None:
+                backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
+            else:
+                backend = dist.make_distributed_backend(
+                    comm, p.device, bins, mapper.bin_offsets, tree_learner=p.tree_learner,
+                    row_ids=row_ids, **backend_args)
+            backend.set_margin(margin)
+        if p.verbosity >= 2:  # phase times as printed: device work charged where launched
+            timer.sync = backend.synchronize
+        try:
+            grower = TreeGrower(backend, p, mapper, timer,
+                                constraints=TreeConstraints.from_params(
+                                    p, n_features, dtrain.feature_names,
+                                    regularisation_vector(p)))
+        except BaseException:  # e.g. feature_weights of the wrong length
+            backend.release()
+            raise
+
+        self.p, self.dist, self.comm, self.timer = p, dist, comm, timer
+        self.dtrain, self.y, self.w, self.row_ids = dtrain, y, w, row_ids
+        self.objective, self.custom_objective, self.custom_metric = objective, obj, custom_metric
+        self.metric_fns, self.eval_sets, self.history = metric_fns, eval_sets, history
+        self.backend, self.grower, self.booster = backend, grower, booster
+        self.start_round = booster.num_boosted_rounds()
+        self._params = dict(booster.params)  # what the run was set up with
+        self._new_trees: list = []  # the last round's trees
+
+    def _follow_params(self) -> None:
+        """Take up the learning rate a callback set with ``Booster.set_param`` (e.g.
+        `LearningRateScheduler`); raise for any other parameter changed mid-run."""
+        now = self.booster.params
+        changed = sorted(k for k in set(now) | set(self._params)
+                         if k != "learning_rate" and now.get(k) != self._params.get(k))
+        if changed:
+            raise ValueError(f"parameters {changed} changed during training; between rounds "
+                             "only learning_rate can change (Booster.set_param)")
+        rate = float(now.get("learning_rate", self.p.learning_rate))
+        if rate != self.p.learning_rate:
+            self.p = dataclasses.replace(self.p, learning_rate=rate)
+            self.grower.set_learning_rate(rate)
+
+    def boost_round(self, epoch: int) -> None:
+        """Grow round `epoch`'s trees (one per output) and append them to the model."""
+        self._follow_params()
+        p, backend, timer, objective = self.p, self.backend, self.timer, self.objective
+        rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
+        with timer("gradient"):
+            if objective.loss is None:
+                backend.set_gradients(objective.gradient_pairs(backend.margin(), epoch))
+            else:
+                backend.compute_gradients(objective.loss)
+        rows = None
+        if p.subsample < 1.0:
+            rows = sample_rows(self.dtrain.num_row(), self.row_ids, sample_key(p.seed, epoch),
+                               p.subsample)
+        trees = []
+        for k in range(objective.n_outputs):
+            quantisation = None
+            if p.quantized_grad:
+                with timer("gradient"):
+                    quantisation = make_quantisation(*backend.gradient_bounds(k),
+                                                     p.grad_quant_bits,
+                                                     round_key(p.seed, epoch, k))
+            grown = self.grower.grow(k, rows, quantisation, rng)
+            if objective.leaf_alpha is not None:
+                with timer("gradient"):
+                    grown = refresh_leaves(grown, objective.leaf_alpha, self.dtrain.data,
+                                           backend.margin()[:, k], self.y, self.w, rows,
+                                           p.learning_rate)
+            trees.append(grown.tree)
+            with timer("predict"):
+                backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+        self.booster.append_round(trees)
+        self._new_trees = trees
+
+    def evaluate(self) -> None:
+        """Add the new trees to the evaluation sets' margins and append their metrics to
+        `history`."""
+        objective, obj, dist, comm = self.objective, self.custom_objective, self.dist, self.comm
+        with self.timer("eval"):
+            new = PackedForest(self._new_trees)
+            for es in self.eval_sets:
+                if es.data is self.dtrain:
+                    es.margin = self.backend.margin()
+                else:
+                    new.add_margin(es.data.data, es.margin)
+                log = self.history.setdefault(es.name, {})
+                y_e, w_e = es.labels, es.data.weight
+                for m, fn in self.metric_fns.items():
+                    pred = _metric_input(objective, es.margin, m)
+                    if m in RANKING:
+                        value = fn(y_e, pred, w_e, group=es.data.group)
+                    elif dist is None:
+                        value = fn(y_e, pred, w_e)
+                    else:
+                        value = dist.global_metric(comm, _metric_key(m, self.p), fn, y_e, pred,
+                                                   w_e)
+                    log.setdefault(m, []).append(value)
+                if self.custom_metric is not None:
+                    K = es.margin.shape[1]
+                    pred = (es.margin[:, 0].copy() if obj is not None and K == 1
+                            else es.margin.copy() if obj is not None
+                            else _metric_input(objective, es.margin, ""))
+                    for m, value in _custom_metric_values(self.custom_metric, pred, es.data):
+                        log.setdefault(m, []).append(value)
+
+    def release(self) -> None:
+        """Free the backend (device memory, worker threads)."""
+        self.backend.release()
 
 
 def _initial_booster(xgb_model: Booster | str | None, p: TrainParams, objective: Objective,

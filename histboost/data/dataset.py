@@ -177,6 +177,34 @@ def per_row_weight(weight: Any, group: np.ndarray | None, n: int) -> Any:
     return weight
 
 
+def _interval_bounds(lower: Any, upper: Any, n: int, partial: bool = False
+                     ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """float64 (n,) lower and upper bounds of interval labels (survival:aft), checked: lower
+    finite and >= 0 (0: left-censored), upper > 0 (+inf: right-censored) and >= lower. Both
+    or neither, unless `partial` (one set before the other, as with set_float_info)."""
+    if not partial and (lower is None) != (upper is None):
+        given, missing = (("label_lower_bound", "label_upper_bound") if upper is None
+                          else ("label_upper_bound", "label_lower_bound"))
+        raise ValueError(f"interval labels need both bounds: {given} given without {missing}")
+    lo = _vector("label_lower_bound", lower, n)
+    hi = _vector("label_upper_bound", upper, n, finite=False)
+    problems = []
+    if lo is not None:
+        problems.append((lo < 0, "label_lower_bound must be >= 0 (0 marks a left-censored row)"))
+    if hi is not None:
+        problems += [(np.isnan(hi), "label_upper_bound contains NaN (+inf marks a "
+                      "right-censored row)"), (hi <= 0, "label_upper_bound must be > 0")]
+    if lo is not None and hi is not None:
+        problems.append((hi < lo, "label_upper_bound must be >= label_lower_bound"))
+    for bad, message in problems:
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            found = [f"{name} {float(v[row])!r}" for name, v in (("lower", lo), ("upper", hi))
+                     if v is not None]
+            raise ValueError(f"{message}; row {row} has {', '.join(found)}")
+    return lo, hi
+
+
 def _check_max_bin(max_bin: Any) -> int:
     if (isinstance(max_bin, bool) or not isinstance(max_bin, int | np.integer)
             or not MIN_MAX_BIN <= max_bin <= 65536):
@@ -238,6 +266,10 @@ class Dataset:
         contiguous (sorted by qid, as XGBoost requires, is one way).
         With query groups, `weight` may hold one weight per query (G,), as XGBoost's ranking
         weights do; it is then spread over the query's rows.
+    label_lower_bound, label_upper_bound : (n,) interval labels of survival:aft, as XGBoost's
+        DMatrix: lower == upper for an observed time, upper = +inf for a right-censored row,
+        lower = 0 for a left-censored one. Lower bounds are finite and >= 0, upper bounds > 0
+        and >= the lower ones.
     feature_names : names of the F features (default: DataFrame columns or f0..f{F-1}).
     max_bin : histogram slots per feature including the missing slot, in [3, 65536] (<= 256:
         uint8 bins).
@@ -257,7 +289,8 @@ class Dataset:
                  base_margin: Any = None, group: Any = None,
                  feature_names: Sequence[str] | None = None, max_bin: int = 256,
                  reference: Dataset | None = None, unstored: str = "zero", *,
-                 row_ids: Any = None, qid: Any = None) -> None:
+                 row_ids: Any = None, qid: Any = None, label_lower_bound: Any = None,
+                 label_upper_bound: Any = None) -> None:
         self.unstored = check_unstored(unstored)
         X, names = to_float_matrix(data, self.unstored)
         n, F = X.shape
@@ -278,6 +311,8 @@ class Dataset:
             raise ValueError("weight must be non-negative")
         self.base_margin = None if base_margin is None else _base_margin(base_margin, n)
         _check_gradient_range(self.label, self.weight, self.base_margin)
+        self.label_lower_bound, self.label_upper_bound = _interval_bounds(
+            label_lower_bound, label_upper_bound, n)
         if feature_names is None:
             feature_names = names if names is not None else [f"f{i}" for i in range(F)]
         feature_names = [str(x) for x in feature_names]
@@ -386,6 +421,50 @@ class Dataset:
         assert self._bins is not None
         return self._bins
 
+    # -- row subsets --------------------------------------------------------------------------
+    def subset(self, rows: Any) -> Dataset:
+        """A Dataset of rows `rows` (integer indices, in that order; repeats allowed) binned
+        with this Dataset's cuts: its `reference` is this Dataset, and rows already binned here
+        are sliced, not binned again (`histboost.cv` builds its folds this way). Labels,
+        weights, base margins, interval labels, row ids and feature names follow the rows.
+        With query groups, `rows` must hold whole queries, each in one run."""
+        idx = np.asarray(rows)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu" or idx.size == 0:
+            raise ValueError(f"rows must be a non-empty 1-D array of integer indices, got "
+                             f"shape {idx.shape}, dtype {idx.dtype}")
+        n = self.num_row()
+        if int(idx.min()) < 0 or int(idx.max()) >= n:
+            raise ValueError(f"rows must be indices in [0, {n}), got {int(idx.min())} to "
+                             f"{int(idx.max())}")
+        idx = idx.astype(np.int64)
+
+        def take(v: np.ndarray | None) -> np.ndarray | None:
+            return None if v is None else v[idx]
+
+        out = Dataset(self.data.take_rows(idx) if self.is_sparse else self.data[idx],
+                      label=take(self.label), weight=take(self.weight),
+                      base_margin=take(self.base_margin), group=self._subset_group(idx),
+                      feature_names=self.feature_names, max_bin=self.max_bin, reference=self,
+                      unstored=self.unstored, row_ids=take(self.row_ids),
+                      label_lower_bound=take(self.label_lower_bound),
+                      label_upper_bound=take(self.label_upper_bound))
+        if isinstance(self._bins, np.ndarray) and self._bin_mapper is not None:
+            out._bin_mapper, out._bins = self._bin_mapper, self._bins[idx]
+        return out
+
+    def _subset_group(self, idx: np.ndarray) -> np.ndarray | None:
+        """Query sizes of rows `idx` (None without groups); ValueError unless the rows are
+        whole queries, each in one run."""
+        if self.group is None:
+            return None
+        query = np.repeat(np.arange(self.group.shape[0]), self.group)[idx]
+        starts, split = qid_runs(query)
+        sizes = np.diff(np.r_[starts, idx.shape[0]])
+        if split is not None or np.any(sizes != self.group[query[starts]]):
+            raise ValueError("a subset of a Dataset with query groups must hold whole queries, "
+                             "each query's rows together")
+        return sizes
+
     # -- metadata setters (XGBoost DMatrix style) -------------------------------------------
     def get_label(self) -> np.ndarray | None:
         return self.label
@@ -423,6 +502,34 @@ class Dataset:
         bm = None if margin is None else _base_margin(margin, self.num_row())
         _check_gradient_range(self.label, self.weight, bm)
         self.base_margin = bm
+
+    _FLOAT_INFO = ("label", "weight", "base_margin", "label_lower_bound", "label_upper_bound")
+
+    def set_float_info(self, field: str, data: Any) -> None:
+        """XGBoost's ``DMatrix.set_float_info``: set `field` ("label", "weight",
+        "base_margin", "label_lower_bound" or "label_upper_bound") to `data` (n,), or clear it
+        with None. The two bounds may be set one after the other."""
+        if field == "label":
+            self.set_label(data)
+        elif field == "weight":
+            self.set_weight(data)
+        elif field == "base_margin":
+            self.set_base_margin(data)
+        elif field in ("label_lower_bound", "label_upper_bound"):
+            lower = data if field == "label_lower_bound" else self.label_lower_bound
+            upper = data if field == "label_upper_bound" else self.label_upper_bound
+            self.label_lower_bound, self.label_upper_bound = _interval_bounds(
+                lower, upper, self.num_row(), partial=True)
+        else:
+            raise ValueError(f"unknown float info field {field!r}; choose from "
+                             f"{list(self._FLOAT_INFO)}")
+
+    def get_float_info(self, field: str) -> np.ndarray | None:
+        """The float64 (n,) values of `field` (see `set_float_info`), or None if unset."""
+        if field not in self._FLOAT_INFO:
+            raise ValueError(f"unknown float info field {field!r}; choose from "
+                             f"{list(self._FLOAT_INFO)}")
+        return getattr(self, field)
 
     def __repr__(self) -> str:
         sparse = f", sparse, unstored={self.unstored!r}" if self.is_sparse else ""

@@ -28,17 +28,22 @@ Margins and gradient pairs stay local: each worker updates its rows' margins.
 
 Quantised histograms are int64 sums, exact in any order: a tree grown on N workers equals
 the tree of one process on all rows, provided each row is rounded at its global index (the
-local backend's ``row_ids``) and the local backends keep one histogram layout (``pack=False``:
-the packed layout depends on local totals, and packed sums could overflow once added up).
+local backend's ``row_ids``) and the local backends choose one histogram layout: packed (gradient
+and hessian in one int64, half the bytes to reduce) when the bound on the sums over all
+workers' rows allows it (``pack_rows``), else two int64 channels (a layout chosen from local
+totals could differ between workers, and packed sums could overflow once added up).
 Float histograms are float64 sums reduced in a fixed order: reproducible for a given worker
 count, but not bit-identical to one process.
 
 ``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
-"splits", "counts"), for `bench/distributed.py` and the docs.
+"splits", "counts"), and ``wait_seconds`` the wall-clock time it spent in them (transfer plus
+waiting for slower workers), for `bench/distributed.py` and the docs.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,21 +84,29 @@ def feature_blocks(bin_offsets: np.ndarray, world: int) -> np.ndarray:
     return blocks.astype(np.int64)
 
 
+def _is_float(x: Any) -> bool:
+    """Whether numpy array or torch tensor x holds floating-point values."""
+    return bool(x.is_floating_point()) if hasattr(x, "is_floating_point") \
+        else np.issubdtype(x.dtype, np.floating)
+
+
 class DistributedBackend:
     """A `Backend` over this worker's rows that agrees with the other workers of `comm`.
 
     local: the backend of this worker's rows (a CPU backend should be built with
-    ``pack=False`` and, for quantised trees matching one process, ``row_ids``); comm: a
+    ``pack_rows`` or ``pack=False`` and, for quantised trees matching one process,
+    ``row_ids``); comm: a
     `histboost.collective.Communicator`, the same group on every worker; tree_learner:
     "data" or "reduce_scatter" (module docstring). Every worker must make the same sequence
     of calls (the grower does: its choices follow reduced values).
     """
 
     def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data") -> None:
-        if getattr(local, "pack", False):
+        if getattr(local, "pack", False) and not getattr(local, "pack_rows", 0):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
-            raise ValueError("the local CPU backend of a DistributedBackend needs pack=False")
+            raise ValueError("the local CPU backend of a DistributedBackend needs pack=False "
+                             "or pack_rows (the rows of all workers)")
         if tree_learner not in TREE_LEARNERS:
             raise ValueError(f"tree_learner must be one of {TREE_LEARNERS}, got "
                              f"{tree_learner!r}")
@@ -105,6 +118,7 @@ class DistributedBackend:
         self.total_bins = local.total_bins
         self.row_rounding = local.row_rounding
         self.traffic = {"histograms": 0, "splits": 0, "counts": 0}
+        self.wait_seconds = 0.0
         offsets = np.asarray(local.bin_offsets, np.int64)
         self.bin_offsets = offsets
         blocks = feature_blocks(offsets, comm.world_size)
@@ -115,12 +129,28 @@ class DistributedBackend:
         self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
-        self._check = True  # per-call metadata check (see begin_tree)
+        self._check: bool | str = True  # per-call metadata check (see begin_tree)
+
+    def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
+                    **kwargs: Any) -> Any:
+        """call(*args, **kwargs) with this tree's metadata check, timed. exact: the result
+        does not depend on the reduction order (integer sums, max, data movement), so the
+        engine's own collective (Gloo, NCCL) may run it: on small buffers it costs a
+        fraction of a point-to-point algorithm's latency. Float sums keep histboost's
+        algorithms, which promise every rank the same bits."""
+        if exact and self.comm.has_native:
+            kwargs["algorithm"] = "native"
+        start = time.perf_counter()
+        try:
+            return call(*args, check_metadata=self._check, **kwargs)
+        finally:
+            self.wait_seconds += time.perf_counter() - start
 
     def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
         self.traffic[kind] += int(x.nbytes if hasattr(x, "nbytes")
                                   else x.numel() * x.element_size())
-        return self.comm.allreduce(x, op=op, inplace=True, check_metadata=self._check)
+        return self._collective(self.comm.allreduce, x, op=op, inplace=True,
+                                exact=op != "sum" or not _is_float(x))
 
     @property
     def n_rows(self) -> int:
@@ -157,6 +187,7 @@ class DistributedBackend:
         """(max |g|, max |h|) over all workers' rows: every worker must quantise with the
         same scales."""
         bounds = np.array(self.local.gradient_bounds(output), np.float64)
+        self._check = True  # a call between trees: checked (see begin_tree)
         self._reduce(bounds, "counts", "max")
         return float(bounds[0]), float(bounds[1])
 
@@ -172,10 +203,11 @@ class DistributedBackend:
         count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
         # once per tree, every collective checks that the ranks agree on shapes and dtypes
         # (a rank out of step fails here, naming itself); the tree's own calls, many and
-        # small, skip that extra round trip: their shapes follow from the agreed job
+        # small, skip that extra round trip (the whole cost of a small reduction): their
+        # shapes follow from the agreed job and from counts every rank reduced
         self._check = True
         self._reduce(count, "counts")
-        self._check = False
+        self._check = "trust"
         return int(count[0])
 
     def build_histograms(self, nodes: list[int]) -> Any:
@@ -200,8 +232,11 @@ class DistributedBackend:
         return buf
 
     def _reduce_scatter_blocks(self, buf: Any) -> None:
-        """buf (k, total_bins, C), numpy or torch: this worker's slots become the sums over
-        all workers. The blocks travel as (world, widest block, k, C), one block per worker."""
+        """buf (k, total_bins, C) or packed (k, total_bins), numpy or torch: this worker's
+        slots become the sums over all workers. The blocks travel as (world, widest block, k,
+        C), one block per worker."""
+        if buf.ndim == 2:  # packed: one channel (a view, written through)
+            buf = buf[..., None]
         k, _, c = buf.shape
         world = self.comm.world_size
         widest = max(hi - lo for lo, hi in self._slots)
@@ -215,7 +250,8 @@ class DistributedBackend:
                 send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
         self.traffic["histograms"] += int(send.nbytes if isinstance(send, np.ndarray)
                                           else send.numel() * send.element_size())
-        mine = self.comm.reduce_scatter(send, op="sum", check_metadata=self._check)
+        mine = self._collective(self.comm.reduce_scatter, send, op="sum",
+                                exact=not _is_float(send))
         lo, hi = self._slots[self.comm.rank]
         if hi > lo:
             block = mine[0, :hi - lo]
@@ -246,8 +282,7 @@ class DistributedBackend:
             np.float64)
         self.traffic["splits"] += recs.nbytes
         # every worker's records, then the same vectorised choice on every worker
-        return best_records(np.asarray(self.comm.allgather(recs[None],
-                                                           check_metadata=self._check)))
+        return best_records(np.asarray(self._collective(self.comm.allgather, recs[None])))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
@@ -268,7 +303,7 @@ class DistributedBackend:
         else:
             left = np.zeros((len(nodes), 2), np.float64)
         self.traffic["splits"] += left.nbytes
-        return self.comm.broadcast(left, root=owner, inplace=True, check_metadata=self._check)
+        return self._collective(self.comm.broadcast, left, root=owner, inplace=True)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:

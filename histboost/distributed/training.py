@@ -39,6 +39,11 @@ def check_supported(p: TrainParams) -> None:
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
                          "yet: the pairs of a query need all of its rows on one rank; train "
                          "ranking objectives in one process")
+    if p.objective == "survival:aft":
+        raise ValueError("objective 'survival:aft' is not supported by distributed training yet "
+                         "(the ranks' intercept and metric code takes one label per row, not the "
+                         "label_lower_bound / label_upper_bound intervals); train it in one "
+                         "process")
     if p.scale_pos_weight != 1.0:
         raise ValueError("scale_pos_weight is not supported by distributed training yet; "
                          "weight the positive rows through Dataset(weight=...)")
@@ -203,8 +208,12 @@ def make_distributed_backend(comm: Communicator, device: str, bins: np.ndarray |
                              ) -> DistributedBackend:
     """A `DistributedBackend` over the backend of `device` for this rank's rows (one
     histogram layout on every rank; quantised rounding at the global row indices given in
-    kwargs["row_ids"]). kwargs: the rest of `make_backend`'s arguments."""
+    kwargs["row_ids"], int64 (n_rows,), required). kwargs: the rest of `make_backend`'s
+    arguments."""
     if tree_learner not in TREE_LEARNERS:
         raise ValueError(f"tree_learner must be one of {TREE_LEARNERS}, got {tree_learner!r}")
-    local = make_backend(device, bins, bin_offsets, pack=False, **kwargs)
+    # the packed histogram layout, decided alike on every rank from the rows of all ranks
+    rows = np.array([len(kwargs["row_ids"])], np.int64)
+    comm.allreduce(rows, op="sum", inplace=True)
+    local = make_backend(device, bins, bin_offsets, pack_rows=int(rows[0]), **kwargs)
     return DistributedBackend(local, comm, tree_learner=tree_learner)

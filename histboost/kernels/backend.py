@@ -115,7 +115,7 @@ class Backend(Protocol):
         (n_features,) +1/-1/0, lower float64 (k,), upper float64 (k,)): the nodes' bounds on
         their unscaled weights; weights are clipped to them, gains use the clipped weights,
         and a split on a constrained feature must order its children's weights (XGBoost's
-        rule). The CUDA backend raises ValueError for it."""
+        rule)."""
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
@@ -123,7 +123,7 @@ class Backend(Protocol):
         offsets[f] + b, missing right 0 / left 1) summed over `nodes`; -inf where it is a
         split of none of them. monotone: as in `find_best_splits`; a candidate on a
         constrained feature must order the clipped weights of its children in every node
-        (-inf otherwise). The CUDA backend raises ValueError for it."""
+        (-inf otherwise)."""
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:
@@ -146,14 +146,15 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                  n_threads: int, label: np.ndarray | None, weight: np.ndarray | None,
                  n_outputs: int, count_rows: bool, raw: np.ndarray | None = None,
                  mapper: Any = None, row_ids: np.ndarray | None = None,
-                 pack: bool = True) -> Backend:
+                 pack: bool = True, pack_rows: int = 0) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
     bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`: the CPU's
     `SparseCPUBackend`) with slot offsets int64 (F+1,). A CUDA backend may instead take the
     raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on the
     device. row_ids: int64 (n,) global index of each row when the rows are one worker's share
     (quantised rounding draws at global rows); pack=False: CPU histograms keep one layout
-    whatever the totals (a distributed wrapper adds them up). Raises ValueError for an
+    whatever the totals; pack_rows: the rows of all workers, from which CPU backends decide
+    their layout alike (a distributed wrapper adds their histograms up). Raises ValueError for an
     unknown device and RuntimeError naming what is missing when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend
@@ -167,7 +168,7 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                                     n_outputs=n_outputs, count_rows=count_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows, pack=pack,
-                          row_ids=row_ids)
+                          row_ids=row_ids, pack_rows=pack_rows)
     if device == "cuda" or device.startswith("cuda:"):
         from .cuda.backend import CUDABackend
 

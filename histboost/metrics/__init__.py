@@ -3,7 +3,8 @@
 Each metric is ``metric(y, pred, weight) -> float`` with y float64 (n,) labels, weight float64
 (n,) or None, and pred as the objective outputs it for the metric: float64 (n,) probabilities
 for logloss / auc / error, (n, K) class probabilities for mlogloss / merror, values or margins
-for rmse / mae.
+for rmse / mae. The survival:aft metrics (`INTERVAL`) take y float64 (n, 2) intervals (lower,
+upper) and pred (n,) margins, as XGBoost's.
 
 Most metrics are a weighted mean of a per-row loss, finished by a transform (rmse: the square
 root): `METRIC_SUMS` gives their ``(sum of w * loss, sum of w)``, which workers holding
@@ -103,6 +104,12 @@ def _error_at(t: float) -> RowLoss:
     return loss
 
 
+def _interval_accuracy(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """1 where the predicted time exp(p) lies in the interval y (n, 2), else 0."""
+    t = np.exp(p)
+    return ((t >= y[:, 0]) & (t <= y[:, 1])).astype(np.float64)
+
+
 # name: (per-row loss, transform of the weighted mean)
 _MEAN_METRICS: dict[str, tuple[RowLoss, Callable[[float], float]]] = {
     "rmse": (_squared_error, np.sqrt),
@@ -116,14 +123,44 @@ _MEAN_METRICS: dict[str, tuple[RowLoss, Callable[[float], float]]] = {
     "poisson-nloglik": (_poisson_nloglik, float),
     "gamma-nloglik": (_gamma_nloglik, float),
     "gamma-deviance": (_gamma_deviance, lambda v: 2.0 * v),
+    "interval-regression-accuracy": (_interval_accuracy, float),
 }
-# mean metrics with an argument, ``name@arg``: name: (row loss of arg, transform, default arg)
-_MEAN_METRICS_AT: dict[str, tuple[Callable[[float], RowLoss], Callable[[float], float],
-                                  float]] = {
-    "error": (_error_at, float, 0.5),
-    "tweedie-nloglik": (_tweedie_nloglik, float, 1.5),
-    "quantile": (_pinball, float, 0.5),
-    "mphe": (_pseudo_huber, float, 1.0),
+
+
+def _number(arg: str) -> float:
+    try:
+        return float(arg)
+    except ValueError:
+        raise ValueError(f"{arg!r} after '@' is not a number") from None
+
+
+def _aft_nloglik(arg: str) -> RowLoss:
+    """aft-nloglik@<distribution>:<scale> (training sets it from aft_loss_distribution and
+    aft_loss_distribution_scale): labels y (n, 2) intervals, p (n,) margins."""
+    from ..objectives.survival import LAWS, aft_loss
+
+    distribution, _, scale = arg.partition(":")
+    if distribution not in LAWS:
+        raise ValueError(f"the distribution must be one of {sorted(LAWS)}, got "
+                         f"{distribution!r}")
+    sigma = _number(scale or "1")
+    if not sigma > 0:
+        raise ValueError(f"the scale must be > 0, got {sigma!r}")
+
+    def loss(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+        return aft_loss(y[:, 0], y[:, 1], p, distribution, sigma)
+    return loss
+
+
+# mean metrics with an argument, ``name@arg``: name: (row loss of the argument's text,
+# transform, default argument)
+_MEAN_METRICS_AT: dict[str, tuple[Callable[[str], RowLoss], Callable[[float], float],
+                                  str]] = {
+    "error": (lambda a: _error_at(_number(a)), float, "0.5"),
+    "tweedie-nloglik": (lambda a: _tweedie_nloglik(_number(a)), float, "1.5"),
+    "quantile": (lambda a: _pinball(_number(a)), float, "0.5"),
+    "mphe": (lambda a: _pseudo_huber(_number(a)), float, "1.0"),
+    "aft-nloglik": (_aft_nloglik, float, "normal:1.0"),
 }
 
 
@@ -139,11 +176,9 @@ def _mean_spec(name: str) -> tuple[RowLoss, Callable[[float], float]]:
     if base in _MEAN_METRICS_AT:
         make, finish, default = _MEAN_METRICS_AT[base]
         try:
-            value = default if arg is None else float(arg)
-        except ValueError:
-            raise ValueError(f"eval_metric {name!r}: {arg!r} after '@' is not a number") \
-                from None
-        return make(value), finish
+            return make(default if arg is None else arg), finish
+        except ValueError as e:
+            raise ValueError(f"eval_metric {name!r}: {e}") from None
     raise KeyError(name)
 
 
@@ -322,7 +357,8 @@ METRICS: dict[str, Metric] = {
     "rmse": rmse, "mae": mae, "logloss": logloss, "error": error, "auc": auc,
     "mlogloss": mlogloss, "merror": merror, "aucpr": aucpr, "cox-nloglik": cox_nloglik,
 }
-for _name in ("rmsle", "mape", "poisson-nloglik", "gamma-nloglik", "gamma-deviance"):
+for _name in ("rmsle", "mape", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
+              "interval-regression-accuracy"):
     METRICS[_name] = _mean_metric(_name, f"(Weighted) mean {_name} (XGBoost's definition).")
 
 
@@ -343,9 +379,12 @@ MEAN_METRICS = _ByBaseName(set(_MEAN_METRICS) | {f"{b}@" for b in _MEAN_METRICS_
 # metrics of query groups (they take ``group=``)
 RANKING = _ByBaseName({"ndcg", "map", "ndcg@", "map@", "ndcg-", "map-"})
 # metrics where larger is better (early stopping direction)
-MAXIMIZE = _ByBaseName({"auc", "aucpr", "ndcg", "map", "ndcg@", "map@", "ndcg-", "map-"})
+MAXIMIZE = _ByBaseName({"auc", "aucpr", "ndcg", "map", "ndcg@", "map@", "ndcg-", "map-",
+                        "interval-regression-accuracy"})
 # metrics computed on multiclass probability matrices
 MULTICLASS = {"mlogloss", "merror"}
+# metrics of interval labels (n, 2) (survival:aft), computed on margins as XGBoost's
+INTERVAL = _ByBaseName({"aft-nloglik", "aft-nloglik@", "interval-regression-accuracy"})
 
 
 def get_metric(name: str, label_gain: Sequence[float] = (),
@@ -369,8 +408,8 @@ def set_facts(y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     """float64 (3,): the facts about an evaluation set that decide whether a metric is
     defined: (weight of the counted rows, of their positives (> 0.5), of their negatives).
     Facts of disjoint row sets add up (workers sum theirs)."""
-    counted = np.ones(y.shape, np.float64) if w is None else np.asarray(w, np.float64)
-    positive = y > 0.5
+    counted = np.ones(y.shape[0], np.float64) if w is None else np.asarray(w, np.float64)
+    positive = y > 0.5 if y.ndim == 1 else np.zeros(y.shape[0], bool)  # intervals: no class
     return np.array([counted.sum(), counted[positive].sum(), counted[~positive].sum()])
 
 
@@ -387,6 +426,8 @@ _LABELS_NEEDED: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
 # metrics of predictions that only some objectives make
 _OBJECTIVES_NEEDED: dict[str, tuple[str, ...]] = {
     "cox-nloglik": ("survival:cox",),
+    "aft-nloglik": ("survival:aft",),
+    "interval-regression-accuracy": ("survival:aft",),
     "poisson-nloglik": ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"),
     "gamma-nloglik": ("count:poisson", "reg:gamma", "reg:tweedie"),
     "gamma-deviance": ("count:poisson", "reg:gamma", "reg:tweedie"),
@@ -409,6 +450,11 @@ def _undefined_because(name: str, y: np.ndarray, facts: np.ndarray,
         if objective not in fits:
             return (f"it scores the predictions of {' / '.join(fits)}, and the objective is "
                     f"{objective!r}")
+    if (y.ndim == 2) != (name in INTERVAL):
+        return ("the labels are intervals (label_lower_bound, label_upper_bound): use "
+                "aft-nloglik or interval-regression-accuracy" if y.ndim == 2 else
+                "it needs interval labels (Dataset(label_lower_bound=..., "
+                "label_upper_bound=...)) and objective survival:aft")
     if base in _LABELS_NEEDED:
         test, what = _LABELS_NEEDED[base]
         bad = ~test(y)
@@ -456,7 +502,7 @@ def check_metrics_defined(metrics: Sequence[str], y: np.ndarray, w: np.ndarray |
                              f"{data_name!r}: {reason}")
 
 
-__all__ = ["MAXIMIZE", "MEAN_METRICS", "METRICS", "MULTICLASS", "RANKING", "Metric", "auc",
-           "aucpr", "check_metrics_defined", "cox_nloglik", "error", "finish_metric",
+__all__ = ["INTERVAL", "MAXIMIZE", "MEAN_METRICS", "METRICS", "MULTICLASS", "RANKING", "Metric",
+           "auc", "aucpr", "check_metrics_defined", "cox_nloglik", "error", "finish_metric",
            "get_metric", "logloss", "mae", "merror", "metric_sums", "mlogloss", "ndcg_gain",
            "rmse", "set_facts"]

@@ -18,6 +18,7 @@ from .regression import (
     SquaredLogError,
     Tweedie,
 )
+from .survival import AFT
 
 _REGISTRY: dict[str, type[Objective]] = {
     "reg:squarederror": SquaredError,
@@ -36,6 +37,7 @@ _REGISTRY: dict[str, type[Objective]] = {
     "rank:pairwise": PairwiseRank,
     "rank:ndcg": NDCGRank,
     "rank:map": MAPRank,
+    "survival:aft": AFT,
 }
 
 

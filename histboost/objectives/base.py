@@ -25,8 +25,8 @@ class Objective:
     # not None: after a tree is grown, each leaf is refreshed to this weighted quantile of
     # its rows' residuals y - margin (times the learning rate), as XGBoost does
     leaf_alpha: float | None = None
-    # the argument of the objective's parametrised metrics (quantile_alpha, huber_slope)
-    metric_arg: float | None = None
+    # what a Dataset must carry for this objective (named when it has no labels)
+    label_hint = ""
 
     def __init__(self, name: str, num_class: int = 1, params: Any = None) -> None:
         self.name = name
@@ -36,6 +36,11 @@ class Objective:
     @property
     def n_outputs(self) -> int:
         return 1
+
+    def labels(self, data: Any) -> np.ndarray | None:
+        """What the loss and its metrics score for `Dataset` data: float64 (n,) labels
+        (interval objectives: (n, 2) bounds); None when the Dataset has none."""
+        return data.label
 
     def check_label(self, y: np.ndarray) -> None:
         """Raise ValueError if the labels cannot be used with this objective."""

@@ -83,10 +83,6 @@ class QuantileError(AbsoluteError):
         a = self.leaf_alpha
         return np.where(m - y >= 0, 1.0 - a, -a), np.ones_like(m)
 
-    @property
-    def metric_arg(self) -> float:
-        return self.leaf_alpha
-
 
 class PseudoHuberError(HostObjective):
     """reg:pseudohubererror: slope^2 (sqrt(1 + (z / slope)^2) - 1), z = margin - y."""
@@ -102,10 +98,6 @@ class PseudoHuberError(HostObjective):
         scale = 1.0 + (z / self.slope) ** 2
         root = np.sqrt(scale)
         return z / root, 1.0 / (scale * root)
-
-    @property
-    def metric_arg(self) -> float:
-        return self.slope
 
 
 class _LogLink(HostObjective):

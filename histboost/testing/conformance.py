@@ -374,6 +374,86 @@ def check_oblivious_gains(make: Factory, seed: int) -> None:
     assert np.all(np.isneginf(table[o:int(p.offsets[3])])), "masked feature"
 
 
+def check_monotone_split_search(make: Factory, seed: int) -> None:
+    """find_best_splits and oblivious_gains under monotone constraints against the brute-force
+    constrained candidates: weights clipped to each node's bounds, gains at the clipped
+    weights, candidates whose children's weights go against their feature's constraint
+    rejected (for a level's shared split: in any node). The constraints are set against the
+    unconstrained best split, so they change the answer."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    n_features = p.bins.shape[1]
+    rows = np.arange(p.bins.shape[0], dtype=np.int32)
+    G, H = g.sum(), h.sum()
+    for reg in (ref.Reg(1.0, 0.0, 0.5, 0), ref.Reg(0.5, 0.3, 1.0, 5, 0.4)):
+        vec = _reg(reg_lambda=reg.reg_lambda, reg_alpha=reg.reg_alpha,
+                   min_child_weight=reg.min_child_weight, min_data_in_leaf=reg.min_data_in_leaf,
+                   max_delta_step=reg.max_delta_step)
+        # the unconstrained best split's feature gets the constraint it breaks
+        _, f0, b0, d0 = ref.best_split(p.bins, g, h, rows, p.n_slots, reg)
+        assert f0 >= 0, "the problem should have a split"
+        left0 = _split_rows(p, rows, f0, b0, d0)
+        w0 = [ref.weight(g[s].sum(), h[s].sum(), reg) for s in (left0, ~left0)]
+        cons = np.array([(1, -1, 0)[i % 3] for i in range(n_features)], np.int8)
+        cons[f0] = -1 if w0[0] < w0[1] else 1
+        # the root unbounded, and with bounds that clip (around its own weight)
+        w_root = ref.weight(G, H, reg)
+        lower = np.array([-np.inf, w_root - 0.02])
+        upper = np.array([np.inf, w_root + 0.05])
+        be = _with_gradients(make, p, count_rows=reg.min_data_in_leaf > 0)
+        be.begin_tree(0, None, None)
+        be.build_histograms([0])
+        totals = np.array([[G, H, rows.size]] * 2)
+        recs = be.find_best_splits([0, 0], totals, np.ones((2, n_features), bool), vec,
+                                   monotone=(cons, lower, upper))
+        assert recs.shape == (2, REC_WIDTH)
+        for j in range(2):
+            cands = [c for c in ref.monotone_candidates(p.bins, g, h, rows, p.n_slots, reg,
+                                                        cons, lower[j], upper[j]) if c[4]]
+            want = max((c[0] for c in cands), default=0.0)
+            got = recs[j]
+            if want <= 0.0:
+                assert got[REC_FEATURE] == -1 and got[REC_GAIN] == 0.0, (j, got)
+                continue
+            assert abs(got[REC_GAIN] - want) <= 1e-9 * abs(want), (j, got, want)
+            key = (int(got[REC_FEATURE]), int(got[REC_BIN]), int(got[REC_DEFAULT_LEFT]))
+            mine = [c[0] for c in cands if c[1:4] == key]
+            assert mine and abs(mine[0] - want) <= 1e-9 * abs(want), (j, key, mine, want)
+            assert key != (f0, b0, d0), "the constraint should reject the free best split"
+            sel = rows[_split_rows(p, rows, *key)]
+            assert got[REC_LEFT_G] == g[sel].sum() and got[REC_LEFT_H] == h[sel].sum(), j
+        # a level of two nodes, bounded as the split of the root on f0 bounds them
+        counts = be.apply_splits([0], [1], [2], _record(f0, b0, d0))
+        be.build_histograms([1, 2])
+        members = [rows[left0], rows[~left0]]
+        assert counts.tolist() == [[members[0].size, members[1].size]]
+        totals = np.array([[g[r].sum(), h[r].sum(), r.size] for r in members])
+        mid = 0.5 * (w0[0] + w0[1])
+        lower = np.array([-np.inf, mid] if cons[f0] > 0 else [mid, -np.inf])
+        upper = np.array([mid, np.inf] if cons[f0] > 0 else [np.inf, mid])
+        mask = np.ones(n_features, bool)
+        mask[(f0 + 1) % n_features] = False
+        table = be.oblivious_gains([1, 2], totals, mask, vec, monotone=(cons, lower, upper))
+        assert table.shape == (int(p.offsets[-1]), 2)
+        want = np.full(table.shape, -np.inf)
+        ordered = np.ones(table.shape, bool)
+        for r, lo, hi in zip(members, lower, upper, strict=True):
+            for gain, f, b, d, ok in ref.monotone_candidates(p.bins, g, h, r, p.n_slots, reg,
+                                                             cons, lo, hi):
+                slot = int(p.offsets[f]) + b
+                ordered[slot, d] &= ok
+                if gain != -np.inf:
+                    want[slot, d] = (0.0 if want[slot, d] == -np.inf else want[slot, d]) + gain
+        masked = (f0 + 1) % n_features
+        want[int(p.offsets[masked]):int(p.offsets[masked + 1])] = -np.inf
+        assert (~ordered & np.isfinite(want)).any(), "the constraints should reject splits"
+        want[~ordered] = -np.inf
+        assert np.isfinite(want).any(), "some shared split should remain"
+        np.testing.assert_array_equal(np.isneginf(table), np.isneginf(want))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(table[finite], want[finite], rtol=1e-9, atol=1e-12)
+
+
 def check_grown_tree_and_margin(make: Factory, seed: int) -> None:
     """The grower on this backend against the brute-force depth-wise tree, and the margin
     update from the leaves (all rows) and by traversal (a row sample)."""
@@ -405,4 +485,4 @@ def check_grown_tree_and_margin(make: Factory, seed: int) -> None:
 
 CHECKS = [check_gradients, check_root_histogram, check_quantised_histograms,
           check_partition_and_subtraction, check_split_search, check_oblivious_gains,
-          check_grown_tree_and_margin]
+          check_monotone_split_search, check_grown_tree_and_margin]

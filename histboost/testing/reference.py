@@ -33,12 +33,16 @@ def weight(G: float, H: float, reg: Reg) -> float:
     return float(w)
 
 
-def objective_reduction(G: float, H: float, reg: Reg) -> float:
-    """-2 * (loss at the optimal weight): G^2/(H+lambda) without L1 and clipping."""
+def reduction_at(G: float, H: float, w: float, reg: Reg) -> float:
+    """-2 * (loss at weight w); 0 when H is below min_child_weight."""
     if H < reg.min_child_weight or H <= 0:
         return 0.0
-    w = weight(G, H, reg)
     return -(2 * G * w + (H + reg.reg_lambda) * w * w + 2 * reg.reg_alpha * abs(w))
+
+
+def objective_reduction(G: float, H: float, reg: Reg) -> float:
+    """-2 * (loss at the optimal weight): G^2/(H+lambda) without L1 and clipping."""
+    return reduction_at(G, H, weight(G, H, reg), reg)
 
 
 def histogram(bins: np.ndarray, g: np.ndarray, h: np.ndarray, rows: np.ndarray,
@@ -54,28 +58,56 @@ def histogram(bins: np.ndarray, g: np.ndarray, h: np.ndarray, rows: np.ndarray,
     return out
 
 
-def split_candidates(bins: np.ndarray, g: np.ndarray, h: np.ndarray, rows: np.ndarray,
-                     n_slots: np.ndarray, reg: Reg):
-    """Yield (gain, f, b, d, left_rows) for every valid candidate of the node `rows`."""
-    G, H = g[rows].sum(), h[rows].sum()
-    parent = objective_reduction(G, H, reg)
+def _partitions(bins: np.ndarray, rows: np.ndarray, n_slots: np.ndarray):
+    """Yield (f, b, d, left_rows, right_rows) for every candidate of the node `rows`."""
     for f in range(bins.shape[1]):
         col = bins[rows, f].astype(np.int64)
         missing = col == int(n_slots[f]) - 1
         for b in range(int(n_slots[f]) - 1):
             for d in (0, 1):
                 left = np.where(missing, d == 1, col <= b)
-                lr, rr = rows[left], rows[~left]
-                if lr.size == 0 or rr.size == 0:
-                    continue
-                gl, hl, gr, hr = g[lr].sum(), h[lr].sum(), g[rr].sum(), h[rr].sum()
-                ok = all(x >= reg.min_child_weight and x > 0 for x in (hl, hr)) and min(
-                    lr.size, rr.size) >= reg.min_data_in_leaf
-                if not ok:
-                    continue
-                gain = objective_reduction(gl, hl, reg) + objective_reduction(gr, hr, reg) \
-                    - parent
-                yield gain, f, b, d, lr
+                yield f, b, d, rows[left], rows[~left]
+
+
+def _valid(lr: np.ndarray, rr: np.ndarray, hl: float, hr: float, reg: Reg) -> bool:
+    return (lr.size > 0 and rr.size > 0 and min(lr.size, rr.size) >= reg.min_data_in_leaf
+            and all(x >= reg.min_child_weight and x > 0 for x in (hl, hr)))
+
+
+def split_candidates(bins: np.ndarray, g: np.ndarray, h: np.ndarray, rows: np.ndarray,
+                     n_slots: np.ndarray, reg: Reg):
+    """Yield (gain, f, b, d, left_rows) for every valid candidate of the node `rows`."""
+    G, H = g[rows].sum(), h[rows].sum()
+    parent = objective_reduction(G, H, reg)
+    for f, b, d, lr, rr in _partitions(bins, rows, n_slots):
+        gl, hl, gr, hr = g[lr].sum(), h[lr].sum(), g[rr].sum(), h[rr].sum()
+        if not _valid(lr, rr, hl, hr, reg):
+            continue
+        gain = objective_reduction(gl, hl, reg) + objective_reduction(gr, hr, reg) - parent
+        yield gain, f, b, d, lr
+
+
+def monotone_candidates(bins: np.ndarray, g: np.ndarray, h: np.ndarray, rows: np.ndarray,
+                        n_slots: np.ndarray, reg: Reg, constraint: np.ndarray, lower: float,
+                        upper: float):
+    """Yield (gain, f, b, d, ordered) for every candidate of the node `rows` under monotone
+    constraints (XGBoost's): weights are clipped to the node's bounds [lower, upper], the gain
+    is taken at the clipped weights (the parent's too; -inf when the candidate is not a valid
+    split), and `ordered` says whether the children's clipped weights go the way of the
+    feature's constraint (+1: left <= right, -1: left >= right, 0: either)."""
+    def clipped(G: float, H: float) -> float:
+        return min(max(weight(G, H, reg), lower), upper)
+
+    G, H = g[rows].sum(), h[rows].sum()
+    parent = reduction_at(G, H, clipped(G, H), reg)
+    for f, b, d, lr, rr in _partitions(bins, rows, n_slots):
+        gl, hl, gr, hr = g[lr].sum(), h[lr].sum(), g[rr].sum(), h[rr].sum()
+        wl, wr = clipped(gl, hl), clipped(gr, hr)
+        c = int(constraint[f])
+        ordered = c == 0 or (wl <= wr if c > 0 else wl >= wr)
+        gain = (reduction_at(gl, hl, wl, reg) + reduction_at(gr, hr, wr, reg) - parent
+                if _valid(lr, rr, hl, hr, reg) else -np.inf)
+        yield gain, f, b, d, ordered
 
 
 def best_split(bins, g, h, rows, n_slots, reg: Reg) -> tuple[float, int, int, int]:

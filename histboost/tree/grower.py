@@ -10,7 +10,7 @@ histogram built from its rows and the other one by subtraction from the parent.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -107,6 +107,13 @@ class TreeGrower:
                 raise ValueError(f"feature_weights has {len(params.feature_weights)} entries "
                                  f"for {self.n_features} features")
             self.feature_weights = np.asarray(params.feature_weights, np.float64)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """Scale the values of the trees grown from now on by `learning_rate` (a scheduler
+        changing it between rounds)."""
+        self.params = replace(self.params, learning_rate=learning_rate)
+        if self.constraints is not None:
+            self.constraints.lr = learning_rate
 
     # -- helpers --
     def _sample_features(self, base: np.ndarray, fraction: float,

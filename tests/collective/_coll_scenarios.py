@@ -288,6 +288,12 @@ def battery(comm) -> dict:
               ref("sum", 11, np.float64))
     check("unchecked/allgather", comm.allgather(data(r, 4), check_metadata=False),
           np.concatenate([data(q, 4) for q in range(p)]))
+    for alg in A["allreduce"]:  # "trust": no exchange before the data
+        check(f"trusted/allreduce/{alg}",
+              comm.allreduce(data(r, 11), algorithm=alg, check_metadata="trust"),
+              ref("sum", 11, np.float64))
+    check("trusted/allgather", comm.allgather(data(r, 4), check_metadata="trust"),
+          np.concatenate([data(q, 4) for q in range(p)]))
     # --- a larger buffer (1 MiB of float32, uneven blocks) ---------------------------------
     big = (1 << 18) + 3
     xb = data(r, big, np.float32, seed=3)

@@ -92,3 +92,11 @@ def test_torch_and_structured_inputs_keep_their_kind():
     assert isinstance(out, torch.Tensor) and torch.equal(out, t) and out is not t
     rec = np.zeros(3, [("gain", "f8"), ("feature", "i4")])
     assert comm.allreduce(rec, op=lambda a, b: a).dtype == rec.dtype
+
+
+def test_check_metadata_takes_true_false_or_trust():
+    comm = hc.init()
+    x = np.arange(4.0)
+    assert np.array_equal(comm.allreduce(x, check_metadata="trust"), x)
+    with pytest.raises(ValueError, match="check_metadata must be True, False or 'trust'"):
+        comm.allreduce(x, check_metadata="off")

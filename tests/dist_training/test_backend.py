@@ -132,7 +132,7 @@ class _Skip(DistributedBackend):
 
 
 def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
-                   skip: str = "", timeout: float = 30.0) -> None:
+                   skip: str = "", timeout: float = 30.0, pack_rows: int = 0) -> None:
     p, pairs = _problem(n_outputs)
     params = parse_params({"quantized_grad": True, "learning_rate": 0.3, "seed": 5,
                            **POLICIES[policy]})
@@ -148,11 +148,15 @@ def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
     def body(comm):
         rows = shares[comm.rank]
         local = CPUBackend(np.ascontiguousarray(p.bins[rows]), p.offsets, 1,
-                           n_outputs=n_outputs, count_rows=count_rows, pack=False,
+                           n_outputs=n_outputs, count_rows=count_rows,
+                           pack=pack_rows > 0, pack_rows=pack_rows,
                            row_ids=None if skip == "row_ids" else rows)
         be = _Skip(local, comm)
         be.skip = skip
-        return _grow(be, p, np.ascontiguousarray(pairs[:, rows]), params, margin0[rows])
+        grown = _grow(be, p, np.ascontiguousarray(pairs[:, rows]), params, margin0[rows])
+        # the layout the workers chose: packed (one int64 a slot) exactly when asked to
+        assert (local.gh.ndim == 1) == (pack_rows > 0 and not count_rows)
+        return grown
 
     results = run_threads(world, body, timeout=timeout)
     for rank, (trees, margin) in enumerate(results):
@@ -165,6 +169,13 @@ def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
 @pytest.mark.parametrize("world,layout", [(2, "contiguous"), (3, "random")])
 def test_quantised_tree_equals_one_process(world, layout, policy):
     _check_workers(world, layout, policy)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "lossguide", "oblivious"])
+def test_packed_histograms_equal_one_process(policy):
+    """Local backends that pack (gradient and hessian in one int64) by the bound on all
+    workers' rows: their summed histograms give the one-process tree too."""
+    _check_workers(3, "random", policy, pack_rows=N)
 
 
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])

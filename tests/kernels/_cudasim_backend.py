@@ -15,6 +15,10 @@ import numpy as np
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run with NUMBA_ENABLE_CUDASIM=1"
 # uint64 hash products wrap by design; NumPy scalars in the simulator warn about it.
 warnings.filterwarnings("ignore", category=RuntimeWarning)
+# The simulator runs a block's threads as Python threads and polls them at every
+# syncthreads; at the default 5 ms GIL switch interval a barrier waits for the threads'
+# turns (the split search, a few dozen barriers a block, ran 3-4x slower).
+sys.setswitchinterval(5e-4)
 
 import histboost  # noqa: E402
 from histboost.kernels.backend import make_backend  # noqa: E402
@@ -71,6 +75,101 @@ def check_ranking_matches_cpu() -> None:
         "rank:ndcg: CPU and simulated-GPU models differ"
 
 
+def check_constrained_records_match_cpu() -> None:
+    """Quantised histograms: the constrained split records and oblivious gain table of the
+    simulated GPU are the CPU's, bit for bit (unbounded and bounded nodes, L1 and
+    max_delta_step)."""
+    from histboost.params import parse_params
+    from histboost.tree.quantize import make_quantisation
+    from histboost.tree.split import leaf_weight, regularisation_vector
+
+    p = conformance.make_problem(5, n=80)
+    reg = regularisation_vector(parse_params({"reg_alpha": 0.2, "max_delta_step": 0.5}))
+    cons = np.array([1, -1, 0, 1], np.int8)
+    results = []
+    for device in ("cpu", "cuda"):
+        be = make_backend(device, p.bins, p.offsets, n_threads=1, label=p.label,
+                          weight=None, n_outputs=1, count_rows=False)
+        be.set_gradients(p.gh[None])
+        be.begin_tree(0, None, make_quantisation(*be.gradient_bounds(0), 8, 11))
+        be.build_histograms([0])
+        G, H = be.histogram_totals([0])[0]
+        w = leaf_weight(G, H, reg)
+        recs = be.find_best_splits([0, 0], np.array([[G, H, 80.0]] * 2), np.ones((2, 4), bool),
+                                   reg, monotone=(cons, np.array([-np.inf, w - 0.02]),
+                                                  np.array([np.inf, w + 0.05])))
+        counts = be.apply_splits([0], [1], [2], recs[:1].copy())
+        be.build_histograms([1, 2])
+        gh = be.histogram_totals([1, 2])
+        mid = 0.5 * (leaf_weight(*gh[0], reg) + leaf_weight(*gh[1], reg))
+        table = be.oblivious_gains([1, 2], np.column_stack([gh, counts[0]]), np.ones(4, bool),
+                                   reg, monotone=(cons, np.array([-np.inf, mid]),
+                                                  np.array([mid, np.inf])))
+        results.append((recs, table))
+    (cpu_recs, cpu_table), (gpu_recs, gpu_table) = results
+    assert (cpu_recs[:, 1] >= 0).all() and np.isfinite(cpu_table).any(), "nothing found"
+    np.testing.assert_array_equal(gpu_recs, cpu_recs)
+    np.testing.assert_array_equal(gpu_table, cpu_table)
+
+
+def check_constrained_training_matches_cpu() -> None:
+    """Quantised training under monotone constraints (with interaction constraints, and
+    weighted column sampling) grows the CPU engine's trees on the simulated GPU, every grow
+    policy; the constraints change the CPU's model, so they bind."""
+    rng = np.random.default_rng(7)
+    X = rng.integers(0, 12, size=(64, 4)).astype(np.float64)
+    y = np.sin(X[:, 0] / 2) - 0.1 * X[:, 0] + np.cos(X[:, 1] / 3) + X[:, 2] * X[:, 3] / 40
+    X[::9, 1] = np.nan
+    mono = {"monotone_constraints": (1, -1, 0, 1)}
+    cases = [
+        {"max_depth": 3, "interaction_constraints": [[0, 1], [2, 3]]},
+        {"grow_policy": "lossguide", "max_leaves": 5, "max_depth": 0,
+         "feature_weights": [1.0, 2.0, 0.5, 1.0], "colsample_bynode": 0.75},
+        {"grow_policy": "oblivious", "max_depth": 3, "reg_alpha": 0.1},
+    ]
+    for params in cases:
+        base = {"objective": "reg:squarederror", "quantized_grad": True, "max_bin": 8,
+                "nthread": 1, "seed": 1, "learning_rate": 1.0, **params}
+        models = {}
+        for device in ("cpu", "cuda"):
+            models[device] = histboost.train({**base, **mono, "device": device},
+                                             histboost.Dataset(X, label=y), 1,
+                                             verbose_eval=False).save_raw()
+        free = histboost.train(base, histboost.Dataset(X, label=y), 1,
+                               verbose_eval=False).save_raw()
+        cpu, gpu = models["cpu"], models["cuda"]
+        assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
+            f"{params}: CPU and simulated-GPU models differ"
+        assert _trees(cpu) != _trees(free), f"{params}: the constraints do not bind"
+
+
+def _trees(raw: bytes) -> str:
+    import json
+
+    return json.dumps(json.loads(raw)["trees"])
+
+
+def check_host_gradient_objective_matches_cpu() -> None:
+    """survival:aft (interval labels, gradients computed on the host and handed to the device
+    with set_gradients): two quantised rounds on the simulated GPU equal the CPU engine's."""
+    from histboost.testing.data import make_regression
+
+    X, y = make_regression(64, 4, seed=5)
+    t = np.exp(y - y.min() + 0.1)
+    kind = np.arange(64) % 3
+    lower, upper = np.where(kind == 0, 0.0, t), np.where(kind == 1, np.inf, t)
+    models = {}
+    for device in ("cpu", "cuda"):
+        d = histboost.Dataset(X, label_lower_bound=lower, label_upper_bound=upper)
+        models[device] = histboost.train(
+            {"objective": "survival:aft", "aft_loss_distribution": "logistic",
+             "quantized_grad": True, "max_bin": 6, "max_depth": 1, "nthread": 1,
+             "device": device}, d, 2, verbose_eval=False)
+    cpu, gpu = models["cpu"].save_raw(), models["cuda"].save_raw()
+    assert cpu.replace(b'"device":"cpu"', b"") == gpu.replace(b'"device":"cuda"', b""), \
+        "survival:aft: CPU and simulated-GPU models differ"
+
+
 def check_raw_prediction_kernel() -> None:
     """The raw-feature prediction kernel against the CPU predictor: normal and oblivious
     trees, two classes of a multiclass model, NaN, float32 and float64 input."""
@@ -101,6 +200,11 @@ def main() -> int:
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
+    checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))
+    checks.append(("check_constrained_training_matches_cpu",
+                   check_constrained_training_matches_cpu))
+    checks.append(("check_host_gradient_objective_matches_cpu",
+                   check_host_gradient_objective_matches_cpu))
     checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
     for name, fn in checks:
         t0 = time.perf_counter()

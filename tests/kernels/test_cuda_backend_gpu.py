@@ -52,6 +52,32 @@ def test_quantised_gpu_model_equals_cpu(params):
     assert a == b
 
 
+@pytest.mark.parametrize("params", [
+    {"grow_policy": "depthwise", "max_depth": 6,
+     "interaction_constraints": [[0, 1, 2, 3], [3, 4, 5, 6, 7, 8, 9, 10, 11]]},
+    {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "colsample_bynode": 0.7,
+     "feature_weights": [2.0, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]},
+    {"grow_policy": "oblivious", "max_depth": 5, "reg_alpha": 0.5, "max_delta_step": 0.7,
+     "min_data_in_leaf": 20},
+])
+def test_quantised_constrained_gpu_model_equals_cpu(params):
+    """Monotone constraints (bounds, clipped gains, rejected splits) on the GPU: the CPU
+    engine's model, with interaction constraints and weighted column sampling too."""
+    X, y = make_classification(20_000, 12, seed=5)
+    X[::7, 3] = np.nan
+    base = {"objective": "binary:logistic", "quantized_grad": True, "seed": 3,
+            "learning_rate": 0.5, **params}
+    mono = {"monotone_constraints": (1, -1, 0, 1, 0, 0, -1, 0, 1, 0, 0, 0)}
+    models = [histboost.train({**base, **mono, "device": dev}, histboost.Dataset(X, label=y), 8,
+                              verbose_eval=False) for dev in ("cpu", "cuda")]
+    a, b = (m.save_raw().replace(f'"device":"{d}"'.encode(), b"")
+            for m, d in zip(models, ("cpu", "cuda"), strict=True))
+    assert a == b
+    free = histboost.train({**base, "device": "cpu"}, histboost.Dataset(X, label=y), 8,
+                           verbose_eval=False)
+    assert not np.array_equal(free.predict(X), models[0].predict(X)), "constraints bind"
+
+
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():
     X, y = make_classification(20_000, 12, seed=6)
     p = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda"}

@@ -16,7 +16,10 @@ pytest.importorskip("torch", reason="the CUDA backend needs torch")
 
 def test_cuda_backend_in_simulator():
     script = Path(__file__).with_name("_cudasim_backend.py")
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "OMP_NUM_THREADS": "1"}
+    root = Path(__file__).resolve().parents[2]
+    # the checkout under test, not an installed copy of the package
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                          text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]

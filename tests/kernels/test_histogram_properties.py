@@ -257,3 +257,17 @@ def test_chunked_phases_add_chunks_alike(n_chunks):
         for phase in phases:
             histogram.build_histogram_chunked(phase, slots, gh, rows, 100, 2900, buffers, got)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("channels", [2, 3])
+def test_scale_to_float_parallel_and_serial(parallel, channels):
+    """Unpacked int64 sums (the distributed layout) scale to float64 as NumPy's float64
+    product does, on the parallel and the serial kernel."""
+    rng = np.random.default_rng(channels)
+    sums = rng.integers(-2**40, 2**40, (3, 50, channels))
+    scales = np.array([2.0**-20, 2.0**-30, 1.0])[:channels]
+    got = np.full(sums.shape, np.nan)
+    scale = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
+    scale(sums, scales, got)
+    np.testing.assert_array_equal(got, sums.astype(np.float64) * scales)

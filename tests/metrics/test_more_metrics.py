@@ -186,3 +186,21 @@ def test_metric_not_fitting_the_objective_raises_at_start(objective, metric, mat
     with pytest.raises(ValueError, match=match):
         histboost.train({"objective": objective, "eval_metric": metric}, d, 2,
                         evals=[(d, "train")])
+
+
+def test_parametrised_metrics_take_the_training_parameters():
+    """quantile and mphe read quantile_alpha / huber_slope from the parameters whatever the
+    objective (XGBoost's rule): here huber_slope with a quantile objective."""
+    X = RNG.normal(size=(N, 3))
+    d = histboost.Dataset(X, label=Y_POS)
+    res = {}
+    b = histboost.train({"objective": "reg:quantileerror", "quantile_alpha": 0.2,
+                         "huber_slope": 3.0, "eval_metric": ["quantile", "mphe"],
+                         "nthread": 1}, d, 3, evals=[(d, "train")], evals_result=res,
+                        verbose_eval=False)
+    pred = b.predict(X)
+    d_ = Y_POS - pred
+    want_q = np.mean(np.where(d_ >= 0, 0.2 * d_, -0.8 * d_))
+    want_h = np.mean(9.0 * (np.sqrt(1 + (d_ / 3.0) ** 2) - 1))
+    np.testing.assert_allclose(res["train"]["quantile"][-1], want_q, rtol=1e-12)
+    np.testing.assert_allclose(res["train"]["mphe"][-1], want_h, rtol=1e-12)

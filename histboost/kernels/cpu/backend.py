@@ -63,8 +63,10 @@ class CPUBackend:
     min_data_in_leaf); otherwise the split search estimates child counts from hessians.
     Quantised trees have exact int64 histograms, packed into one int64 per slot when the
     tree's totals fit (see `kernels.cpu.histogram`) and `pack`; float trees float64 ones.
-    pack=False keeps (k, total_bins, C) int64 histograms whatever the totals (a distributed
-    wrapper sums them across workers: the layout must not depend on local totals).
+    pack=False keeps (k, total_bins, C) int64 histograms whatever the totals; pack_rows > 0
+    (the rows of all workers) decides the layout from the a priori bound (max_value + 1) x
+    pack_rows on every sum instead of this backend's sums, so that workers whose histograms
+    a distributed wrapper adds up choose one layout and their packed sums cannot overflow.
     row_ids: int64 (n,) global index of each row, the counter of its stochastic rounding
     (None: 0..n-1), so a worker holding part of the rows rounds them as one process would.
     """
@@ -75,7 +77,7 @@ class CPUBackend:
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
-                 row_ids: np.ndarray | None = None) -> None:
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
@@ -93,6 +95,7 @@ class CPUBackend:
         self.weight = None if weight is None else np.ascontiguousarray(weight, np.float64)
         self.count_rows = count_rows
         self.pack = pack
+        self.pack_rows = int(pack_rows)
         self.row_ids = (np.zeros(0, np.int64) if row_ids is None
                         else np.ascontiguousarray(row_ids, np.int64))
         if row_ids is not None and self.row_ids.shape != (self.n_rows,):
@@ -230,9 +233,13 @@ class CPUBackend:
         if quantisation is not None and not self.count_rows and self.pack:
             # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32;
             # all rows bound any sample of them, without a gather
-            if (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31
-                    and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
-                    and int(gh[:, 1].min(initial=0)) >= 0):
+            if self.pack_rows > 0:  # every worker's rows (hessians are >= 0)
+                fits = (quantisation.max_value + 1) * self.pack_rows < 2**31
+            else:
+                fits = (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31
+                        and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
+                        and int(gh[:, 1].min(initial=0)) >= 0)
+            if fits:
                 packed = np.empty(gh.shape[0], np.int64)
                 self._run_rows((histogram.pack_pairs, histogram.pack_pairs_parallel),
                                gh.shape[0], gh, packed)
@@ -348,15 +355,19 @@ class CPUBackend:
         q = self._quantisation
         if q is None:
             return hists
+        parallel = self._team(min(hists.shape[0],
+                                  hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
         if hists.ndim == 2:  # packed quantised sums
             out = np.empty((*hists.shape, 2), np.float64)
-            parallel = self._team(min(hists.shape[0],
-                                      hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
             kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
             kernel(hists, q.g_scale, q.h_scale, out)
             return out
         # scales are powers of two, so these products and all later sums are exact
-        return hists.astype(np.float64) * np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
+        out = np.empty(hists.shape, np.float64)
+        scales = np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
+        kernel = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
+        kernel(np.ascontiguousarray(hists), scales, out)
+        return out
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
         return np.array(self._float_histograms(nodes), dtype=np.float64, copy=True)

@@ -226,3 +226,26 @@ def unpack_to_float_serial(packed, g_scale, h_scale, out):
     """`unpack_to_float` on the calling thread, without a parallel launch."""
     for k in range(packed.shape[0]):
         _unpack_node(packed, g_scale, h_scale, out, k)
+
+
+@nb.njit(inline="always")
+def _scale_node(sums, scales, out, k):
+    for i in range(sums.shape[1]):
+        for c in range(sums.shape[2]):
+            out[k, i, c] = np.float64(sums[k, i, c]) * scales[c]
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def scale_to_float(sums, scales, out):
+    """Unpacked int64 (k, m, C) sums to float64 (k, m, C) in gradient units: channel c times
+    scales[c] (float64 (C,), powers of two: exact). One pass, where NumPy's astype and
+    product take two with a temporary."""
+    for k in nb.prange(sums.shape[0]):
+        _scale_node(sums, scales, out, k)
+
+
+@nb.njit(cache=True, nogil=True)
+def scale_to_float_serial(sums, scales, out):
+    """`scale_to_float` on the calling thread, without a parallel launch."""
+    for k in range(sums.shape[0]):
+        _scale_node(sums, scales, out, k)

@@ -51,11 +51,41 @@ def leaf_weight(G, H, reg):
 
 
 @nb.njit(cache=True, inline="always")
-def node_gain(G, H, reg):
+def gain_given_weight(G, H, w, reg):
+    """The loss reduction of weight w at sums (G, H); 0 when H is below min_child_weight."""
     if H < reg[P_MCW] or H <= 0.0:
         return 0.0
-    w = leaf_weight(G, H, reg)
     return -(2.0 * G * w + (H + reg[P_LAMBDA]) * w * w + 2.0 * reg[P_ALPHA] * abs(w))
+
+
+@nb.njit(cache=True, inline="always")
+def node_gain(G, H, reg):
+    """The loss reduction of the optimal weight at sums (G, H)."""
+    return gain_given_weight(G, H, leaf_weight(G, H, reg), reg)
+
+
+# monotone constraints (XGBoost's TreeEvaluator): each node has bounds [lower, upper] on its
+# (unscaled) weight; every weight is clipped to its node's bounds, gains are computed at the
+# clipped weights (the parent's too), and a split on a feature with constraint c != 0 needs
+# w_left <= w_right (c > 0) or w_left >= w_right (c < 0). The CUDA split kernels compile these
+# helpers for the device.
+
+
+@nb.njit(cache=True, inline="always")
+def clip(w, lo, hi):
+    """w clipped to [lo, hi]."""
+    if w < lo:
+        return lo
+    if w > hi:
+        return hi
+    return w
+
+
+@nb.njit(cache=True, inline="always")
+def breaks_direction(c, wl, wr):
+    """True when the children's weights wl, wr go against constraint c (+1 needs wl <= wr,
+    -1 needs wl >= wr, 0 takes any order)."""
+    return (c > 0 and wl > wr) or (c < 0 and wl < wr)
 
 
 @nb.njit(cache=True, inline="always")
@@ -197,34 +227,15 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
                     out[o + b, d] = total
 
 
-# -- monotone constraints (XGBoost's TreeEvaluator) ------------------------------------------
-# Each node has bounds [lower, upper] on its (unscaled) weight; with constraints, every weight
-# is clipped to its node's bounds, gains are computed at the clipped weights (the parent's
-# too), and a split on a feature with constraint c != 0 needs w_left <= w_right (c > 0) or
-# w_left >= w_right (c < 0). Kept apart from the unconstrained search, whose loop it copies.
-
-
-@nb.njit(cache=True, inline="always")
-def _clip(w, lo, hi):
-    if w < lo:
-        return lo
-    if w > hi:
-        return hi
-    return w
-
-
-@nb.njit(cache=True, inline="always")
-def gain_given_weight(G, H, w, reg):
-    """The loss reduction of weight w at sums (G, H) (node_gain at any w)."""
-    if H < reg[P_MCW] or H <= 0.0:
-        return 0.0
-    return -(2.0 * G * w + (H + reg[P_LAMBDA]) * w * w + 2.0 * reg[P_ALPHA] * abs(w))
+# -- the searches under monotone constraints (helpers above) --------------------------------
+# Kept apart from the unconstrained searches, whose loops they copy: those take the closed
+# form G^2 / (H + lambda) and stay free of the bounds' branches.
 
 
 @nb.njit(cache=True, nogil=True)
 def _best_split_node_monotone(hist, offsets, feature_mask, G, H, C, reg, monotone, lo, hi,
                               rec):
-    parent = gain_given_weight(G, H, _clip(leaf_weight(G, H, reg), lo, hi), reg)
+    parent = gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo, hi), reg)
     cph = _count_per_hess(C, H)
     counted = hist.shape[1] == 3
     best = 0.0
@@ -256,9 +267,9 @@ def _best_split_node_monotone(hist, offsets, feature_mask, G, H, C, reg, monoton
                 cr = C - cl
                 if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                     continue
-                wl = _clip(leaf_weight(gl, hl, reg), lo, hi)
-                wr = _clip(leaf_weight(gr, hr, reg), lo, hi)
-                if (c > 0 and wl > wr) or (c < 0 and wl < wr):
+                wl = clip(leaf_weight(gl, hl, reg), lo, hi)
+                wr = clip(leaf_weight(gr, hr, reg), lo, hi)
+                if breaks_direction(c, wl, wr):
                     continue
                 gain = (gain_given_weight(gl, hl, wl, reg) + gain_given_weight(gr, hr, wr, reg)
                         - parent)
@@ -335,9 +346,9 @@ def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, mon
                     C = totals[k, 2]
                     lo = lower[k]
                     hi = upper[k]
-                    wl = _clip(leaf_weight(gl, hl, reg), lo, hi)
-                    wr = _clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
-                    if (c > 0 and wl > wr) or (c < 0 and wl < wr):
+                    wl = clip(leaf_weight(gl, hl, reg), lo, hi)
+                    wr = clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
+                    if breaks_direction(c, wl, wr):
                         ordered = False
                     cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
                     if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
@@ -345,7 +356,7 @@ def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, mon
                     any_valid = True
                     total += (gain_given_weight(gl, hl, wl, reg)
                               + gain_given_weight(G - gl, H - hl, wr, reg)
-                              - gain_given_weight(G, H, _clip(leaf_weight(G, H, reg), lo, hi),
+                              - gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo, hi),
                                                   reg))
                 if any_valid and ordered:
                     out[o + b, d] = total

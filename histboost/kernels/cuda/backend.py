@@ -354,23 +354,39 @@ class CUDABackend:
         sums = self._hists.stack(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
         return (sums.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
 
+    def _bounds(self, k: int, monotone: tuple | None) -> tuple[bool, np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+        """The split kernels' constraint arguments: (constrained, constraint int32 (F,),
+        lower float64 (k,), upper float64 (k,)); without constraints (False, zeros, -inf,
+        +inf), which the kernels do not use."""
+        if monotone is None:
+            return (False, np.zeros(self.n_features, np.int32), np.full(k, -np.inf),
+                    np.full(k, np.inf))
+        cons, lower, upper = monotone
+        if np.shape(cons) != (self.n_features,) or np.shape(lower) != (k,) \
+                or np.shape(upper) != (k,):
+            raise ValueError(f"monotone must be (constraint ({self.n_features},), lower "
+                             f"({k},), upper ({k},)), got shapes {np.shape(cons)}, "
+                             f"{np.shape(lower)}, {np.shape(upper)}")
+        return (True, np.asarray(cons, np.int32), np.asarray(lower, np.float64),
+                np.asarray(upper, np.float64))
+
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        if monotone is not None:
-            raise ValueError("monotone_constraints are not implemented on the CUDA backend; "
-                             "train with device='cpu'")
         torch = self._torch
         k = len(nodes)
         hists = self._hists.stack(nodes).contiguous()
         out = torch.empty((k, self.n_features, REC_WIDTH), dtype=torch.float64,
                           device=self.device)
-        tot, masks, reg_d = self._upload(np.asarray(totals, np.float64),
-                                         np.asarray(feature_masks, np.uint8),
-                                         np.asarray(reg, np.float64))
+        constrained, cons, lower, upper = self._bounds(k, monotone)
+        tot, masks, reg_d, cons, lower, upper = self._upload(
+            np.asarray(totals, np.float64), np.asarray(feature_masks, np.uint8),
+            np.asarray(reg, np.float64), cons, lower, upper)
         split = self._k["split"]
         split.BEST_SPLIT.launch(
             k * self.n_features, split.SPLIT_THREADS, self.device, hists,
-            self._scales[0], self._scales[1], tot, self.offsets, masks, reg_d, out)
+            self._scales[0], self._scales[1], tot, self.offsets, masks, reg_d, constrained,
+            cons, lower, upper, out)
         # per-feature records to the host (k x F x 7 floats), the first maximum over features:
         # ties go to the lowest feature, as on the CPU
         recs = out.cpu().numpy()
@@ -379,25 +395,25 @@ class CUDABackend:
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        if monotone is not None:
-            raise ValueError("monotone_constraints are not implemented on the CUDA backend; "
-                             "train with device='cpu'")
         torch = self._torch
         k = len(nodes)
         hists = self._hists.stack(nodes).contiguous()
         node_gains = torch.full((k, self.total_bins, 2), -math.inf, dtype=torch.float64,
                                 device=self.device)
+        unordered = torch.zeros((self.total_bins, 2), dtype=torch.uint8, device=self.device)
         common = self._k["common"]
         split = self._k["split"]
-        tot, mask, reg_d = self._upload(np.asarray(totals, np.float64),
-                                        np.asarray(feature_mask, np.uint8),
-                                        np.asarray(reg, np.float64))
+        constrained, cons, lower, upper = self._bounds(k, monotone)
+        tot, mask, reg_d, cons, lower, upper = self._upload(
+            np.asarray(totals, np.float64), np.asarray(feature_mask, np.uint8),
+            np.asarray(reg, np.float64), cons, lower, upper)
         split.OBLIVIOUS_NODE_GAINS.launch(
             common.grid(k * self.n_features), common.THREADS, self.device, hists,
-            self._scales[0], self._scales[1], tot, self.offsets, mask, reg_d, node_gains)
+            self._scales[0], self._scales[1], tot, self.offsets, mask, reg_d, constrained, cons,
+            lower, upper, node_gains, unordered)
         out = torch.empty((self.total_bins, 2), dtype=torch.float64, device=self.device)
         split.SUM_OVER_NODES.launch(common.grid(2 * self.total_bins), common.THREADS,
-                                    self.device, node_gains, out)
+                                    self.device, node_gains, unordered, out)
         return out.cpu().numpy()
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,

@@ -9,6 +9,12 @@ once, and a block reduction picks the best (highest gain; ties to the missing-ri
 the lowest bin: the CPU's scan order). The per-feature bests are reduced per node by the caller
 (first maximum: the lowest feature wins ties, as on the CPU).
 
+Monotone constraints are a flag of the same kernels (`constrained`), which then compute what
+the CPU's constrained searches compute: weights clipped to the node's bounds [lower, upper],
+gains at the clipped weights (the parent's too), candidates whose children's weights go against
+the feature's constraint rejected (`histboost.kernels.cpu.split`'s helpers, compiled for the
+device). Without the flag they compute the CPU's unconstrained searches (closed-form gain).
+
 Histograms are int64 (k, total_bins, C); a slot's float value is the integer times the
 channel's power-of-two scale (exact).
 """
@@ -38,15 +44,28 @@ from ._common import mul
 # no products that could fuse: the CPU functions themselves, compiled for the device
 _leaf_weight = cuda.jit(device=True, inline=True)(cpu_split.leaf_weight.py_func)
 _child_ok = cuda.jit(device=True, inline=True)(cpu_split._child_ok.py_func)
+_clip = cuda.jit(device=True, inline=True)(cpu_split.clip.py_func)
+_breaks_direction = cuda.jit(device=True, inline=True)(cpu_split.breaks_direction.py_func)
+
+
+@cuda.jit(device=True, inline=True)
+def _gain_given_weight(G, H, w, reg):
+    """`cpu_split.gain_given_weight` with every product rounded on its own."""
+    if H < reg[P_MCW] or H <= 0.0:
+        return 0.0
+    return -(mul(mul(2.0, G), w) + mul(mul(H + reg[P_LAMBDA], w), w)
+             + mul(mul(2.0, reg[P_ALPHA]), abs(w)))
 
 
 @cuda.jit(device=True, inline=True)
 def _node_gain(G, H, reg):
-    if H < reg[P_MCW] or H <= 0.0:
-        return 0.0
-    w = _leaf_weight(G, H, reg)
-    return -(mul(mul(2.0, G), w) + mul(mul(H + reg[P_LAMBDA], w), w)
-             + mul(mul(2.0, reg[P_ALPHA]), abs(w)))
+    return _gain_given_weight(G, H, _leaf_weight(G, H, reg), reg)
+
+
+@cuda.jit(device=True, inline=True)
+def _clipped_gain(G, H, reg, lo, hi):
+    """The loss reduction of the weight at sums (G, H) clipped to [lo, hi]."""
+    return _gain_given_weight(G, H, _clip(_leaf_weight(G, H, reg), lo, hi), reg)
 
 
 @cuda.jit(device=True, inline=True)
@@ -63,8 +82,9 @@ def _value(hists, k, slot, channel, scale):
 
 
 # threads of a split-search block, one bin each (a feature's bins are scanned in tiles of this
-# many); under the simulator, which runs every thread as a Python thread, a warp's worth
-SPLIT_THREADS = 32 if simulated() else 256
+# many); under the simulator, which runs every thread as a Python thread, 8: fewer threads
+# to wait for at each barrier, and the tests' features of up to 12 slots take two tiles
+SPLIT_THREADS = 8 if simulated() else 256
 
 
 @cuda.jit(device=True, inline=True)
@@ -82,9 +102,12 @@ def _block_scan(values, t):
 
 
 @cuda.jit
-def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_masks, reg, out):
+def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_masks, reg,
+                            constrained, monotone, lower, upper, out):
     """out[k, f] = the best split record of node k on feature f (gain 0, feature -1: none).
-    grid: k * n_features blocks of SPLIT_THREADS threads."""
+    With `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,)
+    the nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
+    SPLIT_THREADS threads."""
     n_features = offsets.shape[0] - 1
     task = cuda.blockIdx.x
     k = task // n_features
@@ -107,7 +130,10 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
     G = totals[k, 0]
     H = totals[k, 1]
     C = totals[k, 2]
-    parent = _node_gain(G, H, reg)
+    lo = lower[k]
+    hi = upper[k]
+    cons = monotone[f]
+    parent = _clipped_gain(G, H, reg, lo, hi) if constrained else _node_gain(G, H, reg)
     cph = C / H if H > 0.0 else 0.0
     plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
     counted = hists.shape[2] == 3
@@ -146,7 +172,14 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
                 hr = H - hl
                 cr = C - cl
                 if _child_ok(hl, cl, reg) and _child_ok(hr, cr, reg):
-                    gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+                    if not constrained:
+                        gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+                    else:
+                        wl = _clip(_leaf_weight(gl, hl, reg), lo, hi)
+                        wr = _clip(_leaf_weight(gr, hr, reg), lo, hi)
+                        if not _breaks_direction(cons, wl, wr):
+                            gain = (_gain_given_weight(gl, hl, wl, reg)
+                                    + _gain_given_weight(gr, hr, wr, reg) - parent)
             gains[t] = gain
             where[t] = t
             cuda.syncthreads()
@@ -188,9 +221,13 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
 
 
 @cuda.jit
-def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask, reg, out):
+def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask, reg,
+                          constrained, monotone, lower, upper, out, unordered):
     """out[k, slot, d] = gain of candidate (slot, missing-left d) in node k, -inf where it is
-    not a valid split of the node (out is filled with -inf by the caller). One thread per
+    not a valid split of the node (out is filled with -inf by the caller). With
+    `constrained` (arguments as in `_best_split_per_feature`): gains at the clipped weights,
+    and unordered[slot, d] = 1 (zeros from the caller) where the candidate's clipped weights
+    in node k go against the feature's constraint, valid split there or not. One thread per
     (node, feature)."""
     t = cuda.grid(1)
     n_features = offsets.shape[0] - 1
@@ -205,6 +242,9 @@ def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask
     C = totals[k, 2]
     counted = hists.shape[2] == 3
     cph = C / H if H > 0.0 else 0.0
+    lo = lower[k]
+    hi = upper[k]
+    cons = monotone[f]
     o = offsets[f]
     nvb = offsets[f + 1] - o - 1
     for d in range(2):
@@ -218,16 +258,29 @@ def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask
             hl += _value(hists, k, o + b, 1, h_scale)
             if counted:
                 cl += np.float64(hists[k, o + b, 2])
+            wl = 0.0
+            wr = 0.0
+            if constrained:
+                wl = _clip(_leaf_weight(gl, hl, reg), lo, hi)
+                wr = _clip(_leaf_weight(G - gl, H - hl, reg), lo, hi)
+                if _breaks_direction(cons, wl, wr):
+                    unordered[o + b, d] = 1  # the same value from any thread
             c_left = cl if counted else mul(hl, cph)
             if not (_child_ok(hl, c_left, reg) and _child_ok(H - hl, C - c_left, reg)):
                 continue
-            out[k, o + b, d] = (_node_gain(gl, hl, reg) + _node_gain(G - gl, H - hl, reg)
-                                - _node_gain(G, H, reg))
+            if constrained:
+                out[k, o + b, d] = (_gain_given_weight(gl, hl, wl, reg)
+                                    + _gain_given_weight(G - gl, H - hl, wr, reg)
+                                    - _clipped_gain(G, H, reg, lo, hi))
+            else:
+                out[k, o + b, d] = (_node_gain(gl, hl, reg)
+                                    + _node_gain(G - gl, H - hl, reg) - _node_gain(G, H, reg))
 
 
 @cuda.jit
-def _sum_over_nodes(node_gains, out):
-    """out[slot, d] = sum over nodes, in node order, of the valid gains; -inf if none."""
+def _sum_over_nodes(node_gains, unordered, out):
+    """out[slot, d] = sum over nodes, in node order, of the valid gains; -inf if none, or if
+    unordered[slot, d] (a monotone constraint broken in some node)."""
     t = cuda.grid(1)
     n_slots = node_gains.shape[1]
     if t >= n_slots * 2:
@@ -241,15 +294,18 @@ def _sum_over_nodes(node_gains, out):
         if v != -np.inf:
             total += v
             any_valid = True
-    out[slot, d] = total if any_valid else -np.inf
+    out[slot, d] = total if (any_valid and unordered[slot, d] == 0) else -np.inf
 
 
 _H = ("int64", 3)
+# constrained, monotone, lower, upper
+_BOUNDS = ("boolean", ("int32", 1), ("float64", 1), ("float64", 1))
 BEST_SPLIT = CudaKernel(_best_split_per_feature, (_H, "float64", "float64", ("float64", 2),
                                                   ("int64", 1), ("uint8", 2), ("float64", 1),
-                                                  ("float64", 3)))
+                                                  *_BOUNDS, ("float64", 3)))
 OBLIVIOUS_NODE_GAINS = CudaKernel(_oblivious_node_gains,
                                   (_H, "float64", "float64", ("float64", 2), ("int64", 1),
-                                   ("uint8", 1), ("float64", 1), ("float64", 3)))
-SUM_OVER_NODES = CudaKernel(_sum_over_nodes, (("float64", 3), ("float64", 2)))
+                                   ("uint8", 1), ("float64", 1), *_BOUNDS, ("float64", 3),
+                                   ("uint8", 2)))
+SUM_OVER_NODES = CudaKernel(_sum_over_nodes, (("float64", 3), ("uint8", 2), ("float64", 2)))
 KERNELS = (BEST_SPLIT, OBLIVIOUS_NODE_GAINS, SUM_OVER_NODES)
