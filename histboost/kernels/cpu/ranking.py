@@ -42,7 +42,7 @@ def _sigmoid(x):
 
 
 @nb.njit(cache=True, inline="always")
-def _delta_map(first, second, y_first, y_second, n_rel, acc):
+def _average_precision_change(first, second, y_first, y_second, n_rel, acc):
     """|change of average precision| when positions first < second swap; n_rel[k]: relevant
     documents in positions 0..k, acc[k]: sum over relevant positions i <= k of 1 / (i + 1).
     Binary labels."""
@@ -60,6 +60,20 @@ def _delta_map(first, second, y_first, y_second, n_rel, acc):
 
 
 @nb.njit(cache=True, inline="always")
+def _delta(i, j, hi, lo, y, gain, discount, inv_idcg, n_rel, acc, metric):
+    """|dZ| of swapping rank positions i and j (hi: the one with the larger label) of a
+    query: y, gain in rank order; discount by position; inv_idcg of the query; n_rel, acc:
+    the average-precision counts (MAP)."""
+    if metric == NDCG:
+        return abs((gain[hi] - gain[lo]) * (discount[hi] - discount[lo])) * inv_idcg
+    if metric == MAP:
+        if i < j:
+            return _average_precision_change(i, j, y[i], y[j], n_rel, acc)
+        return _average_precision_change(j, i, y[j], y[i], n_rel, acc)
+    return 1.0
+
+
+@nb.njit(cache=True, inline="always")
 def _pair(i, j, s, y, gain, inv_idcg, discount, n_rel, acc, metric, score_norm, sigma, out):
     """Add the gradient pairs of the documents at rank positions i and j of a query (s, y,
     gain: scores, labels, gains in rank order) to out (n_docs, 2), in rank order; returns
@@ -71,13 +85,7 @@ def _pair(i, j, s, y, gain, inv_idcg, discount, n_rel, acc, metric, score_norm, 
     else:
         hi, lo = j, i
     diff = s[hi] - s[lo]
-    if metric == NDCG:
-        delta = abs((gain[hi] - gain[lo]) * (discount[hi] - discount[lo])) * inv_idcg
-    elif metric == MAP:
-        delta = _delta_map(i, j, y[i], y[j], n_rel, acc) if i < j else \
-            _delta_map(j, i, y[j], y[i], n_rel, acc)
-    else:
-        delta = 1.0
+    delta = _delta(i, j, hi, lo, y, gain, discount, inv_idcg, n_rel, acc, metric)
     if score_norm:
         delta /= abs(diff) + 0.01
     p = _sigmoid(sigma * diff)
@@ -88,6 +96,82 @@ def _pair(i, j, s, y, gain, inv_idcg, discount, n_rel, acc, metric, score_norm, 
     out[lo, 0] -= lam
     out[lo, 1] += hess
     return -2.0 * lam
+
+
+# Inlined into `lambdarank_groups` once per metric with the metric a constant, so that each
+# copy's pair loop holds one metric's code: a metric branch inside the loop made it twice as
+# slow.
+@nb.njit(cache=True, inline="always")
+def _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                 metric, top_k, n_pair, score_norm, grad_norm, sigma, key, out):
+    """The gradient pairs of query g into its rows of out (see `lambdarank_groups`)."""
+    a = group_ptr[g]
+    b = group_ptr[g + 1]
+    cnt = b - a
+    for r in range(a, b):
+        out[r, 0] = 0.0
+        out[r, 1] = 0.0
+    if cnt < 2:
+        return
+    # the query in rank order (by decreasing score, ties in row order)
+    rank = np.argsort(-margin[a:b], kind="mergesort")
+    s = np.empty(cnt)
+    y = np.empty(cnt)
+    gn = np.empty(cnt)
+    for k in range(cnt):
+        s[k] = margin[a + rank[k]]
+        y[k] = label[a + rank[k]]
+        gn[k] = gain[a + rank[k]]
+    norm = score_norm and s[0] != s[cnt - 1]
+    n_rel = np.zeros(cnt if metric == MAP else 1)
+    acc = np.zeros(cnt if metric == MAP else 1)
+    if metric == MAP:
+        c = 0.0
+        ap = 0.0
+        for k in range(cnt):
+            c += y[k]
+            ap += y[k] / (k + 1.0)
+            n_rel[k] = c
+            acc[k] = ap
+    ig = inv_idcg[g]
+    pairs = np.zeros((cnt, 2))
+    total = 0.0
+    if top_k:
+        for i in range(min(cnt, n_pair)):
+            for j in range(i + 1, cnt):
+                total += _pair(i, j, s, y, gn, ig, discount, n_rel, acc, metric, norm,
+                               sigma, pairs)
+    else:
+        # positions in order of decreasing label: runs of equal labels are buckets, and each
+        # document is paired with documents drawn from outside its bucket
+        by_label = np.argsort(-y, kind="mergesort")
+        gkey = splitmix64(key ^ splitmix64(np.uint64(g)))
+        counter = np.uint64(0)
+        i = 0
+        while i < cnt:
+            j = i + 1
+            while j < cnt and y[by_label[j]] == y[by_label[i]]:
+                j += 1
+            others = i + (cnt - j)
+            if others > 0:
+                for _ in range(n_pair):
+                    for t in range(i, j):
+                        r = min(int(uniform01(gkey, counter) * others), others - 1)
+                        counter += np.uint64(1)
+                        if r >= i:
+                            r += j - i  # past the bucket
+                        total += _pair(by_label[t], by_label[r], s, y, gn, ig, discount,
+                                       n_rel, acc, metric, norm, sigma, pairs)
+            i = j
+    scale = group_weight[g]
+    if grad_norm:
+        if not top_k:
+            scale /= n_pair
+        elif total > 0.0:
+            scale *= math.log2(1.0 + total) / total
+    for k in range(cnt):
+        out[a + rank[k], 0] = pairs[k, 0] * scale
+        out[a + rank[k], 1] = pairs[k, 1] * scale
 
 
 @nb.njit(cache=True, nogil=True)
@@ -104,73 +188,15 @@ def lambdarank_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_
     grad_norm: XGBoost's lambdarank_score_normalization / lambdarank_normalization; sigma:
     sigmoid scale; key uint64: the round's key."""
     for g in range(lo, hi):
-        a = group_ptr[g]
-        b = group_ptr[g + 1]
-        cnt = b - a
-        for r in range(a, b):
-            out[r, 0] = 0.0
-            out[r, 1] = 0.0
-        if cnt < 2:
-            continue
-        # the query in rank order (by decreasing score, ties in row order)
-        rank = np.argsort(-margin[a:b], kind="mergesort")
-        s = np.empty(cnt)
-        y = np.empty(cnt)
-        gn = np.empty(cnt)
-        for k in range(cnt):
-            s[k] = margin[a + rank[k]]
-            y[k] = label[a + rank[k]]
-            gn[k] = gain[a + rank[k]]
-        norm = score_norm and s[0] != s[cnt - 1]
-        n_rel = np.zeros(cnt if metric == MAP else 1)
-        acc = np.zeros(cnt if metric == MAP else 1)
-        if metric == MAP:
-            c = 0.0
-            ap = 0.0
-            for k in range(cnt):
-                c += y[k]
-                ap += y[k] / (k + 1.0)
-                n_rel[k] = c
-                acc[k] = ap
-        ig = inv_idcg[g]
-        pairs = np.zeros((cnt, 2))
-        total = 0.0
-        if top_k:
-            for i in range(min(cnt, n_pair)):
-                for j in range(i + 1, cnt):
-                    total += _pair(i, j, s, y, gn, ig, discount, n_rel, acc, metric, norm,
-                                   sigma, pairs)
+        if metric == NDCG:
+            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                         NDCG, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+        elif metric == MAP:
+            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                         MAP, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
         else:
-            # positions in order of decreasing label: runs of equal labels are buckets, and
-            # each document is paired with documents drawn from outside its bucket
-            by_label = np.argsort(-y, kind="mergesort")
-            gkey = splitmix64(key ^ splitmix64(np.uint64(g)))
-            counter = np.uint64(0)
-            i = 0
-            while i < cnt:
-                j = i + 1
-                while j < cnt and y[by_label[j]] == y[by_label[i]]:
-                    j += 1
-                others = i + (cnt - j)
-                if others > 0:
-                    for _ in range(n_pair):
-                        for t in range(i, j):
-                            r = min(int(uniform01(gkey, counter) * others), others - 1)
-                            counter += np.uint64(1)
-                            if r >= i:
-                                r += j - i  # past the bucket
-                            total += _pair(by_label[t], by_label[r], s, y, gn, ig, discount,
-                                           n_rel, acc, metric, norm, sigma, pairs)
-                i = j
-        scale = group_weight[g]
-        if grad_norm:
-            if not top_k:
-                scale /= n_pair
-            elif total > 0.0:
-                scale *= math.log2(1.0 + total) / total
-        for k in range(cnt):
-            out[a + rank[k], 0] = pairs[k, 0] * scale
-            out[a + rank[k], 1] = pairs[k, 1] * scale
+            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                         PAIRWISE, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
 
 
 @nb.njit(cache=True, nogil=True)
