@@ -322,6 +322,11 @@ def test_qid_group_and_query_weights():
     qid = np.repeat([7, 3, 9, 1], [10, 20, 5, 25])  # contiguous, not sorted
     by_qid = histboost.Dataset(X, y, qid=qid)
     np.testing.assert_array_equal(by_qid.get_group(), [10, 20, 5, 25])
+    later = histboost.Dataset(X, y)
+    later.set_qid(qid)
+    np.testing.assert_array_equal(later.get_group(), [10, 20, 5, 25])
+    later.set_group([30, 30])
+    np.testing.assert_array_equal(later.get_group(), [30, 30])
     per_query = histboost.Dataset(X, y, group=[10, 20, 5, 25], weight=[1, 2, 3, 4])
     np.testing.assert_array_equal(per_query.weight, np.repeat([1.0, 2, 3, 4], [10, 20, 5, 25]))
     params = {"objective": "rank:ndcg", "nthread": 1, "max_depth": 2}
@@ -468,6 +473,10 @@ def test_ranker_fit_predict_score(rank_data, tmp_path):
     by_frame = HistBoostRanker(n_estimators=5, max_depth=3, n_jobs=1).fit(frame, y)
     np.testing.assert_array_equal(by_frame.predict(frame), ref.predict(X))
     assert by_frame.score(frame, y) == pytest.approx(want)
+    # one weight per query (XGBRanker's sample_weight): equal weights change nothing
+    weighted = HistBoostRanker(n_estimators=5, max_depth=3, n_jobs=1).fit(
+        X, y, group=group, sample_weight=np.full(group.size, 2.0))
+    np.testing.assert_array_equal(weighted.predict(X), ref.predict(X))
     ranker.save_model(tmp_path / "r.json")
     loaded = HistBoostRanker().load_model(tmp_path / "r.json")
     np.testing.assert_array_equal(loaded.predict(X), ranker.predict(X))
