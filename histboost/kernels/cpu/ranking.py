@@ -98,13 +98,13 @@ def _pair(i, j, s, y, gain, inv_idcg, discount, n_rel, acc, metric, score_norm, 
     return -2.0 * lam
 
 
-# Inlined into `lambdarank_groups` once per metric with the metric a constant, so that each
-# copy's pair loop holds one metric's code: a metric branch inside the loop made it twice as
-# slow.
+# Inlined into one kernel per metric (`GROUP_KERNELS`), the metric a constant there, so that
+# the pair loop holds that metric's code only: a metric branch inside the loop made it twice
+# as slow.
 @nb.njit(cache=True, inline="always")
 def _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
                  metric, top_k, n_pair, score_norm, grad_norm, sigma, key, out):
-    """The gradient pairs of query g into its rows of out (see `lambdarank_groups`)."""
+    """The gradient pairs of query g into its rows of out (see `lambdarank_pairs`)."""
     a = group_ptr[g]
     b = group_ptr[g + 1]
     cnt = b - a
@@ -174,29 +174,34 @@ def _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, disc
         out[a + rank[k], 1] = pairs[k, 1] * scale
 
 
+# One kernel per metric over queries [lo, hi), each inlining `_query_pairs` with its metric a
+# constant; a kernel is compiled (or loaded from the cache) when its metric is first used.
+# Arguments: see `lambdarank_pairs`.
 @nb.njit(cache=True, nogil=True)
-def lambdarank_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg,
-                      discount, metric, top_k, n_pair, score_norm, grad_norm, sigma, key,
-                      out):
-    """Gradient pairs of queries [lo, hi) into out float64 (n, 2) (their rows only).
-
-    margin, label, gain: float64 (n,) (gain: the NDCG gain of each row's label);
-    group_ptr int64 (G + 1,) query boundaries; group_weight float64 (G,) (normalised query
-    weights); inv_idcg float64 (G,) 1 / ideal DCG (0 without relevant rows); discount
-    float64 (largest query,) 1 / log2(position + 2); metric PAIRWISE / NDCG / MAP; top_k:
-    "topk" pairs (else "mean"); n_pair: the truncation / pairs per document; score_norm,
-    grad_norm: XGBoost's lambdarank_score_normalization / lambdarank_normalization; sigma:
-    sigmoid scale; key uint64: the round's key."""
+def _pairwise_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                     top_k, n_pair, score_norm, grad_norm, sigma, key, out):
     for g in range(lo, hi):
-        if metric == NDCG:
-            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                         NDCG, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
-        elif metric == MAP:
-            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                         MAP, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
-        else:
-            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                         PAIRWISE, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                     PAIRWISE, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _ndcg_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                 top_k, n_pair, score_norm, grad_norm, sigma, key, out):
+    for g in range(lo, hi):
+        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                     NDCG, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _map_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                top_k, n_pair, score_norm, grad_norm, sigma, key, out):
+    for g in range(lo, hi):
+        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                     MAP, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+
+
+GROUP_KERNELS = {PAIRWISE: _pairwise_groups, NDCG: _ndcg_groups, MAP: _map_groups}
 
 
 @nb.njit(cache=True, nogil=True)
@@ -221,11 +226,17 @@ def lambdarank_pairs(margin: np.ndarray, label: np.ndarray, gain: np.ndarray,
                      discount: np.ndarray, metric: int, top_k: bool, n_pair: int,
                      score_norm: bool, grad_norm: bool, sigma: float, key: int,
                      threads: int) -> np.ndarray:
-    """float64 (n, 2) LambdaMART gradient pairs (see `lambdarank_groups` for the
-    arguments), the queries split over `threads` threads."""
+    """float64 (n, 2) LambdaMART gradient pairs, the queries split over `threads` threads.
+
+    margin, label, gain: float64 (n,) (gain: the NDCG gain of each row's label);
+    group_ptr int64 (G + 1,) query boundaries; group_weight float64 (G,) (normalised query
+    weights); inv_idcg float64 (G,) 1 / ideal DCG (0 without relevant rows); discount
+    float64 (largest query,) 1 / log2(position + 2); metric PAIRWISE / NDCG / MAP; top_k:
+    "topk" pairs (else "mean"); n_pair: the truncation / pairs per document; score_norm,
+    grad_norm: XGBoost's lambdarank_score_normalization / lambdarank_normalization; sigma:
+    the sigmoid's scale; key: the round's 64-bit key of the "mean" draws."""
     out = np.empty((label.shape[0], 2))
-    run_ranges(lambdarank_groups, group_ptr.shape[0] - 1, margin, label, gain, group_ptr,
-               group_weight, inv_idcg, discount, int(metric), bool(top_k), int(n_pair),
-               bool(score_norm), bool(grad_norm), float(sigma), np.uint64(key), out,
-               threads=threads)
+    run_ranges(GROUP_KERNELS[metric], group_ptr.shape[0] - 1, margin, label, gain, group_ptr,
+               group_weight, inv_idcg, discount, bool(top_k), int(n_pair), bool(score_norm),
+               bool(grad_norm), float(sigma), np.uint64(key), out, threads=threads)
     return out
