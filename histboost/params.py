@@ -51,6 +51,7 @@ ALIASES: dict[str, str] = {
     "monotone_constraint": "monotone_constraints",
     "mc": "monotone_constraints",
     "interaction_constraint": "interaction_constraints",
+    "permutation_count": "n_permutations",
 }
 
 OBJECTIVES = (
@@ -132,6 +133,15 @@ class TrainParams:
     scale_pos_weight: float = 1.0  # binary objectives: the gradients of label-1 rows scaled
     # column sampling weights, one per feature (() : uniform); XGBoost's feature_weights
     feature_weights: tuple = ()
+    # categorical features (docs/categorical.md): target statistic priors (a, b), bins of each
+    # statistic, regression label borders (0: the mean), permutations, one-hot threshold,
+    # features per combination
+    ctr_priors: tuple = ((0.0, 1.0), (0.5, 0.5), (1.0, 0.0))
+    ctr_border_count: int = 15
+    ctr_target_borders: int = 1
+    n_permutations: int = 4
+    one_hot_max_size: int = 2
+    max_ctr_complexity: int = 1
 
     @property
     def n_threads(self) -> int:
@@ -279,7 +289,8 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         values[name] = value
 
     ints = ("num_class", "max_depth", "max_leaves", "min_data_in_leaf", "max_bin", "seed",
-            "nthread", "grad_quant_bits", "verbosity")
+            "nthread", "grad_quant_bits", "verbosity", "ctr_border_count", "ctr_target_borders",
+            "n_permutations", "one_hot_max_size", "max_ctr_complexity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
               "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
@@ -380,6 +391,17 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         values.pop("feature_weights", None)
     if "interaction_constraints" in values:
         values["interaction_constraints"] = parse_interaction(values["interaction_constraints"])
+    if "ctr_priors" in values:
+        from .categorical.settings import check_priors
+
+        priors = values["ctr_priors"]
+        if isinstance(priors, str):  # "[(0, 1), (0.5, 0.5)]" (CLI, config files)
+            try:
+                priors = ast.literal_eval(priors.strip())
+            except (ValueError, SyntaxError):
+                raise ValueError(f"ctr_priors must be a list of (a, b) pairs, got "
+                                 f"{priors!r}") from None
+        values["ctr_priors"] = check_priors(priors)
 
     p = TrainParams(**values)
     _check_ranges(p)
@@ -433,6 +455,16 @@ def _check_ranges(p: TrainParams) -> None:
         need(p.objective in ("binary:logistic", "binary:logitraw"),
              f"scale_pos_weight applies to binary:logistic / binary:logitraw, not "
              f"{p.objective!r}; weight rows through Dataset(weight=...)")
+    need(1 <= p.ctr_border_count <= 254,
+         f"ctr_border_count must be in [1, 254], got {p.ctr_border_count}")
+    need(0 <= p.ctr_target_borders <= 64,
+         f"ctr_target_borders must be in [0, 64] (0: the label mean), got "
+         f"{p.ctr_target_borders}")
+    need(1 <= p.n_permutations <= 1024,
+         f"n_permutations must be in [1, 1024], got {p.n_permutations}")
+    need(p.one_hot_max_size >= 0, f"one_hot_max_size must be >= 0, got {p.one_hot_max_size}")
+    need(p.max_ctr_complexity >= 1, f"max_ctr_complexity must be >= 1 (1: no feature "
+         f"combinations), got {p.max_ctr_complexity}")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
         need(p.device == "cpu", "monotone_constraints are not implemented on the GPU "
