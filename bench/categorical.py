@@ -86,8 +86,8 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
                                         allow_writing_files=False)
         Xc, Xtc = X.copy(), Xt.copy()
         for c in cats:  # CatBoost takes strings or integers; NaN must be a string
-            Xc[c] = Xc[c].astype(str)
-            Xtc[c] = Xtc[c].astype(str)
+            Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
+            Xtc[c] = Xtc[c].astype(object).fillna("nan").astype(str)
         t0 = time.perf_counter()
         m.fit(Xc, y, cat_features=cats)
         t = time.perf_counter() - t0

@@ -162,14 +162,10 @@ class CombinationSlots:
         tr = self.trainer
         cmb = self._combination(combo)
         count, sums = ordered_statistics(cmb.ids, cmb.n_ids, tr.perms[self._perm], tr.targets)
-        stats = tr.settings.statistics(count, sums)
         bins = np.empty((cmb.ids.shape[0], self.width), tr.bins.dtype)
         cuts = np.empty((self.width, tr.value_bins))
-        from .training import bin_values, padded_cuts
-
-        for s in range(self.width - 1):
-            cuts[s] = padded_cuts(stats[tr.cut_rows, s], tr.value_bins)
-            bins[:, s] = bin_values(stats[:, s], cuts[s], bins.dtype)
+        cuts[:-1] = tr.statistic_cuts(count, sums)
+        bins[:, :-1] = tr.bin_statistics(count, sums, cuts[:-1])
         bins[:, -1] = cmb.freq_bins
         cuts[-1] = cmb.freq_cuts
         self._remember(bins.nbytes)

@@ -107,20 +107,27 @@ class CtrSettings:
                 "borders": [f"b{j}" for j in range(self.borders.size)]}[self.target]
         return [f"{c}_a{a:g}_b{b:g}" for a, b in self.priors for c in chan]
 
-    def statistics(self, count: np.ndarray, sums: np.ndarray) -> np.ndarray:
-        """float64 (n, n_stats) statistics of counts (n,) and channel sums (n, n_channels),
-        prior-major (all channels of the first prior, then the next)."""
-        count = np.asarray(count, np.float64)
-        out = np.empty((count.shape[0], self.n_stats), np.float64)
+    def terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(channel int64 (n_stats,), add float64, denominator float64): statistic s is
+        ``(sums[:, channel[s]] + add[s]) / (count + denominator[s])``, prior-major (all
+        channels of the first prior, then the next)."""
         if self.target == "mean":
-            for j, w in enumerate(self._mean_weights()):
-                out[:, j] = (sums[:, 0] + w * self.label_mean) / (count + w)
-            return out
+            w = self._mean_weights()
+            return np.zeros(w.size, np.int64), w * self.label_mean, w.astype(np.float64)
         m = self.n_channels
-        for p, (a, b) in enumerate(self.priors):
-            denom = count + (a + b)
-            for j in range(m):
-                out[:, p * m + j] = (sums[:, j] + a) / denom
+        chan = np.tile(np.arange(m, dtype=np.int64), self.priors.shape[0])
+        add = np.repeat(self.priors[:, 0], m)
+        den = np.repeat(self.priors[:, 0] + self.priors[:, 1], m)
+        return chan, add, den
+
+    def statistics(self, count: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """float64 (n, n_stats) statistics of counts (n,) and channel sums (n, n_channels)
+        (see `terms`)."""
+        count = np.asarray(count, np.float64)
+        chan, add, den = self.terms()
+        out = np.empty((count.shape[0], chan.size), np.float64)
+        for s in range(chan.size):
+            out[:, s] = (sums[:, chan[s]] + add[s]) / (count + den[s])
         return out
 
     # -- JSON ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..data.binning import BinMapper, feature_cuts, mapper_from_cuts, sample_row_ids
-from ..kernels.cpu.target_stats import category_totals, ordered_statistics
+from ..kernels.cpu.target_stats import bin_statistics, category_totals, ordered_statistics
 from ..params import TrainParams
 from ..tree.tree import Tree
 from .combinations import DEFAULT_SLOTS, CombinationSlots
@@ -34,6 +34,8 @@ from .settings import CtrSettings
 
 # permutation-dependent bins are cached for every permutation up to this many bytes in all
 _CACHE_BYTES = 1 << 30
+# rows whose statistics place the quantile cuts of a statistic (15 cuts need few)
+_CUT_SAMPLE_ROWS = 50_000
 
 
 def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +83,7 @@ class CtrTrainer:
         self.hashes = cat.hashes
         self.ids: list[np.ndarray] = []
         self.n_ids: list[int] = []
-        self.cut_rows = sample_row_ids(0, n, n)
+        self.cut_rows = sample_row_ids(0, n, n, _CUT_SAMPLE_ROWS)
         static: list[tuple[int, np.ndarray, np.ndarray]] = []  # (derived index, values, cuts)
         self.ctr_tables: list[int] = []  # tables whose statistics are ordered columns
         model = self.model
@@ -162,14 +164,14 @@ class CtrTrainer:
         bins = np.empty((self.n_rows, len(self.ctr_tables) * per_table), self.bins.dtype)
         cuts = np.empty((bins.shape[1], self.value_bins))
 
+        terms = self.settings.terms()
+
         def one(j: int) -> None:
             c = self.model.tables[self.ctr_tables[j]].columns[0]
             count, sums = ordered_statistics(self.ids[c], self.n_ids[c], order, self.targets)
-            stats = self.settings.statistics(count, sums)
-            for s in range(per_table):
-                k = j * per_table + s
-                cuts[k] = padded_cuts(stats[self.cut_rows, s], self.value_bins)
-                bins[:, k] = bin_values(stats[:, s], cuts[k], bins.dtype)
+            k = slice(j * per_table, (j + 1) * per_table)
+            cuts[k] = self.statistic_cuts(count, sums)
+            bins[:, k] = self.bin_statistics(count, sums, cuts[k])
 
         workers = min(len(self.ctr_tables), self.n_threads, os.cpu_count() or 1)
         if workers > 1:
@@ -181,6 +183,21 @@ class CtrTrainer:
         if self._cache_all:
             self._cache[perm] = (bins, cuts)
         return bins, cuts
+
+    def statistic_cuts(self, count: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """float64 (n_stats, value_bins) quantile cuts of the statistics of a sample of the
+        rows (`cut_rows`)."""
+        stats = self.settings.statistics(count[self.cut_rows], sums[self.cut_rows])
+        return np.stack([padded_cuts(stats[:, s], self.value_bins)
+                         for s in range(stats.shape[1])])
+
+    def bin_statistics(self, count: np.ndarray, sums: np.ndarray, cuts: np.ndarray
+                       ) -> np.ndarray:
+        """(n, n_stats) bins of the statistics of every row (one fused pass)."""
+        chan, add, den = self.settings.terms()
+        out = np.empty((count.shape[0], chan.size), self.bins.dtype)
+        bin_statistics(count, sums, chan, add, den, np.ascontiguousarray(cuts), out)
+        return out
 
     def _load_permutation(self, perm: int, backend: Any) -> None:
         if perm == self._perm or not self._ctr_features:

@@ -466,12 +466,13 @@ class CPUBackend:
                              f"{bins.shape}")
         if f.size == 0:
             return
-        # contiguous columns (the usual case): slices, row-contiguous copies
-        cols: slice | np.ndarray = (slice(int(f[0]), int(f[-1]) + 1)
-                                    if np.array_equal(f, np.arange(f[0], f[0] + f.size)) else f)
-        self.bins[:, cols] = bins
-        self.columns[cols] = bins.T
-        self.slots[:, cols] = bins + self.offsets[f].astype(self.slots.dtype)
+        if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
+            histogram.write_columns(np.ascontiguousarray(bins, self.bins.dtype), int(f[0]),
+                                    self.offsets[f], self.bins, self.slots, self.columns)
+        else:
+            self.bins[:, f] = bins
+            self.columns[f] = bins.T
+            self.slots[:, f] = bins + self.offsets[f].astype(self.slots.dtype)
         held = self._hists.nodes() if self._growing else []
         if held:
             self._rebuild_columns(held, f)

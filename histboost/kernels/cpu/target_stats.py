@@ -81,3 +81,26 @@ def category_totals(ids: np.ndarray, n_ids: int, targets: np.ndarray
     for j in range(targets.shape[1]):
         sums[:, j] = np.bincount(ids, weights=targets[:, j], minlength=n_ids)
     return count, sums
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def bin_statistics(count, sums, channels, adds, denominators, cuts, out):
+    """out[r, s] = the bin of statistic s of row r: the first b with value <= cuts[s, b],
+    value = (sums[r, channels[s]] + adds[s]) / (count[r] + denominators[s]) (the float
+    operations of `CtrSettings.statistics`). count float64 (n,); sums float64 (n, m);
+    channels int64 (k,); adds, denominators float64 (k,); cuts float64 (k, V) non-decreasing;
+    out (n, k) unsigned ints. Rows in parallel."""
+    k = channels.shape[0]
+    n_cuts = cuts.shape[1]
+    for r in nb.prange(count.shape[0]):
+        for s in range(k):
+            v = (sums[r, channels[s]] + adds[s]) / (count[r] + denominators[s])
+            lo = 0
+            hi = n_cuts
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if cuts[s, mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[r, s] = lo
