@@ -164,8 +164,6 @@ class CtrTrainer:
         bins = np.empty((self.n_rows, len(self.ctr_tables) * per_table), self.bins.dtype)
         cuts = np.empty((bins.shape[1], self.value_bins))
 
-        terms = self.settings.terms()
-
         def one(j: int) -> None:
             c = self.model.tables[self.ctr_tables[j]].columns[0]
             count, sums = ordered_statistics(self.ids[c], self.n_ids[c], order, self.targets)
