@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--libs", default=",".join(LIBS))
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--policy", default="oblivious", help="histboost's grow_policy")
-    ap.add_argument("--complexity", type=int, default=2, help="histboost max_ctr_complexity")
+    ap.add_argument("--complexity", type=int, default=1, help="histboost max_ctr_complexity")
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
     a = ap.parse_args()
     for name in a.sets.split(","):

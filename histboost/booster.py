@@ -407,6 +407,10 @@ class Booster:
         followed). ``format="xgboost"`` writes an XGBoost JSON model instead (see
         `histboost.exports`), which this class does not load back."""
         if format == "xgboost":
+            if self.categorical is not None:
+                raise ValueError("a model with categorical features cannot be written as an "
+                                 "XGBoost model (its features are computed from raw values "
+                                 "XGBoost does not see); save it as format='histboost'")
             from .exports import xgboost_json_bytes
             atomic_write(path, xgboost_json_bytes(self))
         elif format == "histboost":
