@@ -57,7 +57,8 @@ def as_category(X: pd.DataFrame, Xt: pd.DataFrame, cats: list[str]
     X, Xt = X.copy(), Xt.copy()
     for c in cats:
         X[c] = X[c].astype("category")
-        Xt[c] = pd.Categorical(Xt[c], categories=X[c].cat.categories)
+        known = X[c].cat.categories
+        Xt[c] = pd.Categorical(Xt[c].where(Xt[c].isin(known)), categories=known)
     return X, Xt
 
 

@@ -39,18 +39,18 @@ def _interaction(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
 
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide", "oblivious"])
 def test_combinations_learn_an_interaction(policy):
-    X, y = _interaction(12000, 0)
+    X, y = _interaction(8000, 0)
     Xt, yt = _interaction(4000, 1)
-    params = {"objective": "binary:logistic", "max_depth": 6, "learning_rate": 0.15,
+    params = {"objective": "binary:logistic", "max_depth": 6, "learning_rate": 0.2,
               "grow_policy": policy, "max_leaves": 31}
     aucs = {}
     for complexity in (1, 2):
         bst = hb.train({**params, "max_ctr_complexity": complexity},
-                       hb.Dataset(X, label=y, categorical_features=["a", "b"]), 60,
+                       hb.Dataset(X, label=y, categorical_features=["a", "b"]), 40,
                        verbose_eval=False)
         aucs[complexity] = roc_auc_score(yt, bst.predict(Xt))
     assert aucs[2] > 0.85, aucs
-    assert aucs[1] < 0.75, aucs  # CatBoost without combinations: 0.60
+    assert aucs[1] < 0.7, aucs  # measured 0.63; CatBoost without combinations: 0.60
 
 
 def test_combinations_save_load_identical(tmp_path):
