@@ -7,12 +7,18 @@ Model file (JSON, ``format == "histboost"``, ``version == 1``)::
      "learner": {"objective": str, "num_class": int, "trees_per_round": int,
                  "base_margin": [K floats], "n_features": int, "feature_names": [str],
                  "best_iteration": int | null, "best_score": float | null,
-                 "params": {...}},
+                 "params": {...}, "categorical": {...} (models with categorical features
+                 only: `histboost.categorical.model`)},
      "trees": [Tree.to_dict(), ...]}
 
 Trees are stored round-major: round r owns trees ``r*K .. r*K+K-1``, tree ``r*K+k`` adding to
 output column k. Floats are written with ``repr`` precision, so a loaded model predicts
 bit-identically.
+
+A model with categorical features splits on an extended matrix, the numeric input columns and
+the features derived from the categorical ones (target statistics, frequencies, one-hot
+indicators): ``n_features`` and ``feature_names`` describe that matrix, ``categorical`` (a
+`CategoricalModel`) the input columns and how the derived features come from them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import json
 import os
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numba as nb
 import numpy as np
@@ -35,6 +41,9 @@ from .objectives.base import Objective
 from .params import ALIASES, parse_params
 from .tree.predictor import PackedForest
 from .tree.tree import Tree
+
+if TYPE_CHECKING:
+    from .categorical.model import CategoricalModel
 
 FORMAT_NAME = "histboost"
 FORMAT_VERSION = 1
@@ -89,6 +98,7 @@ class Booster:
         self._forest: PackedForest | None = None
         self._forest_size = -1
         self._device_forest: tuple | None = None
+        self.categorical: CategoricalModel | None = None
         k = self.trees_per_round
         self.base_margin = (np.zeros(k) if base_margin is None
                             else np.asarray(base_margin, dtype=np.float64).reshape(k))
@@ -136,9 +146,18 @@ class Booster:
         return out
 
     def _empty_like(self) -> Booster:
-        return Booster(objective=self.objective_name, num_class=self.num_class,
-                       base_margin=self.base_margin.copy(), n_features=self.n_features,
-                       feature_names=self.feature_names, params=self.params)
+        out = Booster(objective=self.objective_name, num_class=self.num_class,
+                      base_margin=self.base_margin.copy(), n_features=self.n_features,
+                      feature_names=self.feature_names, params=self.params)
+        out.categorical = self.categorical
+        return out
+
+    def set_categorical(self, model: CategoricalModel) -> None:
+        """Make this (empty or growing) model one with categorical features: its trees split
+        on `model`'s extended matrix (the features and names follow it)."""
+        self.categorical = model
+        self.n_features = model.n_features
+        self.feature_names = model.feature_names()
 
     def copy(self) -> Booster:
         out = self[:]
@@ -185,7 +204,14 @@ class Booster:
         return a * k, b * k
 
     def _matrix(self, data: Any) -> tuple[np.ndarray | SparseMatrix, np.ndarray | None]:
-        """Raw feature matrix of `data` and its base margin (Datasets may carry one)."""
+        """Raw feature matrix of `data` and its base margin (Datasets may carry one); the
+        extended matrix for a model with categorical features."""
+        if self.categorical is not None:
+            if _is_sparse(data):
+                raise ValueError("a model with categorical features predicts from dense input "
+                                 "(a DataFrame or an array), not a sparse matrix")
+            bm = data.base_margin if isinstance(data, Dataset) else None
+            return self.categorical.matrix(data), bm
         if isinstance(data, Dataset):
             X, names, bm = data.data, data.feature_names, data.base_margin
             names_given = True
@@ -291,6 +317,9 @@ class Booster:
         if pred_contribs or pred_interactions:
             return self._explain(data, iteration_range, approx_contribs, pred_interactions)
         device_X = _cuda_matrix(data)
+        if device_X is not None and self.categorical is not None:
+            raise ValueError("a model with categorical features predicts from host data (a "
+                             "DataFrame or an array of raw values) for now")
         if device_X is not None and not pred_leaf:  # device input: predicted where it is
             if device_X.shape[1] != self.n_features:
                 raise ValueError(f"data has {device_X.shape[1]} features but the model was "
@@ -373,6 +402,8 @@ class Booster:
                 "best_iteration": self.best_iteration,
                 "best_score": self.best_score,
                 "params": self.params,
+                **({} if self.categorical is None
+                   else {"categorical": self.categorical.to_dict()}),
             },
             "trees": [t.to_dict() for t in self.trees],
         }
@@ -387,6 +418,10 @@ class Booster:
         followed). ``format="xgboost"`` writes an XGBoost JSON model instead (see
         `histboost.exports`), which this class does not load back."""
         if format == "xgboost":
+            if self.categorical is not None:
+                raise ValueError("a model with categorical features cannot be written as an "
+                                 "XGBoost model (its features are computed from raw values "
+                                 "XGBoost does not see); save it as format='histboost'")
             from .exports import xgboost_json_bytes
             atomic_write(path, xgboost_json_bytes(self))
         elif format == "histboost":
@@ -439,6 +474,7 @@ class Booster:
             raise ValueError(f"{where} is a corrupt histboost model: {e}") from None
         for name, value in loaded.items():
             setattr(self, name, value)
+        self._device_forest = None
         self._objective = None
         self._forest = None
         self._forest_size = -1
@@ -446,6 +482,11 @@ class Booster:
     def __repr__(self) -> str:
         return (f"Booster(objective={self.objective_name!r}, rounds={self.num_boosted_rounds()}, "
                 f"n_features={self.n_features})")
+
+
+def _is_sparse(data: Any) -> bool:
+    return isinstance(data, SparseMatrix) or (hasattr(data, "tocsr") and hasattr(data, "nnz")) \
+        or (isinstance(data, Dataset) and data.is_sparse)
 
 
 def _number(v: Any, what: str) -> float:
@@ -518,6 +559,17 @@ def _parse_model(d: dict[str, Any]) -> dict[str, Any]:
         t.validate(n_features)
         trees.append(t)
 
+    categorical = None
+    if learner.get("categorical") is not None:
+        from .categorical.model import CategoricalModel
+
+        if not isinstance(learner["categorical"], dict):
+            raise TypeError("'categorical' must be an object")
+        categorical = CategoricalModel.from_dict(learner["categorical"])
+        if categorical.n_features != n_features or categorical.feature_names() != names:
+            raise ValueError(f"the categorical part describes {categorical.n_features} "
+                             f"features, the model has {n_features}")
+
     rounds = len(trees) // k
     best_iteration = learner.get("best_iteration")
     if best_iteration is not None:
@@ -530,4 +582,5 @@ def _parse_model(d: dict[str, Any]) -> dict[str, Any]:
         best_score = _number(best_score, "best_score")
     return {"objective_name": objective, "num_class": num_class, "n_features": n_features,
             "feature_names": names, "base_margin": base_margin, "params": dict(params),
-            "trees": trees, "best_iteration": best_iteration, "best_score": best_score}
+            "trees": trees, "best_iteration": best_iteration, "best_score": best_score,
+            "categorical": categorical}

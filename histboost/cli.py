@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "files always hold the label first", 0)
     t.add_argument("--weight-column", type=_column, metavar="COL",
                    help="row-weight column of a CSV/TSV file: index or header name")
+    t.add_argument("--categorical", metavar="COLS",
+                   help="categorical columns of a CSV/TSV file: comma-separated 0-based "
+                        "indices (of the file's columns) or header names; their values are "
+                        "categories (text), see docs/categorical.md")
     t.add_argument("--param", type=_key_value, action="extend", nargs="+", default=[],
                    metavar="KEY=VALUE",
                    help="training parameter, e.g. objective=binary:logistic max_depth=6 "
@@ -263,18 +267,29 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     if comm is not None and (args.query or args.valid_query):
         raise ValueError("query files cannot be split across ranks yet: train ranking "
                          "objectives in one process")
-    train_data = _with_queries(read(args.data), args.query, args.data)
-    if train_data.y is None:
-        raise ValueError("training data needs a label column")
-    # with comm, train() computes the cuts of all ranks' rows, as one process would
-    dtrain = train_data.to_dataset(unstored=args.unstored)
-    evals = [(dtrain, "train")]
-    for i, path in enumerate(args.valid):
-        valid = read(path, dtrain.num_col())
-        valid = _with_queries(valid, args.valid_query[i] if args.valid_query else None, path)
-        valid = _align_columns(valid, dtrain.feature_names, path)
-        name = "valid" if len(args.valid) == 1 else f"valid{i}"
-        evals.append((valid.to_dataset(reference=dtrain, unstored=args.unstored), name))
+    if args.categorical is not None:
+        if args.header is False:
+            raise ValueError("--categorical needs files with a header")
+        if comm is not None:
+            raise ValueError("--categorical: categorical features train in one process for now")
+        if args.query or args.valid_query:
+            raise ValueError("--categorical with --query: ranking on categorical features is "
+                             "not supported yet")
+        dtrain, evals = _categorical_sets(args)
+    else:
+        train_data = _with_queries(read(args.data), args.query, args.data)
+        if train_data.y is None:
+            raise ValueError("training data needs a label column")
+        # with comm, train() computes the cuts of all ranks' rows, as one process would
+        dtrain = train_data.to_dataset(unstored=args.unstored)
+        evals = [(dtrain, "train")]
+        for i, path in enumerate(args.valid):
+            valid = read(path, dtrain.num_col())
+            valid = _with_queries(valid, args.valid_query[i] if args.valid_query else None,
+                                  path)
+            valid = _align_columns(valid, dtrain.feature_names, path)
+            name = "valid" if len(args.valid) == 1 else f"valid{i}"
+            evals.append((valid.to_dataset(reference=dtrain, unstored=args.unstored), name))
     started = time.perf_counter()
     booster = train(params, dtrain, num_boost_round=args.num_round, evals=evals,
                     early_stopping_rounds=args.early_stopping_rounds,
@@ -290,9 +305,49 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     return 0
 
 
+def _categorical_sets(args: argparse.Namespace) -> tuple[Dataset, list[tuple[Dataset, str]]]:
+    """The training Dataset and evaluation sets of files with ``--categorical`` columns."""
+    from .data.categorical_io import parse_columns, read_categorical_csv
+
+    cols = parse_columns(args.categorical)
+    data = read_categorical_csv(args.data, cols, label_column=args.label_column,
+                                weight_column=args.weight_column, header=args.header,
+                                format=args.format)
+    if data.y is None:
+        raise ValueError("training data needs a label column")
+    cats = [str(c) for c in data.X.columns if data.X[c].dtype == object]
+    dtrain = data.to_dataset(categorical_features=cats)
+    evals = [(dtrain, "train")]
+    for i, path in enumerate(args.valid):
+        valid = read_categorical_csv(path, cols, label_column=args.label_column,
+                                     weight_column=args.weight_column, header=args.header,
+                                     format=args.format)
+        name = "valid" if len(args.valid) == 1 else f"valid{i}"
+        evals.append((valid.to_dataset(reference=dtrain, categorical_features=cats), name))
+    return dtrain, evals
+
+
+def _predict_categorical(args: argparse.Namespace, booster: Booster) -> Any:
+    """Raw input of a model with categorical features (a DataFrame, columns by header name):
+    its string categorical columns as text, the others numbers."""
+    from .data.categorical_io import read_categorical_csv
+
+    if args.header is False:
+        raise ValueError("a model with categorical features reads files with a header (its "
+                         "columns are matched by name)")
+    cat = booster.categorical
+    text = [c for c, k in zip(cat.columns, cat.kinds, strict=True) if k == "str"]
+    return read_categorical_csv(args.data, text, label_column=args.label_column,
+                                format=args.format).X
+
+
 def _predict(args: argparse.Namespace) -> int:
     _check_writable(args.out)
     booster = Booster(model_file=args.model)
+    if booster.categorical is not None:
+        pred = booster.predict(_predict_categorical(args, booster), output_margin=args.margin,
+                               pred_leaf=args.leaf)
+        return _write_predictions(args, pred)
     data = _read(args, args.data, args.label_column, n_features=booster.num_features())
     F = data.X.shape[1]
     if F == booster.num_features() + 1 and args.label_column is None:
@@ -303,6 +358,10 @@ def _predict(args: argparse.Namespace) -> int:
     data = _align_columns(data, booster.feature_names, args.data)
     X = data.X if isinstance(data.X, np.ndarray) else Dataset(data.X, unstored=args.unstored)
     pred = booster.predict(X, output_margin=args.margin, pred_leaf=args.leaf)
+    return _write_predictions(args, pred)
+
+
+def _write_predictions(args: argparse.Namespace, pred: np.ndarray) -> int:
     # integers for leaves; enough digits that the text reads back to the same float
     fmt = "%d" if pred.dtype.kind in "iu" else ("%.9g" if pred.dtype == np.float32 else "%.17g")
     text = io.StringIO()

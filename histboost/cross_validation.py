@@ -167,6 +167,9 @@ def cv(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 10, nfold
     """
     if not isinstance(dtrain, Dataset):
         raise TypeError(f"dtrain must be a histboost.Dataset, got {type(dtrain).__name__}")
+    if dtrain.categorical is not None:
+        raise ValueError("cv() with categorical features is not supported yet: each fold's "
+                         "target statistics need its own training rows; run train() per fold")
     params = dict(params or {})
     if isinstance(metrics, str):
         metrics = [metrics]

@@ -57,6 +57,7 @@ ALIASES: dict[str, str] = {
     "ndcg_at": "eval_at",
     "map_eval_at": "eval_at",
     "map_at": "eval_at",
+    "permutation_count": "n_permutations",
 }
 
 OBJECTIVES = (
@@ -159,6 +160,15 @@ class TrainParams:
     label_gain: tuple = ()  # LightGBM's NDCG gain per integer label (() : 2**label - 1)
     sigmoid: float = 1.0  # LightGBM's scale of the pair sigmoid (ranking objectives)
     eval_at: tuple = ()  # LightGBM's cut-offs of the ndcg / map metrics
+    # categorical features (docs/categorical.md): target statistic priors (a, b), bins of each
+    # statistic, regression label borders (0: the mean), permutations, one-hot threshold,
+    # features per combination
+    ctr_priors: tuple = ((0.0, 1.0), (0.5, 0.5), (1.0, 0.0))
+    ctr_border_count: int = 15
+    ctr_target_borders: int = 1
+    n_permutations: int = 4
+    one_hot_max_size: int = 2
+    max_ctr_complexity: int = 1
 
     @property
     def n_threads(self) -> int:
@@ -329,7 +339,9 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         for name in ("lambdarank_normalization", "lambdarank_score_normalization"):
             values.setdefault(name, lightgbm_norm)
     ints = ("num_class", "max_depth", "max_leaves", "min_data_in_leaf", "max_bin", "seed",
-            "nthread", "grad_quant_bits", "verbosity", "lambdarank_num_pair_per_sample")
+            "nthread", "grad_quant_bits", "verbosity", "lambdarank_num_pair_per_sample",
+            "ctr_border_count", "ctr_target_borders", "n_permutations", "one_hot_max_size",
+            "max_ctr_complexity")
     floats = ("learning_rate", "reg_lambda", "reg_alpha", "gamma", "min_child_weight",
               "max_delta_step", "subsample", "colsample_bytree", "colsample_bylevel",
               "colsample_bynode", "huber_slope", "quantile_alpha", "tweedie_variance_power",
@@ -452,6 +464,17 @@ def parse_params(params: dict[str, Any] | None) -> TrainParams:
         values.pop("feature_weights", None)
     if "interaction_constraints" in values:
         values["interaction_constraints"] = parse_interaction(values["interaction_constraints"])
+    if "ctr_priors" in values:
+        from .categorical.settings import check_priors
+
+        priors = values["ctr_priors"]
+        if isinstance(priors, str):  # "[(0, 1), (0.5, 0.5)]" (CLI, config files)
+            try:
+                priors = ast.literal_eval(priors.strip())
+            except (ValueError, SyntaxError):
+                raise ValueError(f"ctr_priors must be a list of (a, b) pairs, got "
+                                 f"{priors!r}") from None
+        values["ctr_priors"] = check_priors(priors)
 
     p = TrainParams(**values)
     _check_ranges(p)
@@ -516,6 +539,16 @@ def _check_ranges(p: TrainParams) -> None:
              f"{RANKING_OBJECTIVES}; it is not implemented for {p.objective!r}")
     need(not (p.label_gain and not p.ndcg_exp_gain),
          "label_gain and ndcg_exp_gain=False both set the NDCG gain; give one of them")
+    need(1 <= p.ctr_border_count <= 254,
+         f"ctr_border_count must be in [1, 254], got {p.ctr_border_count}")
+    need(0 <= p.ctr_target_borders <= 64,
+         f"ctr_target_borders must be in [0, 64] (0: the label mean), got "
+         f"{p.ctr_target_borders}")
+    need(1 <= p.n_permutations <= 1024,
+         f"n_permutations must be in [1, 1024], got {p.n_permutations}")
+    need(p.one_hot_max_size >= 0, f"one_hot_max_size must be >= 0, got {p.one_hot_max_size}")
+    need(p.max_ctr_complexity >= 1, f"max_ctr_complexity must be >= 1 (1: no feature "
+         f"combinations), got {p.max_ctr_complexity}")
     mono = p.monotone_constraints
     if any(mono.values() if isinstance(mono, dict) else mono):
         need(p.objective not in ("reg:absoluteerror", "reg:quantileerror"),

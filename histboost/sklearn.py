@@ -17,10 +17,16 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import Tags, check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from ._files import atomic_write
 from .booster import Booster
+from .data.categorical import has_categorical_input
 from .data.dataset import Dataset, check_group_sizes, groups_from_qid
 from .metrics import RANKING, get_metric
 from .objectives import get_objective
@@ -57,6 +63,9 @@ class _HistBoostModel(BaseEstimator):
     n_jobs : threads; None or -1 uses every core, -2 all but one, as in scikit-learn.
     early_stopping_rounds : stop when the last metric on the last ``eval_set`` has not improved
         for this many rounds; predictions then use the best iteration.
+    categorical_features : column indices or names of categorical columns (pandas category,
+        object and string columns are categorical without being named); see
+        docs/categorical.md. X is then passed to `Dataset` as it is (strings allowed).
     importance_type : what ``feature_importances_`` measures, with XGBoost's meanings:
         ``"gain"`` (average loss reduction per split, the default), ``"weight"``, ``"cover"``,
         ``"total_gain"``, ``"total_cover"`` (see `histboost.explain.importance`).
@@ -74,7 +83,8 @@ class _HistBoostModel(BaseEstimator):
                  n_jobs: int | None = None, quantized_grad: bool | None = None,
                  early_stopping_rounds: int | None = None,
                  eval_metric: str | Sequence[str] | None = None, verbosity: int | None = None,
-                 importance_type: str | None = None, **kwargs: Any) -> None:
+                 importance_type: str | None = None, categorical_features: Any = None,
+                 **kwargs: Any) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -96,6 +106,7 @@ class _HistBoostModel(BaseEstimator):
         self.eval_metric = eval_metric
         self.verbosity = verbosity
         self.importance_type = importance_type
+        self.categorical_features = categorical_features
         if kwargs:  # only when given: scikit-learn checks that __init__ sets nothing else
             self.kwargs = kwargs
 
@@ -155,8 +166,15 @@ class _HistBoostModel(BaseEstimator):
         xgb_model : Booster, model file or fitted estimator to continue training from.
         """
         self._check_n_estimators()
-        X, y = validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin),
-                             **_CHECK_X)
+        categorical = has_categorical_input(X, self.categorical_features)
+        if categorical:  # raw values, strings included: the Dataset checks them
+            X, y = validate_data(self, X, y, skip_check_array=True)
+            y = column_or_1d(y, warn=True)
+            if not isinstance(self, ClassifierMixin):
+                y = np.asarray(y, np.float64)
+        else:
+            X, y = validate_data(self, X, y, y_numeric=not isinstance(self, ClassifierMixin),
+                                 **_CHECK_X)
         y, objective_params = self._encode_y(y, fitting=True)
         weight = None
         if sample_weight is not None:
@@ -166,9 +184,12 @@ class _HistBoostModel(BaseEstimator):
                 # a zero weight means "not in the data" (scikit-learn's contract); dropped
                 # rows also leave the bin cut points, which they would otherwise shift
                 keep = weight > 0
-                X, y, weight = X[keep], y[keep], weight[keep]
+                X = X[keep] if not hasattr(X, "iloc") else X.iloc[np.flatnonzero(keep)]
+                y, weight = y[keep], weight[keep]
         names = list(getattr(self, "feature_names_in_", [])) or None
-        dtrain = Dataset(X, label=y, weight=weight, feature_names=names)
+        dtrain = Dataset(X, label=y, weight=weight, feature_names=names,
+                         categorical_features=self.categorical_features if categorical
+                         else None)
         evals = self._eval_datasets(dtrain, eval_set, sample_weight_eval_set)
         return self._train_booster(dtrain, evals, objective_params, verbose, xgb_model)
 
@@ -212,13 +233,20 @@ class _HistBoostModel(BaseEstimator):
         for i, pair in enumerate(eval_set):
             if not isinstance(pair, tuple | list) or len(pair) != 2:
                 raise TypeError("eval_set must be a list of (X, y) pairs")
-            Xe, ye = validate_data(self, pair[0], pair[1], reset=False,
-                                   y_numeric=not isinstance(self, ClassifierMixin), **_CHECK_X)
+            if dtrain.categorical is not None:
+                Xe, ye = validate_data(self, pair[0], pair[1], reset=False,
+                                       skip_check_array=True)
+                ye = column_or_1d(ye)
+            else:
+                Xe, ye = validate_data(self, pair[0], pair[1], reset=False,
+                                       y_numeric=not isinstance(self, ClassifierMixin),
+                                       **_CHECK_X)
             we = None if weights is None or weights[i] is None else _check_sample_weight(
                 weights[i], Xe, dtype=np.float64, ensure_non_negative=True)
+            cat = None if dtrain.categorical is None else dtrain.categorical.positions
             evals.append((Dataset(Xe, label=self._encode_y(ye, fitting=False)[0], weight=we,
-                                  feature_names=dtrain.feature_names, reference=dtrain),
-                          f"validation_{i}"))
+                                  feature_names=dtrain.feature_names, reference=dtrain,
+                                  categorical_features=cat), f"validation_{i}"))
         return evals
 
     # -- prediction ---------------------------------------------------------------------------
@@ -229,7 +257,9 @@ class _HistBoostModel(BaseEstimator):
 
     def _predict(self, X: Any, output_margin: bool = False) -> np.ndarray:
         booster = self.get_booster()
-        X = validate_data(self, X, reset=False, **_CHECK_X)
+        X = validate_data(self, X, reset=False, **({"skip_check_array": True}
+                                                   if booster.categorical is not None
+                                                   else _CHECK_X))
         best = booster.best_iteration
         rounds = None if best is None else (0, best + 1)
         return booster.predict(X, output_margin=output_margin, iteration_range=rounds)
@@ -242,6 +272,8 @@ class _HistBoostModel(BaseEstimator):
         from .explain.importance import importance
         b = self.get_booster()
         imp = importance(b.trees, b.n_features, self.importance_type or "gain")
+        if b.categorical is not None:  # derived features credit their input columns
+            imp = b.categorical.input_importance(imp)
         total = imp.sum()
         return imp / total if total > 0 else imp
 
@@ -268,18 +300,24 @@ class _HistBoostModel(BaseEstimator):
         booster = Booster(model_file=path)  # raises ValueError for a malformed model
         with open(path, "rb") as f:
             state = json.load(f).get(_SKLEARN_KEY) or {}
-        _check_state(state, booster.num_features(), os.fspath(path))
+        _check_state(state, _n_inputs(booster), os.fspath(path))
         self._restore(booster, state)
         return self
 
     def _restore(self, booster: Booster, state: dict[str, Any]) -> None:
         self._Booster = booster
-        self.n_features_in_ = booster.num_features()
+        self.n_features_in_ = _n_inputs(booster)
         if state.get("feature_names_in") is not None:
             self.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
         self.best_iteration_ = booster.best_iteration
         self.best_score_ = booster.best_score
         self.evals_result_ = {}
+
+
+def _n_inputs(booster: Booster) -> int:
+    """Input columns of a model (categorical ones included)."""
+    cat = booster.categorical
+    return booster.num_features() if cat is None else len(cat.input_names)
 
 
 def _sklearn_metric(fn: Any) -> Any:

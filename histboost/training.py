@@ -121,13 +121,46 @@ def _labels(data: Dataset, objective: Objective, what: str) -> np.ndarray:
 
 
 class _EvalSet:
-    """An evaluation set with its labels and running margins."""
+    """An evaluation set with its labels, running margins and the matrix the trees read (the
+    raw features, or the extended matrix of a model with categorical features)."""
 
     def __init__(self, data: Dataset, name: str, labels: np.ndarray, booster: Booster) -> None:
         self.data = data
         self.name = name
         self.labels = labels
-        self.margin = booster.predict_margin(booster._matrix(data)[0], data.base_margin)
+        self.hashes = None  # categorical hashes, to add combination features later
+        if booster.categorical is not None:
+            numeric, self.hashes = booster.categorical.split_input(data)
+            self.X = booster.categorical.extend(numeric, self.hashes)
+        else:
+            self.X = booster._matrix(data)[0]
+        self.margin = booster.predict_margin(self.X, data.base_margin)
+
+    def add_features(self, booster: Booster) -> None:
+        """Append the model's derived features added since (combinations)."""
+        cat = booster.categorical
+        if cat is not None and self.hashes is not None and self.X.shape[1] < cat.n_features:
+            new = cat.derived_values(self.hashes, range(self.X.shape[1] - cat.n_numeric,
+                                                        len(cat.derived)))
+            self.X = np.ascontiguousarray(np.hstack([self.X, new]))
+
+
+def _check_categorical(p: TrainParams, objective: Objective, xgb_model: Any) -> None:
+    """Raise for what categorical features do not support yet."""
+    if p.device != "cpu":
+        raise ValueError(f"categorical features train on the CPU for now (device={p.device!r}); "
+                         "train with device='cpu'")
+    if xgb_model is not None:
+        raise ValueError("continuing training (xgb_model) with categorical features is not "
+                         "supported yet")
+    if objective.leaf_alpha is not None:
+        raise ValueError(f"objective {objective.name!r} (leaf refresh) with categorical features "
+                         "is not supported yet")
+    mono = p.monotone_constraints
+    if any(mono.values() if isinstance(mono, dict) else mono) or p.interaction_constraints \
+            or p.feature_weights:
+        raise ValueError("monotone_constraints, interaction_constraints and feature_weights "
+                         "with categorical features are not supported yet")
 
 
 def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
@@ -171,6 +204,10 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         ``tree_learner`` picks histogram allreduce ("data") or reduce-scatter.
     """
     evals = list(evals or ())
+    if comm is not None and isinstance(dtrain, Dataset) and dtrain.categorical is not None:
+        # every rank holds categorical columns, so every rank raises here
+        raise ValueError("categorical features are not supported by distributed training yet "
+                         "(comm given); train in one process")
     leader = comm is None or comm.rank == 0  # the rank that prints
     cbs: list[TrainingCallback] = list(callbacks or ())
     if verbose_eval and evals and leader:
@@ -278,6 +315,14 @@ class _Training:
             dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
                              bin_rows=p.device == "cpu", comm=comm)
         mapper = dtrain.bin_mapper
+        ctr = None  # categorical features: the derived columns (histboost.categorical)
+        if dtrain.categorical is not None:
+            from .categorical.training import CtrTrainer
+
+            _check_categorical(p, objective, xgb_model)
+            with timer("binning"):
+                ctr = CtrTrainer(dtrain, p, mapper, dtrain.bins, y, objective.name)
+            mapper = ctr.mapper
         K = objective.n_outputs
         metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None
                                           else [objective.default_metric])
@@ -303,6 +348,8 @@ class _Training:
                 intercept = np.array([float(np.sum(w_grad * (y - 0.5)))
                                       / (0.25 * float(np.sum(w_grad)))])
         booster = _initial_booster(xgb_model, p, objective, dtrain, y, w, intercept)
+        if ctr is not None:
+            booster.set_categorical(ctr.model)
         with timer("predict"):
             margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
 
@@ -335,7 +382,7 @@ class _Training:
             backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data, mapper=mapper)
-            bins = dtrain.bins if p.device == "cpu" else None
+            bins = (dtrain.bins if ctr is None else ctr.bins) if p.device == "cpu" else None
             if dist is None:
                 backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
             else:
@@ -349,7 +396,7 @@ class _Training:
             grower = TreeGrower(backend, p, mapper, timer,
                                 constraints=TreeConstraints.from_params(
                                     p, n_features, dtrain.feature_names,
-                                    regularisation_vector(p)))
+                                    regularisation_vector(p)), columns=ctr)
         except BaseException:  # e.g. feature_weights of the wrong length
             backend.release()
             raise
@@ -362,6 +409,8 @@ class _Training:
         self.start_round = booster.num_boosted_rounds()
         self._params = dict(booster.params)  # what the run was set up with
         self._new_trees: list = []  # the last round's trees
+        self.ctr = ctr
+        self._trees_grown = 0  # categorical statistics: one permutation per tree, rotating
 
     def _follow_params(self) -> None:
         """Take up the learning rate a callback set with ``Booster.set_param`` (e.g.
@@ -399,17 +448,26 @@ class _Training:
                     quantisation = make_quantisation(*backend.gradient_bounds(k),
                                                      p.grad_quant_bits,
                                                      round_key(p.seed, epoch, k))
+            if self.ctr is not None:
+                with timer("binning"):
+                    self.ctr.begin_tree(self._trees_grown, backend)
             grown = self.grower.grow(k, rows, quantisation, rng)
+            self._trees_grown += 1
             if objective.leaf_alpha is not None:
                 with timer("gradient"):
                     grown = refresh_leaves(grown, objective.leaf_alpha, self.dtrain.data,
                                            backend.margin()[:, k], self.y, self.w, rows,
                                            p.learning_rate)
-            trees.append(grown.tree)
             with timer("predict"):
                 backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+            # categorical combinations: the model's feature indices
+            trees.append(grown.tree if self.ctr is None else self.ctr.finish_tree(grown.tree))
         self.booster.append_round(trees)
         self._new_trees = trees
+        if self.ctr is not None and self.booster.n_features != self.ctr.model.n_features:
+            self.booster.set_categorical(self.ctr.model)  # combinations were added
+            for es in self.eval_sets:
+                es.add_features(self.booster)
 
     def evaluate(self) -> None:
         """Add the new trees to the evaluation sets' margins and append their metrics to
@@ -421,7 +479,7 @@ class _Training:
                 if es.data is self.dtrain:
                     es.margin = self.backend.margin()
                 else:
-                    new.add_margin(es.data.data, es.margin)
+                    new.add_margin(es.X, es.margin)
                 log = self.history.setdefault(es.name, {})
                 y_e, w_e = es.labels, es.data.weight
                 for m, fn in self.metric_fns.items():

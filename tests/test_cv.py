@@ -197,3 +197,10 @@ def test_subset_slices_the_bins_and_carries_the_metadata():
 def test_bad_fold_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         histboost.cv(P_REG, histboost.Dataset(X_REG, label=Y_REG), 2, **kwargs)
+
+
+def test_categorical_dataset_raises():
+    X = pd.DataFrame({"a": np.arange(30.0), "c": pd.Categorical(list("xyz") * 10)})
+    d = histboost.Dataset(X, label=np.arange(30) % 2)
+    with pytest.raises(ValueError, match="cv\\(\\) with categorical features"):
+        histboost.cv({"objective": "binary:logistic"}, d, 2, nfold=3)

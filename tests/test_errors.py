@@ -86,9 +86,16 @@ def test_bad_data(data, exc, match):
 
 
 def test_non_numeric_dataframe_column():
+    """String columns of a DataFrame are categorical (docs/categorical.md); a string column
+    of an array must be named categorical."""
     pd = pytest.importorskip("pandas")
-    with pytest.raises(TypeError, match="not numeric"):
-        histboost.Dataset(pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"]}))
+    d = histboost.Dataset(pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"]}))
+    assert d.categorical.names == ["b"]
+    with pytest.raises(TypeError, match="numeric"):
+        histboost.Dataset(np.array([[1.0, "x"], [2.0, "y"]], dtype=object))
+    with pytest.raises(TypeError, match="column 'f1' is not numeric"):
+        histboost.Dataset(np.array([[1.0, "x", 3], [2.0, "y", 4]], dtype=object),
+                          categorical_features=[2])
 
 
 @pytest.mark.parametrize("kwargs,match", [

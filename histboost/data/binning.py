@@ -68,7 +68,8 @@ class BinMapper:
 
     @property
     def bin_dtype(self) -> np.dtype:
-        return np.dtype(np.uint8) if int(self.n_bins.max()) <= 256 else np.dtype(np.uint16)
+        return np.dtype(np.uint8) if int(self.n_bins.max(initial=0)) <= 256 \
+            else np.dtype(np.uint16)
 
     def feature_cuts(self, f: int) -> np.ndarray:
         return self.cut_values[self.cut_ptr[f]:self.cut_ptr[f + 1]]

@@ -20,6 +20,7 @@ import numpy as np
 from ..params import MIN_MAX_BIN
 from .arrow import to_matrix as to_arrow_matrix
 from .binning import BinMapper, compute_bin_mapper
+from .categorical import CategoricalColumns, has_categorical_input, split_columns
 from .sparse import SparseBins, SparseMatrix, check_unstored, sparse_bin_mapper
 
 # Gradients travel as float32 (largest 3.4e38): a row's gradient is at most
@@ -283,17 +284,37 @@ class Dataset:
         scipy's meaning) or ``"nan"`` (missing values, as XGBoost reads sparse input). Stored
         values are used as they are (a stored 0.0 is zero, a stored NaN missing). Ignored for
         dense input. See docs/sparse.md.
+    categorical_features : column indices or names of categorical columns (alias
+        `cat_features`); pandas category, object and string columns are categorical without
+        being named. Values may be strings or integers (integer-valued floats), None / NaN a
+        category of its own; they are kept as stable 64-bit hashes
+        (`histboost.data.categorical`) in `categorical`, and `data` holds the numeric
+        columns only. See docs/categorical.md.
     """
 
     def __init__(self, data: Any, label: Any = None, weight: Any = None,
                  base_margin: Any = None, group: Any = None,
                  feature_names: Sequence[str] | None = None, max_bin: int = 256,
-                 reference: Dataset | None = None, unstored: str = "zero", *,
-                 row_ids: Any = None, qid: Any = None, label_lower_bound: Any = None,
-                 label_upper_bound: Any = None) -> None:
+                 reference: Dataset | None = None, unstored: str = "zero",
+                 categorical_features: Any = None, *, row_ids: Any = None,
+                 qid: Any = None, label_lower_bound: Any = None,
+                 label_upper_bound: Any = None, cat_features: Any = None) -> None:
         self.unstored = check_unstored(unstored)
-        X, names = to_float_matrix(data, self.unstored)
-        n, F = X.shape
+        if categorical_features is not None and cat_features is not None:
+            raise ValueError("give categorical_features or its alias cat_features, not both")
+        requested = categorical_features if cat_features is None else cat_features
+        self.categorical: CategoricalColumns | None = None
+        if has_categorical_input(data, requested):
+            if _is_scipy_sparse(data) or isinstance(data, SparseMatrix):
+                raise ValueError("categorical features need dense input (a DataFrame or an "
+                                 "array), not a sparse matrix")
+            X, names, cat = split_columns(data, requested, feature_names)
+            feature_names = names
+            self.categorical = cat if cat.n_columns else None
+        else:
+            X, names = to_float_matrix(data, self.unstored)
+        n = X.shape[0]
+        F = X.shape[1] + (0 if self.categorical is None else self.categorical.n_columns)
         if n == 0:
             raise ValueError("data is empty: it has 0 rows")
         if F == 0:
@@ -333,6 +354,14 @@ class Dataset:
         if reference is not None and reference.num_col() != F:
             raise ValueError(f"data has {F} features but the reference Dataset has "
                              f"{reference.num_col()}")
+        if reference is not None and ((reference.categorical is None) != (
+                self.categorical is None) or (self.categorical is not None and reference.categorical
+                                              is not None and self.categorical.names
+                                              != reference.categorical.names)):
+            have = None if self.categorical is None else self.categorical.names
+            ref = None if reference.categorical is None else reference.categorical.names
+            raise ValueError(f"categorical columns {have} differ from the reference Dataset's "
+                             f"{ref}")
         self._bin_mapper: BinMapper | None = None
         self._bins: np.ndarray | SparseBins | None = None
         # the communicator the held cuts were computed with (global cuts), weakly
@@ -343,11 +372,12 @@ class Dataset:
         return self.data.shape[0]
 
     def num_col(self) -> int:
-        return self.data.shape[1]
+        """Input columns, categorical ones included."""
+        return len(self.feature_names)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.data.shape
+        return self.data.shape[0], self.num_col()
 
     @property
     def is_sparse(self) -> bool:
@@ -533,4 +563,6 @@ class Dataset:
 
     def __repr__(self) -> str:
         sparse = f", sparse, unstored={self.unstored!r}" if self.is_sparse else ""
-        return f"Dataset(n_rows={self.num_row()}, n_features={self.num_col()}{sparse})"
+        cat = "" if self.categorical is None else \
+            f", categorical={self.categorical.names}"
+        return f"Dataset(n_rows={self.num_row()}, n_features={self.num_col()}{sparse}{cat})"

@@ -313,6 +313,10 @@ class DistributedBackend:
             self.local.apply_splits(parents, lefts, rights, records), np.int64)
         return self._reduce(counts, "counts")
 
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+        raise ValueError("categorical features are not supported by distributed training yet "
+                         "(comm given); train them in one process")
+
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
         # the local leaves' row ranges hold this worker's rows: its margins only

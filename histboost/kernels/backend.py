@@ -141,6 +141,16 @@ class Backend(Protocol):
         nodes' rows (`leaves`, `values` float64) when the tree used all rows, by traversing
         `tree` over the binned matrix otherwise."""
 
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+        """Replace the bins of columns `features` (int64 (k,)) by bins (n_rows, k) of the
+        matrix's dtype, in the same slot layout (categorical target statistics change with
+        the permutation of each tree, and feature combinations appear while a tree grows).
+        Histograms the backend holds for nodes of the tree being grown are rebuilt for these
+        columns from the nodes' rows (a column added mid-tree has no parent histogram to
+        subtract from), so later subtractions stay exact. The CUDA backend and the
+        distributed wrapper raise ValueError (categorical features train on the CPU in one
+        process for now)."""
+
 
 def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, *,
                  n_threads: int, label: np.ndarray | None, weight: np.ndarray | None,

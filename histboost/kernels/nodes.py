@@ -73,6 +73,15 @@ class HistogramStore:
         for i in nodes:
             del self._entries[i]
 
+    def nodes(self) -> list[int]:
+        """The ids of the nodes whose histograms are held."""
+        return list(self._entries)
+
+    def histogram(self, node: int) -> Any:
+        """The histogram of `node`, a view into its buffer (writes go to the buffer)."""
+        buffer, j = self._entries[node]
+        return buffer[j]
+
     def stack(self, nodes: Sequence[int]) -> Any:
         """The histograms of `nodes` as one (k, ...) array: a view when they are consecutive
         rows of one buffer (a level built or subtracted in one call), else a copy."""

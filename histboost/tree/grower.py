@@ -5,12 +5,17 @@ The grower names nodes by id and keeps their host-side records (totals, depth, s
 backend keeps their rows and histograms. Of each pair of children, the one with fewer rows
 (row counts are reduced across workers, so every worker picks the same child) gets its
 histogram built from its rows and the other one by subtraction from the parent.
+
+A `ColumnSource` (categorical features, `histboost.categorical`) may change columns of the
+backend's matrix while a tree grows: after each split it may add columns (feature combinations)
+through `Backend.replace_columns`, and it says which features a node may split on.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -68,6 +73,18 @@ class _Nodes:
         return len(self.depth) - 1
 
 
+class ColumnSource(Protocol):
+    """Columns that appear while a tree grows (see the module docstring)."""
+
+    def tree_features(self) -> np.ndarray | None:
+        """bool (n_features,): the features a new tree may split on (None: all)."""
+
+    def after_splits(self, features: list[int]) -> np.ndarray | None:
+        """Called after splits on `features` once their children hold histograms: the new
+        bool (n_features,) mask of features nodes may split on, or None when unchanged.
+        Columns it adds have their histograms built for every node holding one."""
+
+
 @dataclass
 class GrownTree:
     """A grown tree, the backend's node ids of its leaves and their values (float64)."""
@@ -87,9 +104,14 @@ class TreeGrower:
 
     def __init__(self, backend: Backend, params: TrainParams, mapper: BinMapper,
                  timer: PhaseTimer | None = None,
-                 constraints: TreeConstraints | None = None) -> None:
+                 constraints: TreeConstraints | None = None,
+                 columns: ColumnSource | None = None) -> None:
         self.backend = backend
+        self.columns = columns
+        self._active: np.ndarray | None = None  # features nodes may split on (None: all)
         self.params = params
+        # read at every split: a column source may rewrite a column's cut values when it
+        # replaces the column's bins
         self.cut_values = mapper.cut_values
         self.cut_ptr = mapper.cut_ptr
         self.n_features = mapper.n_features
@@ -154,6 +176,8 @@ class TreeGrower:
             be.build_histograms([0])
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
+        if self.columns is not None:
+            self._active = self.columns.tree_features()
         nodes = _Nodes()
         nodes.add(0, totals, self._leaf_value(totals))
         if self.constraints is not None:
@@ -171,6 +195,8 @@ class TreeGrower:
 
     # -- shared steps --
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
+        if self._active is not None:
+            masks = masks & self._active
         with self.timer("split"):
             totals = np.stack([nodes.totals[i] for i in node_ids])
             if self.constraints is None:
@@ -217,6 +243,13 @@ class TreeGrower:
             with self.timer("histogram"):
                 be.build_histograms(small)
                 be.subtract_histograms(parents, small, large)
+            if self.columns is not None:
+                with self.timer("histogram"):
+                    # an oblivious level: one split shared by its nodes
+                    active = self.columns.after_splits(sorted({
+                        int(r[REC_FEATURE]) for r in recs}))
+                if active is not None:
+                    self._active = active
         return children
 
     # -- depth-wise --
@@ -291,6 +324,8 @@ class TreeGrower:
                                                    "level_gain")}
         for depth in range(p.max_depth):
             mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
+            if self._active is not None:
+                mask = mask & self._active
             if self.constraints is not None:  # one path for all nodes of a level
                 mask = self.constraints.masks(frontier[:1], mask[None])[0]
             with self.timer("split"):

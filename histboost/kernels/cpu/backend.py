@@ -110,6 +110,7 @@ class CPUBackend:
         self._scratch = np.zeros(0, np.int32)
         self.gh: np.ndarray = np.zeros((0, 2), np.float32)
         self._uses_all_rows = True
+        self._growing = False  # between begin_tree and update_margin
         self._quantisation: Quantisation | None = None
         self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
@@ -220,6 +221,7 @@ class CPUBackend:
             gh = self._quantised
         self._begin(gh, self._all_rows if rows is None else rows, quantisation)
         self._uses_all_rows = rows is None
+        self._growing = True
         self._hists.clear()
         self._float_memo = None
         self._ranges.reset(self.rows.shape[0])
@@ -468,8 +470,42 @@ class CPUBackend:
             n_left[idx] = sub
         return n_left
 
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+        f = np.asarray(features, np.int64)
+        if bins.shape != (self.n_rows, f.shape[0]):
+            raise ValueError(f"bins must have shape ({self.n_rows}, {f.shape[0]}), got "
+                             f"{bins.shape}")
+        if f.size == 0:
+            return
+        if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
+            histogram.write_columns(np.ascontiguousarray(bins, self.bins.dtype), int(f[0]),
+                                    self.offsets[f], self.bins, self.slots, self.columns)
+        else:
+            self.bins[:, f] = bins
+            self.columns[f] = bins.T
+            self.slots[:, f] = bins + self.offsets[f].astype(self.slots.dtype)
+        held = self._hists.nodes() if self._growing else []
+        if held:
+            self._rebuild_columns(held, f)
+        self._float_memo = None
+
+    def _rebuild_columns(self, nodes: list[int], features: np.ndarray) -> None:
+        """Histograms of `nodes` rebuilt from their rows for the slots of `features`."""
+        sub = np.ascontiguousarray(self.slots[:, features])
+        bounds = self._ranges.bounds(nodes)
+        out = np.empty((len(nodes), *self._hist_shape), self.hist_dtype)
+        histogram.build_histograms_serial(sub, self.gh, self.rows,
+                                          np.array([b[0] for b in bounds], np.int64),
+                                          np.array([b[1] for b in bounds], np.int64), out)
+        for j, node in enumerate(nodes):
+            h = self._hists.histogram(node)
+            for f in features.tolist():
+                lo, hi = int(self.offsets[f]), int(self.offsets[f + 1])
+                h[lo:hi] = out[j, lo:hi]
+
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
+        self._growing = False  # the tree is done: its histograms need no more columns
         self._claim_pool()
         if self._uses_all_rows:
             bounds = self._ranges.bounds(leaves)

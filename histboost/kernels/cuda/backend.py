@@ -460,6 +460,9 @@ class CUDABackend:
             n_left = n_left_dev.cpu().numpy()
         return self._ranges.split(parents, lefts, rights, n_left)
 
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+        raise ValueError("categorical features train on the CPU for now (device='cpu')")
+
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
         threads = self._k["common"].THREADS

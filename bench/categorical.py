@@ -1,0 +1,147 @@
+"""Categorical features benchmark: histboost (ordered target statistics, combinations)
+against CatBoost (cat_features), LightGBM (categorical_feature) and XGBoost
+(enable_categorical) on the Adult census data and on `ctr_like` (13 dense + 26
+high-cardinality categorical columns), in one run.
+
+    python bench/categorical.py [--sets adult,ctr200k,ctr1m] [--depth 6] [--threads 0]
+
+Depth 6, learning rate 0.1; Adult 300 rounds, ctr_like 100 rounds (80/20 split). Every
+library gets the raw categorical columns its own way (LightGBM and XGBoost: pandas category
+columns, the ids as categories). histboost is warmed up first so that Numba compilation is not
+timed. Time covers dataset construction + training. Prints a Markdown table per data set:
+train time, ratio to histboost, test AUC and logloss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import pandas as pd
+from _common import auc, synth
+
+LIBS = ("histboost", "catboost", "lightgbm", "xgboost")
+
+
+def logloss(y: np.ndarray, p: np.ndarray) -> float:
+    p = np.clip(p, 1e-15, 1 - 1e-15)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def load(name: str) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray, list[str], int]:
+    """(X, y, Xt, yt, categorical column names, rounds) of a data set."""
+    if name == "adult":
+        from histboost.datasets import load_adult
+
+        X, y = load_adult("train")
+        Xt, yt = load_adult("test")
+        cats = [c for c in X.columns if X[c].dtype.kind not in "biuf"]
+        return X, y, Xt, yt, cats, 300
+    rows = {"ctr200k": 200_000, "ctr1m": 1_000_000}[name]
+    n_test = rows // 4  # 80/20 of the whole
+    dense, ids, y = synth().ctr_like(rows + n_test, seed=0)
+    frame = pd.DataFrame(dense.astype(np.float64), columns=[f"d{i}" for i in range(13)])
+    cats = [f"c{i}" for i in range(ids.shape[1])]
+    for i, c in enumerate(cats):
+        frame[c] = ids[:, i]
+    y = y.astype(np.float64)
+    return (frame.iloc[:rows].reset_index(drop=True), y[:rows],
+            frame.iloc[rows:].reset_index(drop=True), y[rows:], cats, 100)
+
+
+def as_category(X: pd.DataFrame, Xt: pd.DataFrame, cats: list[str]
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """pandas category columns with the training set's categories (LightGBM, XGBoost)."""
+    X, Xt = X.copy(), Xt.copy()
+    for c in cats:
+        X[c] = X[c].astype("category")
+        known = X[c].cat.categories
+        Xt[c] = pd.Categorical(Xt[c].where(Xt[c].isin(known)), categories=known)
+    return X, Xt
+
+
+def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
+    X, y, Xt, yt, cats, rounds = data
+    threads = a.threads or os.cpu_count()
+    if lib == "histboost":
+        import histboost
+
+        params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": a.depth,
+                  "grow_policy": policy, "reg_lambda": 3.0, "nthread": threads,
+                  "max_ctr_complexity": a.complexity}
+        histboost.train(params, histboost.Dataset(X.iloc[:2000], label=y[:2000],
+                                                  categorical_features=cats), 2,
+                        verbose_eval=False)
+        t0 = time.perf_counter()
+        b = histboost.train(params, histboost.Dataset(X, label=y, categorical_features=cats),
+                            rounds, verbose_eval=False)
+        t = time.perf_counter() - t0
+        p = b.predict(Xt)
+    elif lib == "catboost":
+        import catboost
+
+        m = catboost.CatBoostClassifier(iterations=rounds, learning_rate=0.1, depth=a.depth,
+                                        thread_count=threads, verbose=False,
+                                        allow_writing_files=False)
+        Xc, Xtc = X.copy(), Xt.copy()
+        for c in cats:  # CatBoost takes strings or integers; NaN must be a string
+            Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
+            Xtc[c] = Xtc[c].astype(object).fillna("nan").astype(str)
+        t0 = time.perf_counter()
+        m.fit(Xc, y, cat_features=cats)
+        t = time.perf_counter() - t0
+        p = m.predict_proba(Xtc)[:, 1]
+    elif lib == "lightgbm":
+        import lightgbm as lgb
+
+        Xc, Xtc = as_category(X, Xt, cats)
+        params = {"objective": "binary", "learning_rate": 0.1, "max_depth": a.depth,
+                  "num_leaves": 2 ** a.depth - 1, "num_threads": threads, "verbose": -1}
+        t0 = time.perf_counter()
+        b = lgb.train(params, lgb.Dataset(Xc, y, categorical_feature=cats), rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(Xtc)
+    elif lib == "xgboost":
+        import xgboost as xgb
+
+        Xc, Xtc = as_category(X, Xt, cats)
+        params = {"objective": "binary:logistic", "eta": 0.1, "max_depth": a.depth,
+                  "tree_method": "hist", "nthread": threads}
+        t0 = time.perf_counter()
+        b = xgb.train(params, xgb.DMatrix(Xc, y, enable_categorical=True, nthread=threads),
+                      rounds)
+        t = time.perf_counter() - t0
+        p = b.predict(xgb.DMatrix(Xtc, enable_categorical=True))
+    else:
+        raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
+    p = np.asarray(p, np.float64)
+    return {"lib": lib, "seconds": t, "auc": auc(yt, p), "logloss": logloss(yt, p)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="adult,ctr200k,ctr1m")
+    ap.add_argument("--libs", default=",".join(LIBS))
+    ap.add_argument("--depth", type=int, default=6)
+    ap.add_argument("--policy", default="oblivious", help="histboost's grow_policy")
+    ap.add_argument("--complexity", type=int, default=1, help="histboost max_ctr_complexity")
+    ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    a = ap.parse_args()
+    for name in a.sets.split(","):
+        data = load(name)
+        results = [run(lib, data, a, a.policy) for lib in a.libs.split(",")]
+        base = next((r["seconds"] for r in results if r["lib"] == "histboost"), None)
+        print(f"\n### {name}: {len(data[1])} train / {len(data[3])} test rows, "
+              f"{len(data[4])} categorical columns, {data[5]} rounds, depth {a.depth}\n")
+        print("| library | train s | ratio to histboost | test AUC | test logloss |")
+        print("|---|---|---|---|---|")
+        for r in results:
+            ratio = f"{r['seconds'] / base:.2f}" if base else "-"
+            print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['auc']:.4f} | "
+                  f"{r['logloss']:.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Categorical features in training: the derived columns of the binned matrix the backend
+holds, and the model's categorical part.
+
+The backend's matrix (`CtrTrainer.bins`, uint8/uint16 (n, F_num + D)) is
+
+    [numeric bins | derived columns: per categorical column either one-hot indicators
+     (at most `one_hot_max_size` categories) or its target statistics and its frequency]
+
+Target statistic columns are ordered: tree t uses permutation t mod `n_permutations` of the
+rows (seeded), and a row's statistic sums the targets of the rows of its category before it
+(`histboost.kernels.cpu.target_stats`). They change when the permutation does: `begin_tree`
+replaces their bins in the backend (`Backend.replace_columns`) and their cut values in the
+training `BinMapper` the grower reads thresholds from (every statistic column has exactly
+``ctr_border_count + 1`` value bins, padded with empty +inf bins, so the slot layout never
+changes). Trees store raw thresholds; prediction computes the statistics from the final tables
+over all training rows (`histboost.categorical.model`).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..data.binning import BinMapper, feature_cuts, mapper_from_cuts, sample_row_ids
+from ..kernels.cpu.target_stats import bin_statistics, category_totals, ordered_statistics
+from ..params import TrainParams
+from ..tree.tree import Tree
+from .combinations import DEFAULT_SLOTS, CombinationSlots
+from .model import CategoricalModel, CtrTable, DerivedFeature
+from .settings import CtrSettings
+
+# permutation-dependent bins are cached for every permutation up to this many bytes in all
+_CACHE_BYTES = 1 << 30
+# rows whose statistics place the quantile cuts of a statistic (15 cuts need few)
+_CUT_SAMPLE_ROWS = 50_000
+
+
+def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 (n,) dense ids in order of first appearance, uint64 (m,) the hash of each id)."""
+    import pandas as pd
+
+    codes, uniq = pd.factorize(hashes)
+    return codes.astype(np.int32), np.asarray(uniq, np.uint64)
+
+
+def padded_cuts(values: np.ndarray, n_value_bins: int) -> np.ndarray:
+    """Exactly `n_value_bins` increasing-or-equal upper bounds of quantile bins of `values`
+    (float64 (m,)), the real ones first, then +inf padding (empty bins)."""
+    cuts = feature_cuts(values, None, n_value_bins)
+    return np.concatenate([cuts, np.full(n_value_bins - cuts.size, np.inf)])
+
+
+def bin_values(values: np.ndarray, cuts: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Bin of each value: the first b with value <= cuts[b]."""
+    return np.searchsorted(cuts, values, side="left").astype(dtype)
+
+
+class CtrTrainer:
+    """Derived categorical columns of one training run.
+
+    dtrain: the training Dataset (with `categorical` columns); mapper / bins: the numeric
+    columns' cuts and bins; y: float64 (n,) labels; objective: the objective's name.
+    After construction: `mapper` and `bins` are the backend's matrix (statistics of the
+    first permutation), `model` the model's categorical part (its final tables)."""
+
+    def __init__(self, dtrain: Any, params: TrainParams, mapper: BinMapper, bins: np.ndarray,
+                 y: np.ndarray, objective: str) -> None:
+        cat = dtrain.categorical
+        p = params
+        n = dtrain.num_row()
+        self.n_rows = n
+        self.n_threads = p.n_threads
+        self.settings = CtrSettings.from_labels(objective, p.num_class, y, p.ctr_priors,
+                                                p.ctr_target_borders)
+        self.targets = self.settings.targets(y)
+        self.value_bins = p.ctr_border_count + 1
+        numeric = [i for i in range(len(dtrain.feature_names)) if i not in set(cat.positions)]
+        self.model = CategoricalModel(list(dtrain.feature_names), numeric, list(cat.names),
+                                      list(cat.positions), list(cat.kinds), n, self.settings)
+        self.hashes = cat.hashes
+        self.ids: list[np.ndarray] = []
+        self.n_ids: list[int] = []
+        self.cut_rows = sample_row_ids(0, n, n, _CUT_SAMPLE_ROWS)
+        static: list[tuple[int, np.ndarray, np.ndarray]] = []  # (derived index, values, cuts)
+        self.ctr_tables: list[int] = []  # tables whose statistics are ordered columns
+        model = self.model
+        onehot: list[tuple[int, int]] = []
+        freqs: list[np.ndarray] = []
+        for c in range(cat.n_columns):
+            ids, uniq = dense_ids(cat.hashes[:, c])
+            self.ids.append(ids)
+            self.n_ids.append(int(uniq.size))
+            if uniq.size <= p.one_hot_max_size:
+                if uniq.size > 1:  # one category: nothing to split
+                    onehot += [(c, int(h)) for h in np.sort(uniq)[:1 if uniq.size == 2 else None]]
+                continue
+            counts, sums = category_totals(ids, int(uniq.size), self.targets)
+            model.tables.append(CtrTable.from_keys((c,), uniq, counts, sums))
+            self.ctr_tables.append(len(model.tables) - 1)
+            freqs.append(counts[ids] / n)
+        # derived columns grouped by kind: the statistic columns, replaced every permutation,
+        # are contiguous in the matrix (row-contiguous copies)
+        for t in self.ctr_tables:
+            model.derived += [DerivedFeature("ctr", table=t, stat=s)
+                              for s in range(self.settings.n_stats)]
+        for t, freq in zip(self.ctr_tables, freqs, strict=True):
+            model.derived.append(DerivedFeature("freq", table=t))
+            static.append((len(model.derived) - 1, freq,
+                           padded_cuts(freq[self.cut_rows], self.value_bins)))
+        for c, h in onehot:
+            model.derived.append(DerivedFeature("onehot", column=c, hash=h,
+                                                label=cat.labels[c].get(h, "")))
+            static.append((len(model.derived) - 1,
+                           (cat.hashes[:, c] == np.uint64(h)).astype(np.float64),
+                           np.array([0.5, np.inf])))
+        # the training matrix: numeric | derived columns
+        n_num = mapper.n_features
+        self.n_numeric = n_num
+        all_cuts = [mapper.feature_cuts(f) for f in range(n_num)]
+        self._ctr_features: list[int] = []  # matrix columns of ordered statistics
+        static_cuts = {k: cuts for k, _, cuts in static}
+        for k, d in enumerate(model.derived):
+            if d.kind == "ctr":
+                self._ctr_features.append(n_num + k)
+                all_cuts.append(np.full(self.value_bins, np.inf))
+            else:
+                all_cuts.append(static_cuts[k])
+        # the combination slots (combinations.py) after every other column
+        colsets: list[tuple[int, ...] | None] = [None] * n_num + [
+            (d.column,) if d.kind == "onehot" else model.tables[d.table].columns
+            for d in model.derived]
+        self.slots: CombinationSlots | None = None
+        if p.max_ctr_complexity > 1 and cat.n_columns > 1:
+            self.slots = CombinationSlots(self, len(all_cuts), DEFAULT_SLOTS,
+                                          p.max_ctr_complexity, colsets)
+            all_cuts += [np.full(self.value_bins, np.inf)] * (self.slots.n_features
+                                                                - len(all_cuts))
+        self.mapper = mapper_from_cuts(all_cuts, mapper.max_bin)
+        dtype = np.promote_types(bins.dtype, self.mapper.bin_dtype)
+        self.bins = np.zeros((n, self.mapper.n_features), dtype)
+        self.bins[:, :n_num] = bins
+        for k, values, cuts in static:
+            self.bins[:, n_num + k] = bin_values(values, cuts, dtype)
+        self.perms = [np.random.default_rng([p.seed & 0xFFFFFFFF, 0xC47, j]).permutation(n)
+                      for j in range(p.n_permutations)]
+        per_perm = n * len(self._ctr_features) * dtype.itemsize
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache_all = per_perm * len(self.perms) <= _CACHE_BYTES
+        self._perm = -1
+        self._backend: Any = None
+        self._load_permutation(0, None)
+
+    # -- ordered statistics --------------------------------------------------------------
+    def ordered_columns(self, perm: int) -> tuple[np.ndarray, np.ndarray]:
+        """(bins (n, D_ctr) of the ordered statistic columns under permutation `perm`, their
+        cuts float64 (D_ctr, value_bins))."""
+        if perm in self._cache:
+            return self._cache[perm]
+        order = self.perms[perm]
+        per_table = self.settings.n_stats
+        bins = np.empty((self.n_rows, len(self.ctr_tables) * per_table), self.bins.dtype)
+        cuts = np.empty((bins.shape[1], self.value_bins))
+
+        def one(j: int) -> None:
+            c = self.model.tables[self.ctr_tables[j]].columns[0]
+            count, sums = ordered_statistics(self.ids[c], self.n_ids[c], order, self.targets)
+            k = slice(j * per_table, (j + 1) * per_table)
+            cuts[k] = self.statistic_cuts(count, sums)
+            bins[:, k] = self.bin_statistics(count, sums, cuts[k])
+
+        workers = min(len(self.ctr_tables), self.n_threads, os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(one, range(len(self.ctr_tables))))
+        else:
+            for j in range(len(self.ctr_tables)):
+                one(j)
+        if self._cache_all:
+            self._cache[perm] = (bins, cuts)
+        return bins, cuts
+
+    def statistic_cuts(self, count: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """float64 (n_stats, value_bins) quantile cuts of the statistics of a sample of the
+        rows (`cut_rows`)."""
+        stats = self.settings.statistics(count[self.cut_rows], sums[self.cut_rows])
+        return np.stack([padded_cuts(stats[:, s], self.value_bins)
+                         for s in range(stats.shape[1])])
+
+    def bin_statistics(self, count: np.ndarray, sums: np.ndarray, cuts: np.ndarray
+                       ) -> np.ndarray:
+        """(n, n_stats) bins of the statistics of every row (one fused pass)."""
+        chan, add, den = self.settings.terms()
+        out = np.empty((count.shape[0], chan.size), self.bins.dtype)
+        bin_statistics(count, sums, chan, add, den, np.ascontiguousarray(cuts), out)
+        return out
+
+    def _load_permutation(self, perm: int, backend: Any) -> None:
+        if perm == self._perm or not self._ctr_features:
+            return
+        bins, cuts = self.ordered_columns(perm)
+        features = np.array(self._ctr_features, np.int64)
+        if backend is None:
+            self.bins[:, features] = bins
+        else:
+            backend.replace_columns(features, bins)
+        ptr = self.mapper.cut_ptr
+        for j, f in enumerate(features):
+            self.mapper.cut_values[ptr[f]:ptr[f + 1]] = cuts[j]
+        self._perm = perm
+
+    def begin_tree(self, tree_index: int, backend: Any) -> None:
+        """Before tree `tree_index` grows: the backend's statistic columns (and the cut values
+        the grower reads) for its permutation."""
+        self._backend = backend
+        self._load_permutation(tree_index % len(self.perms), backend)
+
+    # -- the grower's column source (histboost.tree.grower.ColumnSource) -----------------
+    def tree_features(self) -> np.ndarray | None:
+        if self.slots is None:
+            return None
+        return self.slots.begin_tree(self._perm)
+
+    def after_splits(self, features: list[int]) -> np.ndarray | None:
+        if self.slots is None:
+            return None
+        return self.slots.after_splits(features, self._backend)
+
+    def finish_tree(self, tree: Tree) -> Tree:
+        """A grown tree with the model's feature indices (combinations added to the model
+        the first time a tree uses them)."""
+        return tree if self.slots is None else self.slots.finish_tree(tree)
+
+    # -- the model -----------------------------------------------------------------------
+    def eval_matrix(self, data: Any) -> np.ndarray:
+        """The extended matrix of an evaluation Dataset (final tables)."""
+        return self.model.matrix(data)
