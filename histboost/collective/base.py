@@ -314,7 +314,7 @@ class Communicator(ABC):
         available."""
         return self._has_native()
 
-    def _abandon(self) -> None:
+    def _abandon(self) -> None:  # noqa: B027 (an optional hook: most have nothing to do)
         """Called once after a failure: release what peers may be waiting on, so that they
         fail now rather than at their timeout."""
 
