@@ -6,30 +6,33 @@ Setup (`attach`, collective over the group's Gloo engine): group rank 0 creates 
 rank on the same host maps it and checks the token; all agree (allreduce of a flag) and the
 file is unlinked at once. From then on nothing is left in /dev/shm whatever happens to the
 processes: the memory lives as long as one of them maps it. If any rank cannot map the region
-(another host, no /dev/shm, /dev/shm full), every rank gets None and keeps Gloo.
+(another host, no /dev/shm, /dev/shm full, not Linux on x86-64 or ARM64), every rank gets
+None and keeps Gloo.
 
-Layout. A header page, then one channel per ordered pair of ranks (sender, receiver): a ring of
-``slots`` slots of ``slot_bytes`` bytes, a counter of slots written (by the sender) and one of
-slots read (by the receiver), on separate cache lines. The sender copies a piece of its message
-into the next free slot, writes the slot's header (message size, piece offset) and then
-publishes the written counter; the receiver polls that counter, checks the header against the
-receive it posted, copies the piece out and publishes the read counter, which frees the slot.
-Counters are int64 loads/stores with acquire/release order (`_atomics`), so data is visible
-before the counter that announces it on any CPU. Messages larger than a slot go in pieces.
+Layout. A header (each rank's bell and sleeping word, below), then one channel per ordered
+pair of ranks (sender, receiver): a ring of ``slots`` slots of ``slot_bytes`` bytes, a counter
+of slots written (by the sender) and one of slots read (by the receiver), on separate cache
+lines. The sender copies a piece of its message into the next free slot, writes the slot's
+header (message size, piece offset) and then publishes the written counter; the receiver polls
+that counter, checks the header against the receive it posted, copies the piece out and
+publishes the read counter, which frees the slot. Counters are int64 loads/stores with
+acquire/release order (`_atomics`), so data is visible before the counter that announces it on
+any CPU. Messages larger than a slot go in pieces.
 
 Progress. There is no background thread: `post` and `wait` move whatever they can of every
 pending send and receive of this rank (not only the ones waited on), so two ranks that send
 each other more than a ring holds, each then waiting, drain each other's rings. Messages between
 two ranks are matched in the order they were posted, as the algorithms require.
 
-Waiting spins for ``SPIN_S`` (``SPIN_OVERSUBSCRIBED_S`` when the host runs more ranks than
-this process may use cores, as MPI does), then calls ``sched_yield`` until ``YIELD_S`` without
-progress (on a core nobody else wants that is still a spin), then sleeps in growing steps up
-to ``SLEEP_MAX_S``, so that ranks sharing few cores do not starve each other. Every wait honours
-the call's deadline (`CollectiveTimeout` naming the peer), and every ``LIVENESS_S`` checks the
-peers it waits on: each rank holds an exclusive lock on one byte of the region's file, which
-the kernel releases when the process exits or closes the communicator, so a dead peer is
-reported at once (`CollectiveError`) rather than at the timeout.
+Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_OVERSUBSCRIBED_S`` when the
+host runs more ranks than this process may use cores), then sleeps in the kernel (futex) until
+a peer that writes to it or frees a slot of its rings rings its bell: ranks sharing cores with
+each other or with other work give the core up instead of spinning or yielding it blindly, and
+the woken rank runs at once, as a rank blocked in a socket read would. Every wait honours the
+call's deadline (`CollectiveTimeout` naming the peer), and every ``LIVENESS_S`` checks the peers
+it waits on: each rank holds an exclusive lock on one byte of the region's file, which the
+kernel releases when the process exits or closes its communicator (as it does after a failed
+call), so a dead or failed peer is reported at once (`CollectiveError`), not at the timeout.
 """
 
 from __future__ import annotations
@@ -47,13 +50,21 @@ from typing import Any
 
 import numpy as np
 
-from ._atomics import load_acquire, store_release
+from ._atomics import (
+    HAVE_FUTEX,
+    futex_wait,
+    futex_wake,
+    load_acquire,
+    publish,
+    store_release,
+    store_seq_cst,
+)
 from .transport import fail
 
 SHM_DIR = "/dev/shm"
 FILE_PREFIX = "histboost-coll-"
 _MAGIC = 0x48424D454D31  # "HBMEM1"
-_HEADER_BYTES = 4096
+_BELLS_AT = 512  # then per rank 128 bytes: its bell (int64) at 0, its sleeping word at 64
 _CTRL_BYTES = 256  # written counter at byte 0, read counter at byte 128
 _READ_AT = 128
 SLOTS = 8
@@ -61,13 +72,11 @@ SLOTS = 8
 _RING_BUDGET = 32 << 20
 _MIN_RING, _MAX_RING = 64 << 10, 1 << 20
 
-# Spin this long without progress when this host runs no more ranks (the group's, or
-# LOCAL_WORLD_SIZE) than this process may use cores, else only SPIN_OVERSUBSCRIBED_S: a waiting
-# rank then yields to the one it waits for.
-SPIN_S = 1e-3
-SPIN_OVERSUBSCRIBED_S = 20e-6
-YIELD_S = 5e-3
-SLEEP_MAX_S = 0.5e-3
+# Spin this long without progress before sleeping when this host runs no more ranks (the
+# group's, or LOCAL_WORLD_SIZE) than this process may use cores, else SPIN_OVERSUBSCRIBED_S:
+# a rank sharing its core with the one it waits for had better give the core up at once.
+SPIN_S = 30e-6
+SPIN_OVERSUBSCRIBED_S = 5e-6
 LIVENESS_S = 10e-3
 
 # words of the setup broadcast: ok, token, host, slot_bytes, slots, then the file name
@@ -101,7 +110,8 @@ class Layout:
         self.hdr_at = _CTRL_BYTES
         self.data_at = _CTRL_BYTES + _round_up(slots * 16, 64)
         self.channel_bytes = _round_up(self.data_at + slots * slot_bytes, 4096)
-        self.total = _HEADER_BYTES + size * (size - 1) * self.channel_bytes
+        self.header_bytes = _round_up(_BELLS_AT + 128 * size, 4096)
+        self.total = self.header_bytes + size * (size - 1) * self.channel_bytes
 
     @classmethod
     def for_group(cls, size: int) -> Layout:
@@ -110,7 +120,11 @@ class Layout:
     def channel_at(self, src: int, dst: int) -> int:
         """Byte offset of the channel from rank ``src`` to rank ``dst`` (src != dst)."""
         index = src * (self.size - 1) + (dst - (dst > src))
-        return _HEADER_BYTES + index * self.channel_bytes
+        return self.header_bytes + index * self.channel_bytes
+
+    def bell_at(self, rank: int) -> int:
+        """Byte offset of rank ``rank``'s bell; its sleeping word follows 64 bytes later."""
+        return _BELLS_AT + 128 * rank
 
 
 class _Region:
@@ -121,12 +135,13 @@ class _Region:
         self.fd = fd
         self.mm = mm
         self.mem = np.frombuffer(mm, np.uint8)
-        self.header = self.mem[:_HEADER_BYTES].view(np.int64)
+        self.header = self.mem[:_BELLS_AT].view(np.int64)
 
     @classmethod
     def create(cls, layout: Layout, token: int) -> _Region:
-        if not os.path.isdir(SHM_DIR):
-            raise OSError(f"no {SHM_DIR} on this system")
+        if not (HAVE_FUTEX and os.path.isdir(SHM_DIR)):
+            raise OSError(f"the shared-memory transport needs Linux's {SHM_DIR} and futex on "
+                          "x86-64 or ARM64")
         path = os.path.join(SHM_DIR, f"{FILE_PREFIX}{os.getpid()}-{secrets.token_hex(8)}")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -243,6 +258,9 @@ class ShmTransport:
         self._sendq: dict[int, deque[_Msg]] = {q: deque() for q in peers}
         self._recvq: dict[int, deque[_Msg]] = {q: deque() for q in peers}
         self._active: set[int] = set()  # peers with queued messages
+        base = region.mem.ctypes.data
+        self._bell = [base + layout.bell_at(q) for q in range(self.size)]
+        self._sleeping = [a + 64 for a in self._bell]
         # ranks of this host: the group's, or all of torchrun's when that is more
         here = max(self.size, int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0))
         self._spin_s = SPIN_S if here <= len(os.sched_getaffinity(0)) else \
@@ -276,7 +294,6 @@ class ShmTransport:
         pending = [m for m in handles if m.done < m.nbytes]
         idle_since = 0.0
         next_check = 0.0
-        sleep = 0.0
         while pending:
             moved = self._progress(ctx)
             pending = [m for m in pending if m.done < m.nbytes]
@@ -285,21 +302,27 @@ class ShmTransport:
                 continue
             now = time.monotonic()
             if not idle_since:
-                idle_since, next_check, sleep = now, now + LIVENESS_S, 20e-6
+                idle_since, next_check = now, now + LIVENESS_S
                 continue
             if now >= ctx.deadline:
                 raise fail(ctx, pending[0].action, pending[0].peer, None)
             if now >= next_check:
                 self._check_peers(ctx, pending)
                 next_check = now + LIVENESS_S
-            idle = now - idle_since
-            if idle < self._spin_s:
-                continue
-            if idle < YIELD_S:
-                os.sched_yield()
-            else:
-                time.sleep(min(sleep, max(ctx.deadline - now, 0.0)))
-                sleep = min(2 * sleep, SLEEP_MAX_S)
+            if now - idle_since >= self._spin_s:
+                self._sleep(ctx, min(next_check, ctx.deadline) - now)
+
+    def _sleep(self, ctx: Any, seconds: float) -> None:
+        """Sleep until a peer rings this rank's bell (it wrote to us or freed a slot), for at
+        most ``seconds`` (see `_atomics` for the handshake)."""
+        bell = self._bell[self.rank]
+        rung = load_acquire(bell)
+        store_seq_cst(self._sleeping[self.rank], 1)
+        try:
+            if not self._progress(ctx):
+                futex_wait(bell, rung, max(seconds, 50e-6))
+        finally:
+            store_release(self._sleeping[self.rank], 0)
 
     def close(self) -> None:
         if self._region is not None:
@@ -344,7 +367,8 @@ class ShmTransport:
             ch.hdr[i] = (m.nbytes, m.done)
             w += 1
             free -= 1
-            store_release(ch.written_addr, w)
+            if publish(ch.written_addr, w, self._bell[peer], self._sleeping[peer]):
+                futex_wake(self._bell[peer])
             m.done += n
             if m.done == m.nbytes:
                 q.popleft()
@@ -370,7 +394,8 @@ class ShmTransport:
             m.data[m.done:m.done + n] = ch.slot[i][:n]
             r += 1
             avail -= 1
-            store_release(ch.read_addr, r)
+            if publish(ch.read_addr, r, self._bell[peer], self._sleeping[peer]):
+                futex_wake(self._bell[peer])  # its send may wait for this slot
             m.done += n
             if m.done == m.nbytes:
                 q.popleft()
