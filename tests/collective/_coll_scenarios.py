@@ -356,6 +356,7 @@ def battery_all() -> dict:
     r = world.rank
     out: dict[str, dict] = {}
     transports = {"9": transport_name(world)}
+    prefers_native = {"9": world.prefers_native(np.zeros(3))}
     shm_files = [getattr(world.transport, "path", None)]
     plan = []  # every rank creates every group, in the same order
     for sizes in ROUNDS[1:]:
@@ -370,6 +371,7 @@ def battery_all() -> dict:
             comm = hc.from_process_group(pg, timeout=120, shm=k in SHM_SIZES)
             assert comm.world_size == k and comm.rank == ranks.index(r)
             transports[str(k)] = transport_name(comm)
+            prefers_native[str(k)] = comm.prefers_native(np.zeros(3))
             shm_files.append(getattr(comm.transport, "path", None))
             res = battery(comm)
             res["group_rank"] = comm.rank
@@ -379,8 +381,17 @@ def battery_all() -> dict:
             world.barrier(timeout=600)
     world.close()
     out["transports"] = transports
+    out["prefers_native"] = prefers_native
     out["shm_left"] = [f for f in shm_files if f is not None and os.path.exists(f)]
+    out["shm_created_left"] = own_shm_files()
     return out
+
+
+def own_shm_files() -> list[str]:
+    """The shared-memory files this process created that still exist."""
+    from histboost.collective.shm import FILE_PREFIX, SHM_DIR
+
+    return glob.glob(os.path.join(SHM_DIR, f"{FILE_PREFIX}{os.getpid()}-*"))
 
 
 # --- fault scenarios ------------------------------------------------------------------------
@@ -479,9 +490,10 @@ def faults() -> dict:
         out[name] = res
     if r == 0:
         res = _timed(lambda: hc.from_process_group(setup_group, shm=True))
-        res["files"] = glob.glob(f"/dev/shm/histboost-coll-{os.getpid()}-*")
+        res["files"] = own_shm_files()
         out["setup_after_exit"] = res
     out["shm_left"] = [f for f in files if f is not None and os.path.exists(f)]
+    out["shm_created_left"] = own_shm_files()
     return out
 
 

@@ -81,7 +81,7 @@ def test_rank_that_exits_early_fails_fast(outcome, case):
 
 def test_no_shared_memory_file_is_left(outcome):
     for res in outcome:
-        assert res["shm_left"] == []
+        assert res["shm_left"] == [] and res["shm_created_left"] == []
     setup = outcome[0]["setup_after_exit"]
     assert setup["error"] is not None, setup  # the dead rank cannot take part
     assert setup["files"] == [], setup  # rank 0 removed the region it had created

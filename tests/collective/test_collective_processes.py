@@ -53,4 +53,8 @@ def test_groups_ran_over_their_transport_and_left_no_file(batteries):
     want = {str(k): "shm" if k in SHM_SIZES else "gloo" for k in range(1, 10)}
     for x in batteries:
         assert x.result["transports"] == {k: want[k] for k in x.result["transports"]}
-        assert x.result["shm_left"] == [], x.result["shm_left"]
+        # native collectives are the faster choice for small calls over Gloo's TCP only
+        assert x.result["prefers_native"] == {k: want[k] == "gloo"
+                                              for k in x.result["transports"]}
+        # the region of every group was unlinked once its ranks had attached
+        assert x.result["shm_left"] == [] and x.result["shm_created_left"] == []
