@@ -276,7 +276,13 @@ def link_bandwidth(args: argparse.Namespace) -> None:
 
 SHORT = {"recursive_doubling": "rec_doubling", "allgather_reduce": "ag_reduce",
          "reduce_scatter_allgather": "rs_ag", "recursive_halving": "rec_halving",
-         "scatter_allgather": "scatter_ag", "auto+check": "auto+check"}
+         "scatter_allgather": "scatter_ag"}
+
+
+def label(column: str) -> str:
+    """A column's short name: "rec_doubling@shm" for "recursive_doubling@shm"."""
+    alg, _, transport = column.partition("@")
+    return SHORT.get(alg, alg) + (f"@{transport}" if transport else "")
 
 
 def report(results: list[dict], p: int, engine: str, transports: list[str],
@@ -289,11 +295,6 @@ def report(results: list[dict], p: int, engine: str, transports: list[str],
         if not rows:
             continue
         algs = [k for k in rows[0] if k not in ("collective", "size", "bytes", "world_size")]
-
-        def label(a: str) -> str:
-            alg, _, t = a.partition("@")
-            return SHORT.get(alg, alg) + (f"@{t}" if t else "")
-
         ours = {t: [a for a in algs if a != "native"
                     and (len(transports) == 1 or a.endswith(f"@{t}"))] for t in transports}
 
@@ -313,9 +314,9 @@ def report(results: list[dict], p: int, engine: str, transports: list[str],
     print(text, flush=True)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        tag = f"{engine.lower()}_p{p}"
-        (Path(args.out) / f"collective_{tag}.txt").write_text(text + "\n")
-        (Path(args.out) / f"collective_{tag}.json").write_text(json.dumps(results, indent=1))
+        name = f"{engine.lower()}_p{p}"
+        (Path(args.out) / f"collective_{name}.txt").write_text(text + "\n")
+        (Path(args.out) / f"collective_{name}.json").write_text(json.dumps(results, indent=1))
 
 
 # --- launcher ------------------------------------------------------------------------------------
