@@ -12,7 +12,8 @@ bell, sets sleeping, checks once more for what it waits for, then `futex_wait`s 
 change; a writer publishes its data with `publish`, which also increments the reader's bell and
 returns its sleeping word, and calls `futex_wake` only when that is set. Either the waiter's
 last check sees the data, or the futex finds the bell changed, or the writer sees the waiter
-asleep and wakes it.
+asleep and wakes it. Where the other side rarely waits (a sender for a free slot), it first
+`announce`s that it does, and the publisher rings only then (`publish_if_announced`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ _store_seq_cst = _store_intrinsic("seq_cst")
 
 
 @intrinsic
+def _load_seq_cst(typingctx, addr):
+    def codegen(context, builder, signature, args):
+        return builder.load_atomic(builder.inttoptr(args[0], _I64.as_pointer()), "seq_cst", 8)
+
+    return types.int64(types.uintp), codegen
+
+
+@intrinsic
 def _increment_then_load(typingctx, add_addr, load_addr):
     """``*add_addr += 1`` then ``*load_addr``, both sequentially consistent."""
     def codegen(context, builder, signature, args):
@@ -89,6 +98,26 @@ def publish(addr: int, value: int, bell_addr: int, sleeping_addr: int) -> int:
     """Store counter ``value`` at ``addr`` (release), ring the reader's bell and return its
     sleeping word (nonzero: call `futex_wake` on the bell)."""
     _store_release(addr, value)
+    return _increment_then_load(bell_addr, sleeping_addr)
+
+
+@nb.njit(types.int64(types.uintp, types.uintp), cache=True, nogil=True)
+def announce(flag_addr: int, addr: int) -> int:
+    """Set the flag at ``flag_addr`` to 1, then read the int64 at ``addr`` (in that order, as
+    seen by every thread)."""
+    _store_seq_cst(flag_addr, 1)
+    return _load_seq_cst(addr)
+
+
+@nb.njit(types.int64(types.uintp, types.int64, types.uintp, types.uintp, types.uintp),
+         cache=True, nogil=True)
+def publish_if_announced(addr: int, value: int, flag_addr: int, bell_addr: int,
+                         sleeping_addr: int) -> int:
+    """Store counter ``value`` at ``addr``; if the other side has `announce`d that it waits
+    for it (flag at ``flag_addr``), ring its bell and return its sleeping word, else 0."""
+    _store_seq_cst(addr, value)
+    if _load_seq_cst(flag_addr) == 0:
+        return 0
     return _increment_then_load(bell_addr, sleeping_addr)
 
 

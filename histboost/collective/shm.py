@@ -24,15 +24,18 @@ pending send and receive of this rank (not only the ones waited on), so two rank
 each other more than a ring holds, each then waiting, drain each other's rings. Messages between
 two ranks are matched in the order they were posted, as the algorithms require.
 
-Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_OVERSUBSCRIBED_S`` when the
-host runs more ranks than this process may use cores), then sleeps in the kernel (futex) until
-a peer that writes to it or frees a slot of its rings rings its bell: ranks sharing cores with
-each other or with other work give the core up instead of spinning or yielding it blindly, and
-the woken rank runs at once, as a rank blocked in a socket read would. Every wait honours the
-call's deadline (`CollectiveTimeout` naming the peer), and every ``LIVENESS_S`` checks the peers
-it waits on: each rank holds an exclusive lock on one byte of the region's file, which the
-kernel releases when the process exits or closes its communicator (as it does after a failed
-call), so a dead or failed peer is reported at once (`CollectiveError`), not at the timeout.
+Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_STREAMING_S`` once the wait
+has moved data; ``SPIN_OVERSUBSCRIBED_S`` when the host runs more ranks than this process may
+use cores), then sleeps in the kernel (futex) until a peer that writes to it, or frees a slot
+it waits for, rings its bell: ranks sharing cores with each other or with other work give the
+core up instead of spinning or yielding it blindly, and the woken rank runs at once, as a rank
+blocked in a socket read would.
+
+Failures. Every wait honours the call's deadline (`CollectiveTimeout` naming the peer), and
+every ``LIVENESS_S`` checks the peers it waits on: each rank holds an exclusive lock on one
+byte of the region's file, which the kernel releases when the process exits or closes its
+communicator (as it does after a failed call), so a dead or failed peer is reported at once
+(`CollectiveError`), not at the timeout.
 """
 
 from __future__ import annotations
@@ -52,10 +55,12 @@ import numpy as np
 
 from ._atomics import (
     HAVE_FUTEX,
+    announce,
     futex_wait,
     futex_wake,
     load_acquire,
     publish,
+    publish_if_announced,
     store_release,
     store_seq_cst,
 )
@@ -65,8 +70,10 @@ SHM_DIR = "/dev/shm"
 FILE_PREFIX = "histboost-coll-"
 _MAGIC = 0x48424D454D31  # "HBMEM1"
 _BELLS_AT = 512  # then per rank 128 bytes: its bell (int64) at 0, its sleeping word at 64
-_CTRL_BYTES = 256  # written counter at byte 0, read counter at byte 128
-_READ_AT = 128
+# channel control: written counter at byte 0 and read counter at byte 128 (each on its own
+# cache lines), at 256 the sender's flag "waiting for a free slot"
+_CTRL_BYTES = 384
+_READ_AT, _WANT_AT = 128, 256
 SLOTS = 8
 # bytes of ring per ordered pair of ranks: the total budget shared out, within these bounds
 _RING_BUDGET = 32 << 20
@@ -77,6 +84,9 @@ _MIN_RING, _MAX_RING = 64 << 10, 1 << 20
 # a rank sharing its core with the one it waits for had better give the core up at once.
 SPIN_S = 30e-6
 SPIN_OVERSUBSCRIBED_S = 5e-6
+# ... and once a wait has moved data (a message in pieces is flowing), this long: the next
+# piece is likely on its way, and waking a sleeper per piece costs more than the spin
+SPIN_STREAMING_S = 200e-6
 LIVENESS_S = 10e-3
 
 # words of the setup broadcast: ok, token, host, slot_bytes, slots, then the file name
@@ -203,13 +213,14 @@ class _Region:
 class _Channel:
     """One ring, as numpy views and counter addresses."""
 
-    __slots__ = ("written_addr", "read_addr", "hdr", "slot")
+    __slots__ = ("written_addr", "read_addr", "want_addr", "hdr", "slot")
 
     def __init__(self, region: _Region, layout: Layout, src: int, dst: int) -> None:
         at = layout.channel_at(src, dst)
         base = region.mem.ctypes.data + at
         self.written_addr = base
         self.read_addr = base + _READ_AT
+        self.want_addr = base + _WANT_AT
         k, s = layout.slots, layout.slot_bytes
         self.hdr = region.mem[at + layout.hdr_at:at + layout.hdr_at + 16 * k].view(
             np.int64).reshape(k, 2)
@@ -258,13 +269,15 @@ class ShmTransport:
         self._sendq: dict[int, deque[_Msg]] = {q: deque() for q in peers}
         self._recvq: dict[int, deque[_Msg]] = {q: deque() for q in peers}
         self._active: set[int] = set()  # peers with queued messages
+        self._wanting: set[int] = set()  # peers whose full ring this rank waits on
         base = region.mem.ctypes.data
         self._bell = [base + layout.bell_at(q) for q in range(self.size)]
         self._sleeping = [a + 64 for a in self._bell]
         # ranks of this host: the group's, or all of torchrun's when that is more
         here = max(self.size, int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0))
-        self._spin_s = SPIN_S if here <= len(os.sched_getaffinity(0)) else \
-            SPIN_OVERSUBSCRIBED_S
+        oversubscribed = here > len(os.sched_getaffinity(0))
+        self._spin_s = SPIN_OVERSUBSCRIBED_S if oversubscribed else SPIN_S
+        self._streaming_spin_s = SPIN_OVERSUBSCRIBED_S if oversubscribed else SPIN_STREAMING_S
 
     def can_pipeline(self, tensor: Any) -> bool:
         return True
@@ -294,11 +307,13 @@ class ShmTransport:
         pending = [m for m in handles if m.done < m.nbytes]
         idle_since = 0.0
         next_check = 0.0
+        spin = self._spin_s
         while pending:
             moved = self._progress(ctx)
             pending = [m for m in pending if m.done < m.nbytes]
             if moved or not pending:
                 idle_since = 0.0
+                spin = self._streaming_spin_s
                 continue
             now = time.monotonic()
             if not idle_since:
@@ -309,7 +324,7 @@ class ShmTransport:
             if now >= next_check:
                 self._check_peers(ctx, pending)
                 next_check = now + LIVENESS_S
-            if now - idle_since >= self._spin_s:
+            if now - idle_since >= spin:
                 self._sleep(ctx, min(next_check, ctx.deadline) - now)
 
     def _sleep(self, ctx: Any, seconds: float) -> None:
@@ -358,7 +373,16 @@ class ShmTransport:
         w = self._written[peer]
         free = k - (w - load_acquire(ch.read_addr))
         if free <= 0:
-            return False
+            if peer in self._wanting:
+                return False
+            # the ring is full: ask the reader to ring this rank's bell as it frees a slot
+            self._wanting.add(peer)
+            free = k - (w - announce(ch.want_addr, ch.read_addr))
+            if free <= 0:
+                return False
+        if peer in self._wanting:
+            self._wanting.discard(peer)
+            store_release(ch.want_addr, 0)
         while free and q:
             m = q[0]
             n = min(s, m.nbytes - m.done)
@@ -394,8 +418,9 @@ class ShmTransport:
             m.data[m.done:m.done + n] = ch.slot[i][:n]
             r += 1
             avail -= 1
-            if publish(ch.read_addr, r, self._bell[peer], self._sleeping[peer]):
-                futex_wake(self._bell[peer])  # its send may wait for this slot
+            if publish_if_announced(ch.read_addr, r, ch.want_addr, self._bell[peer],
+                                    self._sleeping[peer]):
+                futex_wake(self._bell[peer])  # its send waits for this slot
             m.done += n
             if m.done == m.nbytes:
                 q.popleft()
