@@ -24,12 +24,13 @@ pending send and receive of this rank (not only the ones waited on), so two rank
 each other more than a ring holds, each then waiting, drain each other's rings. Messages between
 two ranks are matched in the order they were posted, as the algorithms require.
 
-Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_STREAMING_S`` once the wait
-has moved data; ``SPIN_OVERSUBSCRIBED_S`` when the host runs more ranks than this process may
-use cores), then sleeps in the kernel (futex) until a peer that writes to it, or frees a slot
-it waits for, rings its bell: ranks sharing cores with each other or with other work give the
-core up instead of spinning or yielding it blindly, and the woken rank runs at once, as a rank
-blocked in a socket read would.
+Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_OVERSUBSCRIBED_S`` when the
+host runs more ranks than this process may use cores), then sleeps in the kernel (futex) until
+a peer that writes to it, or frees a slot it waits for, rings its bell: ranks sharing cores
+with each other or with other work give the core up instead of spinning or yielding it
+blindly, and the woken rank runs at once, as a rank blocked in a socket read would. (On a
+2-core machine busy with other jobs, spinning 100 us or more before sleeping made small calls
+slower, not faster.)
 
 Failures. Every wait honours the call's deadline (`CollectiveTimeout` naming the peer), and
 every ``LIVENESS_S`` checks the peers it waits on: each rank holds an exclusive lock on one
@@ -84,9 +85,6 @@ _MIN_RING, _MAX_RING = 64 << 10, 1 << 20
 # a rank sharing its core with the one it waits for had better give the core up at once.
 SPIN_S = 30e-6
 SPIN_OVERSUBSCRIBED_S = 5e-6
-# ... and once a wait has moved data (a message in pieces is flowing), this long: the next
-# piece is likely on its way, and waking a sleeper per piece costs more than the spin
-SPIN_STREAMING_S = 200e-6
 LIVENESS_S = 10e-3
 
 # words of the setup broadcast: ok, token, host, slot_bytes, slots, then the file name
@@ -275,9 +273,8 @@ class ShmTransport:
         self._sleeping = [a + 64 for a in self._bell]
         # ranks of this host: the group's, or all of torchrun's when that is more
         here = max(self.size, int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0))
-        oversubscribed = here > len(os.sched_getaffinity(0))
-        self._spin_s = SPIN_OVERSUBSCRIBED_S if oversubscribed else SPIN_S
-        self._streaming_spin_s = SPIN_OVERSUBSCRIBED_S if oversubscribed else SPIN_STREAMING_S
+        self._spin_s = SPIN_S if here <= len(os.sched_getaffinity(0)) else \
+            SPIN_OVERSUBSCRIBED_S
 
     def can_pipeline(self, tensor: Any) -> bool:
         return True
@@ -307,13 +304,11 @@ class ShmTransport:
         pending = [m for m in handles if m.done < m.nbytes]
         idle_since = 0.0
         next_check = 0.0
-        spin = self._spin_s
         while pending:
             moved = self._progress(ctx)
             pending = [m for m in pending if m.done < m.nbytes]
             if moved or not pending:
                 idle_since = 0.0
-                spin = self._streaming_spin_s
                 continue
             now = time.monotonic()
             if not idle_since:
@@ -324,7 +319,7 @@ class ShmTransport:
             if now >= next_check:
                 self._check_peers(ctx, pending)
                 next_check = now + LIVENESS_S
-            if now - idle_since >= spin:
+            if now - idle_since >= self._spin_s:
                 self._sleep(ctx, min(next_check, ctx.deadline) - now)
 
     def _sleep(self, ctx: Any, seconds: float) -> None:
