@@ -1,19 +1,24 @@
 """Benchmark histboost.collective's algorithms against the engine's native collectives.
 
-CPU (Gloo over loopback; launches its own processes):
-    python bench/collective.py [--world-size 2] [--max-mb 64] [--out DIR]
+CPU (launches its own processes on this host):
+    python bench/collective.py [--world-size 2] [--max-mb 64] [--transports shm,tcp] [--out DIR]
+    taskset -c 0,1 python bench/collective.py --max-mb 4    # two cores
 GPUs (NCCL, one process per GPU):
     torchrun --nproc_per_node=2 bench/collective.py --nccl [--out DIR]
 
-For each collective, size (1 KiB .. --max-mb: the input per rank; allgather gathers size/p
-from each rank) and algorithm it prints the bus bandwidth in GB/s (NCCL's convention, so numbers
-compare across world sizes and with nccl-tests: allreduce algbw*2(p-1)/p, reduce_scatter and
-allgather algbw*(p-1)/p, broadcast algbw) and the time ratio of histboost's best algorithm to
-native. Times are the slowest rank's mean over enough iterations to fill --min-time seconds,
-the best of --reps interleaved rounds.
-Our algorithms run through the public API as a production caller would use them on a hot path
-(metadata check off; allreduce and broadcast in place); native is torch.distributed called
-directly. --nccl first checks every algorithm's result against native.
+On CPU our algorithms run over each of --transports: ``shm`` (the shared-memory transport,
+`histboost.collective.shm`) and ``tcp`` (Gloo's point-to-point messages over loopback);
+``native`` is Gloo's own collective. For each collective, size (1 KiB .. --max-mb: the input
+per rank; allgather gathers size/p from each rank) and algorithm it prints the bus bandwidth in
+GB/s (NCCL's convention, so numbers compare across world sizes and with nccl-tests: allreduce
+algbw*2(p-1)/p, reduce_scatter and allgather algbw*(p-1)/p, broadcast algbw), the time ratio of
+histboost's best algorithm over each transport to native, and the times in microseconds of
+native and of the best over the first transport. Times are the slowest rank's mean over enough
+iterations to fill --min-time seconds, the best of --reps interleaved rounds.
+Our algorithms run through the public API as the tree learner calls them on its hot path
+(``check_metadata="trust"``: no exchange before the data; allreduce and broadcast in place),
+plus ``auto+check``, the default call (metadata check, result in a new array); native is
+torch.distributed called directly. --nccl first checks every algorithm's result against native.
 """
 
 from __future__ import annotations
@@ -67,8 +72,20 @@ def worker(args: argparse.Namespace) -> None:
         torch.cuda.set_device(local)
         kwargs["device_id"] = torch.device("cuda", local)
     dist.init_process_group("cpu:gloo,cuda:nccl" if args.nccl else "gloo", **kwargs)
-    comm = hc.init(timeout=120)
+    comm = hc.init(timeout=120, shm=False)
     p, r = comm.world_size, comm.rank
+    # the communicators whose algorithms are measured, by transport label
+    comms = {"nccl": comm} if args.nccl else {}
+    for name in [] if args.nccl else args.transports.split(","):
+        if name == "tcp":
+            comms[name] = comm
+        elif name == "shm":
+            shm = hc.from_process_group(None, timeout=120, shm=True)
+            if type(shm.transport).__name__ != "ShmTransport":
+                raise SystemExit("the shared-memory transport is not available here")
+            comms[name] = shm
+        else:
+            raise SystemExit(f"unknown transport {name!r}; choose from shm, tcp")
     dev = torch.device(f"cuda:{torch.cuda.current_device()}") if args.nccl else "cpu"
 
     def sync() -> None:
@@ -111,8 +128,13 @@ def worker(args: argparse.Namespace) -> None:
     results = []
     for nbytes in sizes(args.max_mb):
         for coll in COLLECTIVES:
-            moved, native, ours = make_case(comm, coll, nbytes // 4, dev, A[coll])
-            fns = {"native": native, **ours}
+            x = torch.randn(nbytes // 4, dtype=torch.float32, device=dev)
+            fns = {}
+            for label, c in comms.items():
+                moved, native, ours = make_case(c, coll, x, A[coll])
+                fns["native"] = native
+                fns.update({f"{a}@{label}" if len(comms) > 1 else a: fn
+                            for a, fn in ours.items()})
             row = {"collective": coll, "size": nbytes, "bytes": moved, "world_size": p}
             # Best of --reps interleaved rounds: other load on the machine only adds time.
             for _ in range(args.reps):
@@ -122,40 +144,43 @@ def worker(args: argparse.Namespace) -> None:
             if r == 0 and args.verbose:
                 print(json.dumps(row), flush=True)
     if r == 0:
-        report(results, p, "NCCL" if args.nccl else "Gloo", args)
+        report(results, p, "NCCL" if args.nccl else "Gloo", list(comms), args)
     comm.barrier()
+    for c in comms.values():
+        c.close()
     comm.close()
     dist.destroy_process_group()
 
 
-def make_case(comm, coll: str, n: int, dev, algorithms: list[str]):
-    """(bytes moved, native call, {algorithm: our call}) for ``n`` float32 per rank."""
+def make_case(comm, coll: str, x, algorithms: list[str]):
+    """(bytes moved, native call, {algorithm: our call}) for float32 ``x`` (the input per
+    rank)."""
     import torch
     import torch.distributed as dist
 
-    p = comm.world_size
-    x = torch.randn(n, dtype=torch.float32, device=dev)
+    p, n = comm.world_size, x.numel()
+    trust = {"check_metadata": "trust"}
     if coll == "allgather":
         inp = x[: max(n // p, 1)]
-        out = torch.empty(inp.numel() * p, dtype=x.dtype, device=dev)
+        out = torch.empty(inp.numel() * p, dtype=x.dtype, device=x.device)
         return (out.numel() * 4, lambda: dist.all_gather_into_tensor(out, inp),
-                {a: (lambda a=a: comm.allgather(inp, algorithm=a, check_metadata=False))
+                {a: (lambda a=a: comm.allgather(inp, algorithm=a, **trust))
                  for a in algorithms})
     if coll == "reduce_scatter":
         inp = x[: n - n % p]
-        out = torch.empty(inp.numel() // p, dtype=x.dtype, device=dev)
+        out = torch.empty(inp.numel() // p, dtype=x.dtype, device=x.device)
         return (inp.numel() * 4, lambda: dist.reduce_scatter_tensor(out, inp),
-                {a: (lambda a=a: comm.reduce_scatter(inp, algorithm=a, check_metadata=False))
+                {a: (lambda a=a: comm.reduce_scatter(inp, algorithm=a, **trust))
                  for a in algorithms})
     if coll == "allreduce":
-        ours = {a: (lambda a=a: comm.allreduce(x, algorithm=a, inplace=True,
-                                               check_metadata=False)) for a in algorithms}
+        ours = {a: (lambda a=a: comm.allreduce(x, algorithm=a, inplace=True, **trust))
+                for a in algorithms}
         # the default call: LightGBM's size rule, metadata check on, result in a new array
         ours["auto+check"] = lambda: comm.allreduce(x)
         return n * 4, lambda: dist.all_reduce(x), ours
     return (n * 4, lambda: dist.broadcast(x, src=0),
-            {a: (lambda a=a: comm.broadcast(x, algorithm=a, inplace=True,
-                                            check_metadata=False)) for a in algorithms})
+            {a: (lambda a=a: comm.broadcast(x, algorithm=a, inplace=True, **trust))
+             for a in algorithms})
 
 
 def check_nccl(comm, dev, A) -> None:
@@ -249,29 +274,49 @@ def link_bandwidth(args: argparse.Namespace) -> None:
     torch.cuda.synchronize(0)
 
 
-def report(results: list[dict], p: int, engine: str, args: argparse.Namespace) -> None:
-    lines = [f"# histboost.collective vs native {engine}, {p} ranks, float32; "
-             "bus bandwidth GB/s (NCCL convention); ratio = best histboost time / native"]
+SHORT = {"recursive_doubling": "rec_doubling", "allgather_reduce": "ag_reduce",
+         "reduce_scatter_allgather": "rs_ag", "recursive_halving": "rec_halving",
+         "scatter_allgather": "scatter_ag"}
+
+
+def label(column: str) -> str:
+    """A column's short name: "rec_doubling@shm" for "recursive_doubling@shm"."""
+    alg, _, transport = column.partition("@")
+    return SHORT.get(alg, alg) + (f"@{transport}" if transport else "")
+
+
+def report(results: list[dict], p: int, engine: str, transports: list[str],
+           args: argparse.Namespace) -> None:
+    lines = [f"# histboost.collective vs native {engine}, {p} ranks, float32; bus bandwidth "
+             "GB/s (NCCL convention); best/native: best histboost time over the transport / "
+             "native time; us: microseconds per call"]
     for coll in COLLECTIVES:
         rows = [x for x in results if x["collective"] == coll]
         if not rows:
             continue
         algs = [k for k in rows[0] if k not in ("collective", "size", "bytes", "world_size")]
-        ours = [a for a in algs if a != "native"]
-        head = f"{'size':>8} " + " ".join(f"{a[:13]:>13}" for a in algs) + f" {'best/native':>12}"
+        ours = {t: [a for a in algs if a != "native"
+                    and (len(transports) == 1 or a.endswith(f"@{t}"))] for t in transports}
+
+        width = max(13, *(len(label(a)) for a in algs))
+        tag = {t: f"@{t}" if len(transports) > 1 else "" for t in transports}
+        head = (f"{'size':>8} " + " ".join(f"{label(a):>{width}}" for a in algs)
+                + "".join(f" {'best/native' + tag[t]:>15}" for t in transports)
+                + f" {'native us':>10} {'best us' + tag[transports[0]]:>12}")
         lines += ["", f"## {coll}", head]
         for x in rows:
             bw = [x["bytes"] / x[a] / 1e9 * BUS_FACTOR[coll](p) for a in algs]
-            best = min(x[a] for a in ours)
-            lines.append(f"{fmt_size(x['size']):>8} " + " ".join(f"{b:13.3f}" for b in bw)
-                         + f" {best / x['native']:11.2f}x")
+            best = {t: min(x[a] for a in ours[t]) for t in transports}
+            lines.append(f"{fmt_size(x['size']):>8} " + " ".join(f"{b:{width}.3f}" for b in bw)
+                         + "".join(f" {best[t] / x['native']:14.2f}x" for t in transports)
+                         + f" {x['native'] * 1e6:10.0f} {best[transports[0]] * 1e6:12.0f}")
     text = "\n".join(lines)
     print(text, flush=True)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        tag = f"{engine.lower()}_p{p}"
-        (Path(args.out) / f"collective_{tag}.txt").write_text(text + "\n")
-        (Path(args.out) / f"collective_{tag}.json").write_text(json.dumps(results, indent=1))
+        name = f"{engine.lower()}_p{p}"
+        (Path(args.out) / f"collective_{name}.txt").write_text(text + "\n")
+        (Path(args.out) / f"collective_{name}.json").write_text(json.dumps(results, indent=1))
 
 
 # --- launcher ------------------------------------------------------------------------------------
@@ -296,6 +341,8 @@ def main() -> int:
     ap.add_argument("--world-size", type=int, default=2)
     ap.add_argument("--nccl", action="store_true", help="CUDA tensors over NCCL (torchrun)")
     ap.add_argument("--max-mb", type=float, default=64)
+    ap.add_argument("--transports", default="shm,tcp",
+                    help="CPU: what our algorithms run over (shm: shared memory, tcp: Gloo)")
     ap.add_argument("--min-time", type=float, default=0.2, help="seconds per measurement")
     ap.add_argument("--reps", type=int, default=3, help="rounds; the fastest counts")
     ap.add_argument("--max-iters", type=int, default=200)

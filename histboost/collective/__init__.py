@@ -7,9 +7,10 @@
 
 Two kinds of implementation behind one `Communicator` interface: the engine's ``"native"``
 collectives (torch.distributed: Gloo on CPU, NCCL on CUDA) and histboost's own algorithms over
-the engine's point-to-point messages (`histboost.collective.algorithms`, after LightGBM's
-network layer). Every call has a timeout and, by default, a cheap check that all ranks passed
-the same shape and dtype; results are bit-identical across ranks and reproducible.
+point-to-point messages (`histboost.collective.algorithms`, after LightGBM's network layer):
+the engine's, or for CPU arrays of ranks on one host a shared-memory region
+(`histboost.collective.shm`). Every call has a timeout and, by default, a cheap check that all
+ranks passed the same shape and dtype; results are bit-identical across ranks and reproducible.
 """
 
 from .base import ALGORITHMS, Communicator

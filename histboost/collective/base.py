@@ -299,11 +299,24 @@ class Communicator(ABC):
     def _has_native(self) -> bool:
         return True
 
+    def prefers_native(self, x: Any) -> bool:
+        """Whether ``algorithm="native"`` (the engine's collective) is the faster choice for
+        small, latency-bound calls on arrays like ``x``: true where one point-to-point message
+        costs about as much as the engine's whole collective (Gloo over TCP, NCCL), false over
+        shared memory and without a native engine. The same answer on every rank. Native
+        reductions follow the engine's order: use them where the order cannot change the
+        result (integers, max, min, data movement)."""
+        return False
+
     @property
     def has_native(self) -> bool:
         """Whether ``algorithm="native"`` (the engine's own collectives: Gloo, NCCL) is
         available."""
         return self._has_native()
+
+    def _abandon(self) -> None:  # noqa: B027 (an optional hook: most have nothing to do)
+        """Called once after a failure: release what peers may be waiting on, so that they
+        fail now rather than at their timeout."""
 
     # --- shared machinery ---------------------------------------------------------------
     def _check_native(self, algorithm: str, red: Reducer, name: str, arg: Operand) -> None:
@@ -351,6 +364,7 @@ class Communicator(ABC):
         except BaseException as e:
             # Any failure once messages flow leaves ranks out of step.
             self._failure = e
+            self._abandon()
             raise
 
     def _agree(self, call: Call, arg: Operand, red: Reducer | None, root: int,

@@ -15,7 +15,7 @@ from .algorithms import reduce as _rd
 from .algorithms import reduce_scatter as _rs
 from .algorithms.context import Ctx, Scratch, Transport
 from .algorithms.layout import offsets_of, split_counts
-from .arrays import Buffer, is_structured
+from .arrays import Buffer, as_input, device_type, is_structured
 from .base import META_LEN, Call, Communicator, Operand
 from .native import NativeEngine
 from .ops import Reducer
@@ -24,7 +24,8 @@ from .ops import Reducer
 class DistributedCommunicator(Communicator):
     """Collectives among the ranks of ``transport``.
 
-    transport: point-to-point messages (`TorchTransport`, or threads in tests). native: the
+    transport: point-to-point messages (`TorchTransport`, `ShmTransport` for CPU tensors of
+    ranks on one host, or threads in tests); closed by `close`. native: the
     engine's collectives for ``algorithm="native"`` (None: not available). devices: device
     types the transport can move ("cpu", "cuda"); buffers elsewhere are staged through the
     first one. meta_device: where the metadata vectors travel. on_close: called once by
@@ -46,6 +47,15 @@ class DistributedCommunicator(Communicator):
     # --- plumbing -----------------------------------------------------------------------
     def _has_native(self) -> bool:
         return self.native is not None
+
+    def prefers_native(self, x: Any) -> bool:
+        if self.native is None:
+            return False
+        x, kind = as_input(x)
+        device = device_type(x, kind)
+        if device not in self.devices:
+            device = self.devices[0]  # staged there
+        return not self.transport.low_latency(device)
 
     def _ctx(self, call: Call, algorithm: str) -> Ctx:
         return Ctx(self.transport, f"{call.name}({algorithm}, call #{call.seq})", call.timeout,
@@ -209,9 +219,14 @@ class DistributedCommunicator(Communicator):
                 result.wire.copy_(work.wire)
         return None if result is None else result.to_user(arg.shape)
 
+    def _abandon(self) -> None:
+        # over shared memory, peers waiting on this rank see it closed and fail at once
+        self.transport.close()
+
     def close(self) -> None:
         if not self._closed:
             self._scratch.clear()
+            self.transport.close()
             if self._on_close is not None:
                 self._on_close()
         super().close()

@@ -24,8 +24,17 @@ def _initialized_dist() -> Any:
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
+def shm_enabled(shm: bool | None) -> bool:
+    """``shm``, or when None the environment variable ``HISTBOOST_COLLECTIVE_SHM`` (default on;
+    "0", "false", "no" or "off" switch the shared-memory transport off)."""
+    if shm is not None:
+        return bool(shm)
+    value = os.environ.get("HISTBOOST_COLLECTIVE_SHM", "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
 def init(backend: str | None = None, timeout: float = 60.0, *,
-         check_metadata: bool = True) -> Communicator:
+         check_metadata: bool = True, shm: bool | None = None) -> Communicator:
     """The communicator of this process.
 
     - torch.distributed already initialised: wraps its default group.
@@ -38,11 +47,14 @@ def init(backend: str | None = None, timeout: float = 60.0, *,
     this host runs no more processes, ``LOCAL_WORLD_SIZE``, than it has GPUs),
     "gloo", "nccl" (CUDA tensors via NCCL; CPU tensors and metadata still via Gloo), or any
     torch backend string. timeout: default seconds per call (also the engine's own timeout).
-    check_metadata: default for every call's shape/dtype agreement check.
+    check_metadata: default for every call's shape/dtype agreement check. shm: CPU arrays of
+    ranks that all run on this host travel through shared memory (`histboost.collective.shm`)
+    instead of Gloo's TCP connections; None: on unless ``HISTBOOST_COLLECTIVE_SHM=0``.
     """
     dist = _initialized_dist()
     if dist is not None:
-        return from_process_group(None, timeout=timeout, check_metadata=check_metadata)
+        return from_process_group(None, timeout=timeout, check_metadata=check_metadata,
+                                  shm=shm)
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if world <= 1:
         return SingleCommunicator(timeout, check_metadata)
@@ -75,15 +87,21 @@ def init(backend: str | None = None, timeout: float = 60.0, *,
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
                             timeout=timedelta(seconds=float(timeout)), **kwargs)
     return from_process_group(None, timeout=timeout, check_metadata=check_metadata,
-                              _owns=True)
+                              shm=shm, _owns=True)
 
 
 def from_process_group(pg: Any = None, *, timeout: float = 60.0,
-                       check_metadata: bool = True, _owns: bool = False) -> Communicator:
+                       check_metadata: bool = True, shm: bool | None = None,
+                       _owns: bool = False) -> Communicator:
     """A communicator over an existing torch.distributed process group (None: the default
-    group). All ranks of the group must call it (a group serving CUDA runs one collective to
-    set up NCCL). CPU tensors need a Gloo group; with an NCCL-only group they travel through
-    the GPU, and CUDA tensors in a Gloo-only group through host memory."""
+    group). All ranks of the group must call it (setting up shared memory or NCCL runs
+    collectives). CPU tensors need a Gloo group; with an NCCL-only group they travel through
+    the GPU, and CUDA tensors in a Gloo-only group through host memory.
+
+    shm (None: on unless ``HISTBOOST_COLLECTIVE_SHM=0``): when every rank of a Gloo group runs
+    on this host and can map one shared-memory region, histboost's algorithms move CPU
+    arrays through it (`histboost.collective.shm`), else through Gloo; the engine's own
+    collectives (``algorithm="native"``) and CUDA tensors are unaffected."""
     import torch
     import torch.distributed as dist
 
@@ -100,7 +118,16 @@ def from_process_group(pg: Any = None, *, timeout: float = 60.0,
         devices.append("cuda")
     if not devices:
         raise CollectiveError(f"unsupported torch.distributed backend {name!r}")
-    transport = TorchTransport(group)
+    torch_transport = TorchTransport(group)
+    transport: Any = torch_transport
+    if "cpu" in devices and torch_transport.size > 1 and shm_enabled(shm):
+        from .shm import attach
+        from .transport import ByDeviceTransport
+
+        local = attach(group)
+        if local is not None:
+            transport = local if "cuda" not in devices else ByDeviceTransport(
+                local, torch_transport)
     if "cuda" in devices:
         # NCCL wants its first operation to include every rank; later point-to-point batches
         # may then involve only some.
@@ -113,6 +140,6 @@ def from_process_group(pg: Any = None, *, timeout: float = 60.0,
             dist.destroy_process_group()
 
     return DistributedCommunicator(
-        transport, native=NativeEngine(group, transport._global), devices=tuple(devices),
+        transport, native=NativeEngine(group, torch_transport._global), devices=tuple(devices),
         meta_device=meta_device, timeout=timeout, check_metadata=check_metadata,
         on_close=destroy if _owns else None)

@@ -36,6 +36,12 @@ class ThreadTransport:
     def can_pipeline(self, tensor: Any) -> bool:
         return True
 
+    def low_latency(self, device: str) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
     def post(self, ctx: Any, sends: Sequence[tuple[int, Any]],
              recvs: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
         for peer, t in sends:

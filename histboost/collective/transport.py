@@ -69,6 +69,14 @@ class TorchTransport:
         # torch < 2.6 addresses peers by global rank only.
         self._global = [dist.get_global_rank(group, r) for r in range(self.size)]
 
+    def low_latency(self, device: str) -> bool:
+        # a small Gloo message costs a TCP round trip, as does Gloo's own allreduce; the
+        # algorithms' several steps lose. NCCL's collectives beat its point-to-point too.
+        return False
+
+    def close(self) -> None:
+        pass  # the process group belongs to the communicator's owner
+
     def can_pipeline(self, tensor: Any) -> bool:
         # NCCL runs a send and a receive to the same peer on one stream: posted apart, two
         # ranks sending to each other deadlock. They must go in one group (see `post`).
@@ -112,3 +120,37 @@ class TorchTransport:
     def wait(self, ctx: Any, handles: list[tuple[Any, str, int | None]]) -> None:
         for work, action, peer in handles:
             wait_work(ctx, work, action, peer)
+
+
+class ByDeviceTransport:
+    """CPU tensors through ``cpu`` (shared memory), the others (CUDA) through ``other``.
+
+    One post holds the messages of one buffer, hence of one device."""
+
+    def __init__(self, cpu: Any, other: Any) -> None:
+        self.cpu = cpu
+        self.other = other
+        self.rank = cpu.rank
+        self.size = cpu.size
+
+    def _for(self, device: str) -> Any:
+        return self.cpu if device == "cpu" else self.other
+
+    def can_pipeline(self, tensor: Any) -> bool:
+        return self._for(tensor.device.type).can_pipeline(tensor)
+
+    def low_latency(self, device: str) -> bool:
+        return self._for(device).low_latency(device)
+
+    def post(self, ctx: Any, sends: Sequence[tuple[int, Any]],
+             recvs: Sequence[tuple[int, Any]]) -> list[tuple[Any, Any]]:
+        transport = self._for((recvs or sends)[0][1].device.type)
+        return [(transport, h) for h in transport.post(ctx, sends, recvs)]
+
+    def wait(self, ctx: Any, handles: list[tuple[Any, Any]]) -> None:
+        for transport in {id(t): t for t, _ in handles}.values():
+            transport.wait(ctx, [h for t, h in handles if t is transport])
+
+    def close(self) -> None:
+        self.cpu.close()
+        self.other.close()

@@ -135,10 +135,11 @@ class DistributedBackend:
                     **kwargs: Any) -> Any:
         """call(*args, **kwargs) with this tree's metadata check, timed. exact: the result
         does not depend on the reduction order (integer sums, max, data movement), so the
-        engine's own collective (Gloo, NCCL) may run it: on small buffers it costs a
-        fraction of a point-to-point algorithm's latency. Float sums keep histboost's
-        algorithms, which promise every rank the same bits."""
-        if exact and self.comm.has_native:
+        engine's own collective (Gloo, NCCL) may run it where the communicator says that is
+        faster for small buffers (over TCP one message costs about a whole native
+        collective; over shared memory histboost's algorithms win). Float sums keep
+        histboost's algorithms, which promise every rank the same bits."""
+        if exact and self.comm.prefers_native(args[0]):
             kwargs["algorithm"] = "native"
         start = time.perf_counter()
         try:

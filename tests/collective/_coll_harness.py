@@ -76,7 +76,8 @@ def _run_once(world_size: int, scenario: str, deadline_s: float,
             env = dict(os.environ)
             env.update(
                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), LOCAL_RANK=str(r),
-                WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+                WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
+                OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                 PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]),
                 CUDA_VISIBLE_DEVICES="", GLOO_SOCKET_IFNAME=env.get("GLOO_SOCKET_IFNAME", "lo"),
                 # small pipeline chunks: messages from 8 KiB up take the chunked paths

@@ -9,6 +9,7 @@ hashes go back to the test, which compares them across ranks (bit-identical resu
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -330,12 +331,22 @@ def battery(comm) -> dict:
 
 # Disjoint subgroups that run side by side: every world size 1..9 within one 9-rank launch.
 ROUNDS = [[9], [8, 1], [7, 2], [6, 3], [5, 4]]
+# groups of these sizes move CPU arrays through shared memory, the others through Gloo's TCP
+# (each transport sees powers of two and other sizes; the world group comes from init())
+SHM_SIZES = (9, 7, 5, 3, 2)
+
+
+def transport_name(comm) -> str:
+    """"shm" or "gloo": what carries the CPU messages of ``comm``'s algorithms."""
+    name = type(comm.transport).__name__
+    return {"ShmTransport": "shm", "TorchTransport": "gloo"}.get(name, name)
 
 
 def battery_all() -> dict:
     """One launch of 9 ranks: the battery on the whole group (made by init() from the
-    torchrun-style environment) and on subgroups of every size 1..8 (from_process_group, so
-    group ranks differ from global ranks)."""
+    torchrun-style environment: shared memory) and on subgroups of every size 1..8
+    (from_process_group, so group ranks differ from global ranks; shared memory or Gloo by
+    SHM_SIZES). Records each group's transport, and whether its shared-memory file is gone."""
     import torch.distributed as dist
 
     import histboost.collective as hc
@@ -344,6 +355,9 @@ def battery_all() -> dict:
     assert world.world_size == 9, "battery_all runs on 9 ranks"
     r = world.rank
     out: dict[str, dict] = {}
+    transports = {"9": transport_name(world)}
+    prefers_native = {"9": world.prefers_native(np.zeros(3))}
+    shm_files = [getattr(world.transport, "path", None)]
     plan = []  # every rank creates every group, in the same order
     for sizes in ROUNDS[1:]:
         start = 0
@@ -354,8 +368,11 @@ def battery_all() -> dict:
     out["9"] = battery(world)
     for k, ranks, pg in plan:
         if r in ranks:
-            comm = hc.from_process_group(pg, timeout=120)
+            comm = hc.from_process_group(pg, timeout=120, shm=k in SHM_SIZES)
             assert comm.world_size == k and comm.rank == ranks.index(r)
+            transports[str(k)] = transport_name(comm)
+            prefers_native[str(k)] = comm.prefers_native(np.zeros(3))
+            shm_files.append(getattr(comm.transport, "path", None))
             res = battery(comm)
             res["group_rank"] = comm.rank
             out[str(k)] = res
@@ -363,7 +380,18 @@ def battery_all() -> dict:
         if ranks[-1] == 8:  # the round's last group: wait for the whole round
             world.barrier(timeout=600)
     world.close()
+    out["transports"] = transports
+    out["prefers_native"] = prefers_native
+    out["shm_left"] = [f for f in shm_files if f is not None and os.path.exists(f)]
+    out["shm_created_left"] = own_shm_files()
     return out
+
+
+def own_shm_files() -> list[str]:
+    """The shared-memory files this process created that still exist."""
+    from histboost.collective.shm import FILE_PREFIX, SHM_DIR
+
+    return glob.glob(os.path.join(SHM_DIR, f"{FILE_PREFIX}{os.getpid()}-*"))
 
 
 # --- fault scenarios ------------------------------------------------------------------------
@@ -389,11 +417,17 @@ def faults() -> dict:
     case's broken connections do not touch the next; the world group only synchronises.
 
     mismatch      disagreeing shapes, dtypes and calls: every rank raises a clear error
-                  quickly, and the communicator remains usable;
-    never_calls   the last rank stays alive but never calls: the others time out on time
-                  (our algorithms, then the native engine);
-    exit_early    the last rank exits as if it crashed: the others fail fast (last case).
+                  quickly, and the communicator remains usable (shared memory);
+    never_*       the last rank stays alive but never calls: the others time out on time
+                  (our algorithms over Gloo and over shared memory, then the native engine);
+    exit_*        the last rank exits as if it crashed: the others fail fast, over Gloo and
+                  over shared memory (last cases);
+    setup_after_exit  rank 0 sets up shared memory with the dead rank: an error, and no file
+                  left in /dev/shm.
+    Each rank also reports the shared-memory files of its groups that still exist.
     """
+    from datetime import timedelta
+
     import torch.distributed as dist
 
     import histboost.collective as hc
@@ -403,10 +437,20 @@ def faults() -> dict:
     p, r = world.world_size, world.rank
     last = r == p - 1
     groups = {name: dist.new_group(list(range(p)), backend="gloo")
-              for name in ("mismatch", "never_algorithms", "never_native", "exit_early")}
-    out: dict = {}
+              for name in ("mismatch", "never_algorithms", "never_algorithms_shm",
+                           "never_native", "exit_early", "exit_early_shm")}
+    # a short engine timeout: a Gloo call with the dead rank ends in seconds
+    setup_group = dist.new_group([0, p - 1], backend="gloo", timeout=timedelta(seconds=5))
+    out: dict = {"transports": {}}
+    files = [getattr(world.transport, "path", None)]
 
-    comm = hc.from_process_group(groups["mismatch"], timeout=20)
+    def make(name: str, shm: bool, timeout: float):
+        comm = hc.from_process_group(groups[name], timeout=timeout, shm=shm)
+        out["transports"][name] = transport_name(comm)
+        files.append(getattr(comm.transport, "path", None))
+        return comm
+
+    comm = make("mismatch", True, 20)
     m = out["mismatch"] = {}
     m["shape"] = _timed(lambda: comm.allreduce(np.ones(5 if r == 1 else 4)))
     m["dtype"] = _timed(lambda: comm.allreduce(np.ones(4, np.float32 if r == 0 else
@@ -418,8 +462,10 @@ def faults() -> dict:
     good = comm.allreduce(np.full(3, float(r)))
     m["still_usable"] = bool(np.array_equal(good, np.full(3, p * (p - 1) / 2)))
 
-    for name, alg in (("never_algorithms", "auto"), ("never_native", "native")):
-        comm = hc.from_process_group(groups[name], timeout=30)
+    for name, alg, shm in (("never_algorithms", "auto", False),
+                           ("never_algorithms_shm", "auto", True),
+                           ("never_native", "native", False)):
+        comm = make(name, shm, 30)
         if not last:
             res = _timed(functools.partial(comm.allreduce, np.ones(10), algorithm=alg,
                                            timeout=timeout, check_metadata=alg != "native"))
@@ -427,15 +473,27 @@ def faults() -> dict:
             out[name] = res
         world.barrier(timeout=timeout + 30)  # the silent rank waits here meanwhile
 
-    comm = hc.from_process_group(groups["exit_early"], timeout=20)
+    comms = {name: make(name, name.endswith("shm"), 20)
+             for name in ("exit_early", "exit_early_shm")}
     world.barrier()
     if last:
         sys.stdout.flush()
         os._exit(3)
     time.sleep(0.5)  # let the dead rank's sockets close
-    res = _timed(lambda: comm.allreduce(np.ones(1000), algorithm="ring", timeout=10))
-    res["after"] = _timed(lambda: comm.allreduce(np.ones(3)))
-    out["exit_early"] = res
+    for name, comm in comms.items():
+        # over shared memory without the metadata exchange: in the ring rank 1 then waits on
+        # rank 0 (which fails waiting on the dead rank 2), not on rank 2 itself
+        check = "trust" if name.endswith("shm") else True
+        res = _timed(lambda comm=comm, check=check: comm.allreduce(
+            np.ones(1000), algorithm="ring", timeout=10, check_metadata=check))
+        res["after"] = _timed(lambda comm=comm: comm.allreduce(np.ones(3)))
+        out[name] = res
+    if r == 0:
+        res = _timed(lambda: hc.from_process_group(setup_group, shm=True))
+        res["files"] = own_shm_files()
+        out["setup_after_exit"] = res
+    out["shm_left"] = [f for f in files if f is not None and os.path.exists(f)]
+    out["shm_created_left"] = own_shm_files()
     return out
 
 

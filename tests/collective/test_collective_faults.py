@@ -1,7 +1,7 @@
-"""Fault tests over Gloo on loopback: a rank that dies, a rank that never calls, ranks that
-disagree. Each must end with a clear error on the others within the timeout, and leave no
-process behind (the harness asserts that after the launch). All cases share one launch of 3
-ranks (see _coll_scenarios.faults)."""
+"""Fault tests over Gloo on loopback and over shared memory: a rank that dies, a rank that
+never calls, ranks that disagree. Each must end with a clear error on the others within the
+timeout, and leave no process (the harness asserts that after the launch) and no file in
+/dev/shm behind. All cases share one launch of 3 ranks (see _coll_scenarios.faults)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,14 @@ def test_mismatched_arguments_raise_on_every_rank(outcome):
         assert m["still_usable"]
 
 
-@pytest.mark.parametrize("case", ["never_algorithms", "never_native"])
+def test_groups_ran_over_their_transport(outcome):
+    for res in outcome:
+        assert res["transports"] == {
+            "mismatch": "shm", "never_algorithms": "gloo", "never_algorithms_shm": "shm",
+            "never_native": "gloo", "exit_early": "gloo", "exit_early_shm": "shm"}
+
+
+@pytest.mark.parametrize("case", ["never_algorithms", "never_algorithms_shm", "never_native"])
 def test_rank_that_never_calls_times_out(outcome, case):
     for res in outcome:
         r = res[case]
@@ -50,18 +57,34 @@ def test_rank_that_never_calls_times_out(outcome, case):
         assert TIMEOUT * 0.9 <= r["elapsed"] < TIMEOUT + 3.0, r
         msg = r["message"]
         assert "timed out" in msg and "allreduce" in msg and "rank" in msg
-        if case == "never_algorithms":  # our transport names the peer it waited on
+        if case != "never_native":  # our transports name the peer they waited on
             assert r["peer"] in (0, 1, 2) and f"rank {r['peer']}" in msg
 
 
-def test_rank_that_exits_early_fails_fast(outcome):
+@pytest.mark.parametrize("case", ["exit_early", "exit_early_shm"])
+def test_rank_that_exits_early_fails_fast(outcome, case):
     for res in outcome:
-        r = res["exit_early"]
+        r = res[case]
         assert r["is_collective_error"], r
         assert r["elapsed"] < 10.0, r
         assert "allreduce" in r["message"] and "rank" in r["message"]
         # the communicator refuses to go on out of step
         assert r["after"]["is_collective_error"] and "unusable" in r["after"]["message"]
+    if case == "exit_early_shm":
+        # rank 0 waits on the dead rank 2, whose lock went with its process; rank 1 waits on
+        # rank 0, which closes its transport as it fails
+        for res in outcome:
+            assert res[case]["elapsed"] < 3.0, res[case]
+            assert "exited or closed" in res[case]["message"], res[case]
+        assert [res[case]["peer"] for res in outcome] == [2, 0]
+
+
+def test_no_shared_memory_file_is_left(outcome):
+    for res in outcome:
+        assert res["shm_left"] == [] and res["shm_created_left"] == []
+    setup = outcome[0]["setup_after_exit"]
+    assert setup["error"] is not None, setup  # the dead rank cannot take part
+    assert setup["files"] == [], setup  # rank 0 removed the region it had created
 
 
 # -- check_metadata=False with different sizes (issue 18: 10) -----------------------------------

@@ -1,6 +1,8 @@
-"""Multi-process tests over Gloo on loopback: every collective, algorithm and reducer against
-a NumPy reference for world sizes 1 to 9, in one 9-process launch (subgroups give the smaller
-sizes, run side by side)."""
+"""Multi-process tests: every collective, algorithm and reducer against a NumPy reference for
+world sizes 1 to 9, in one 9-process launch (subgroups give the smaller sizes, run side by
+side); groups of sizes 9, 7, 5, 3 and 2 move CPU arrays through the shared-memory transport
+(rings of 8 slots of 2 KiB, so that larger messages go in pieces and fill the rings), sizes 8, 6
+and 4 through Gloo on loopback."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ import pytest
 pytest.importorskip("torch.distributed")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _coll_harness import describe, run_group  # noqa: E402
+from _coll_scenarios import SHM_SIZES  # noqa: E402
 
 pytestmark = pytest.mark.timeout(360)
 
 
 @pytest.fixture(scope="module")
 def batteries():
-    results = run_group(9, "battery_all", deadline_s=300)
+    results = run_group(9, "battery_all", deadline_s=300,
+                        extra_env={"HISTBOOST_COLLECTIVE_SHM_RING_BYTES": str(16 << 10)})
     crashed = [x for x in results if x.returncode != 0 or not x.result or "crash" in x.result]
     assert not crashed, describe(crashed)
     return results
@@ -42,3 +46,15 @@ def test_results_are_bit_identical_across_ranks(batteries, world_size):
     for res in runs[1:]:
         differ = sorted(k for k in ref if res["hashes"].get(k) != ref[k])
         assert not differ, f"ranks disagree on {differ[:10]}"
+
+
+def test_groups_ran_over_their_transport_and_left_no_file(batteries):
+    # (a group of one rank never needs shared memory)
+    want = {str(k): "shm" if k in SHM_SIZES else "gloo" for k in range(1, 10)}
+    for x in batteries:
+        assert x.result["transports"] == {k: want[k] for k in x.result["transports"]}
+        # native collectives are the faster choice for small calls over Gloo's TCP only
+        assert x.result["prefers_native"] == {k: want[k] == "gloo"
+                                              for k in x.result["transports"]}
+        # the region of every group was unlinked once its ranks had attached
+        assert x.result["shm_left"] == [] and x.result["shm_created_left"] == []

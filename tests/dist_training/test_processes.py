@@ -1,7 +1,7 @@
 """`histboost train` under a torchrun-style launch (real processes, torch.distributed Gloo on
-loopback): the model equals the one-process model, only rank 0 writes it, and a worker that
-dies or stalls ends the job on the others with an error within the timeout, leaving no
-process behind."""
+loopback, CPU arrays through shared memory unless a test says otherwise): the model equals the
+one-process model, only rank 0 writes it, and a worker that dies or stalls ends the job on the
+others with an error within the timeout, leaving no process behind."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def _command(data: Path, out: Path, rounds: int, timeout: float) -> list[str]:
             "eval_metric=logloss"]
 
 
-def _launch(world: int, command: list[str], logs: Path,
-            gpu: bool = False) -> list[subprocess.Popen]:
+def _launch(world: int, command: list[str], logs: Path, gpu: bool = False,
+            extra_env: dict[str, str] | None = None) -> list[subprocess.Popen]:
     port = _free_port()
     procs = []
     for rank in range(world):
@@ -59,6 +59,7 @@ def _launch(world: int, command: list[str], logs: Path,
                    PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(extra_env or {})
         log = open(logs / f"rank{rank}.log", "w")  # noqa: SIM115 (the process owns it)
         procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, cwd=str(REPO)))
@@ -105,12 +106,15 @@ def test_cli_model_equals_one_process(tmp_path, data_file):
 
 
 def test_cli_rank_files(tmp_path, data_file):
-    """DATA with {rank}: each process reads its own file; the cuts come from all files."""
+    """DATA with {rank}: each process reads its own file; the cuts come from all files. Over
+    Gloo's TCP (the other tests run over shared memory), where exact reductions take Gloo's
+    native collectives."""
     table = np.loadtxt(data_file, delimiter=",")
     for r, part in enumerate(np.array_split(table, 2)):
         np.savetxt(tmp_path / f"part-{r}.csv", part, delimiter=",", fmt="%g")
     out = tmp_path / "model.json"
-    procs = _launch(2, _command(tmp_path / "part-{rank}.csv", out, 3, 60), tmp_path)
+    procs = _launch(2, _command(tmp_path / "part-{rank}.csv", out, 3, 60), tmp_path,
+                    extra_env={"HISTBOOST_COLLECTIVE_SHM": "0"})
     params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
               "nthread": 1, "eval_metric": "logloss"}
     want = json.loads(hb.train(params, hb.Dataset(table[:, 1:], label=table[:, 0]), 3,

@@ -22,8 +22,12 @@ class Transport(Protocol):
     each side. Empty tensors are never passed. Failures raise
     `CollectiveTimeout`/`CollectiveError` naming ``ctx.op``, the rank and the peer.
     ``can_pipeline(t)`` says whether sends and receives of tensors like ``t`` may also be
-    posted one by one, interleaved with computation (Gloo and threads: yes; NCCL, whose
-    send and receive to one peer must be grouped: no).
+    posted one by one, interleaved with computation (Gloo, shared memory and threads: yes;
+    NCCL, whose send and receive to one peer must be grouped: no). ``low_latency(device)``
+    says whether a small message of tensors on that device type costs little against the
+    engine's own collective (shared memory, threads: yes; Gloo over TCP, NCCL: no), for
+    callers choosing between histboost's algorithms and ``"native"``. ``close`` releases
+    what the transport holds.
     """
 
     rank: int
@@ -35,6 +39,10 @@ class Transport(Protocol):
     def wait(self, ctx: Ctx, handles: list[Any]) -> None: ...
 
     def can_pipeline(self, tensor: Any) -> bool: ...
+
+    def low_latency(self, device: str) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 # Pipelining: large messages go in chunks of at least this many bytes, at most this many per
