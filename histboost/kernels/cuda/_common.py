@@ -44,3 +44,56 @@ def uniform01(key, counter):
     """As `histboost.kernels.cpu.quantize.uniform01`."""
     z = splitmix64(key ^ splitmix64(np.uint64(counter)))
     return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+# Node tables: a call over k nodes uploads one int64 (k, TABLE_WIDTH) array, a row per node,
+# and launches one block per chunk of rows of all its nodes; a block finds its node by a binary
+# search over the nodes' first chunks (no per-chunk arrays are built or uploaded). Columns:
+T_START = 0  # the node's rows: positions [start, end) of the row-index buffer `side`
+T_END = 1
+T_SIDE = 2  # which of the two row-index buffers (rows2[side]) holds the node's rows
+T_FIRST = 3  # the node's first chunk (block); its chunks are first .. first + ceil(n / chunk) - 1
+T_CHUNK = 4  # rows per chunk of this node
+T_SLOT = 5  # histogram calls: the node's slot in the histogram pool
+T_FEATURE = 5  # partition calls: the split (feature, bin, missing goes left)
+T_BIN = 6
+T_DEFAULT_LEFT = 7
+TABLE_WIDTH = 8
+
+
+@cuda.jit(device=True, inline=True)
+def chunk_node(table, c):
+    """The node (row of `table`) whose chunks include block c: the last node whose first
+    chunk is <= c (nodes without rows own no chunk)."""
+    lo = 0
+    hi = table.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if table[mid, T_FIRST] <= c:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@cuda.jit(device=True, inline=True)
+def chunk_rows(table, j, c):
+    """Positions [start, end) of chunk c of node j."""
+    s = table[j, T_START] + (c - table[j, T_FIRST]) * table[j, T_CHUNK]
+    return s, min(s + table[j, T_CHUNK], table[j, T_END])
+
+
+def node_table(starts: np.ndarray, ends: np.ndarray, sides: np.ndarray, chunk: np.ndarray,
+               ) -> tuple[np.ndarray, int]:
+    """int64 (k, TABLE_WIDTH) table of nodes with rows [starts, ends) in buffers `sides`, cut
+    into chunks of `chunk` rows (per node), call-specific columns zero; and the chunk count
+    (the launch's blocks)."""
+    table = np.zeros((starts.shape[0], TABLE_WIDTH), np.int64)
+    table[:, T_START] = starts
+    table[:, T_END] = ends
+    table[:, T_SIDE] = sides
+    table[:, T_CHUNK] = chunk
+    n_chunks = (np.maximum(ends - starts, 0) + chunk - 1) // chunk
+    first = np.cumsum(n_chunks)
+    table[1:, T_FIRST] = first[:-1]
+    return table, int(first[-1]) if first.shape[0] else 0
