@@ -34,33 +34,40 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 import histboost  # noqa: E402
 from histboost.kernels import launch  # noqa: E402
 from histboost.kernels.cuda import backend as cuda_backend  # noqa: E402
+from histboost.tree.grower import TreeGrower  # noqa: E402
 
 
 class _Ops(TorchDispatchMode):
-    """Counts the torch operators dispatched (views included: each costs a dispatch)."""
+    """Counts the torch operators dispatched while the probe is on (views included: each
+    costs a dispatch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, probe: _Probe) -> None:
         super().__init__()
-        self.count = 0
+        self.probe = probe
         self.names: Counter = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        self.names[str(func.overloadpacket.__name__)] += 1
+        if self.probe.on:
+            self.names[str(func.overloadpacket.__name__)] += 1
         return func(*args, **(kwargs or {}))
 
 
 class _Probe:
-    """Counts launches, uploads and reads, and times the simulated kernels (not host work)."""
+    """Counts launches, uploads and reads in the trees' calls (growing a tree and adding it
+    to the margins) after the first tree of a training (a warm backend), and the host seconds
+    spent there outside the simulated kernels."""
 
     def __init__(self) -> None:
         self.counts: Counter = Counter()
+        self.on = False
+        self.trees = 0
+        self.host_seconds = 0.0
         self.kernel_seconds = 0.0
         probe = self
         plain_launch = launch.CudaKernel.launch
 
         def timed_launch(kernel, grid, block, device, *args):
-            probe.counts["launches"] += 1
+            probe.counts["launches"] += probe.on
             launch.flatten_args(kernel.name, kernel.spec, args, device)  # host work, as on a GPU
             t0 = time.perf_counter()
             with _disable_current_modes():  # the simulator's own tensor handling
@@ -68,20 +75,44 @@ class _Probe:
             probe.kernel_seconds += time.perf_counter() - t0
         launch.CudaKernel.launch = timed_launch
         for cls, name, key in ((cuda_backend.CUDABackend, "_upload", "uploads"),
+                               (cuda_backend.CUDABackend, "_read", "reads"),
                                (torch.Tensor, "cpu", "reads"), (torch.Tensor, "item", "reads"),
                                (torch.Tensor, "tolist", "reads")):
-            self._count(cls, name, key)
-        if hasattr(cuda_backend.CUDABackend, "_download"):
-            self._count(cuda_backend.CUDABackend, "_download", "reads")
+            if hasattr(cls, name):
+                self._count(cls, name, key)
+        self._measure(TreeGrower, "grow", new_tree=True)
+        self._measure(cuda_backend.CUDABackend, "update_margin")
+
+    def reset(self) -> None:
+        self.counts.clear()
+        self.trees = 0
+        self.host_seconds = 0.0
 
     def _count(self, cls, name: str, key: str) -> None:
         plain = getattr(cls, name)
         probe = self
 
         def counted(*args, **kwargs):
-            probe.counts[key] += 1
+            probe.counts[key] += probe.on
             return plain(*args, **kwargs)
         setattr(cls, name, counted)
+
+    def _measure(self, cls, name: str, new_tree: bool = False) -> None:
+        plain = getattr(cls, name)
+        probe = self
+
+        def measured(*args, **kwargs):
+            probe.trees += new_tree
+            if probe.trees < 2:
+                return plain(*args, **kwargs)
+            probe.on = True
+            t0, k0 = time.perf_counter(), probe.kernel_seconds
+            try:
+                return plain(*args, **kwargs)
+            finally:
+                probe.host_seconds += time.perf_counter() - t0 - (probe.kernel_seconds - k0)
+                probe.on = False
+        setattr(cls, name, measured)
 
 
 def main() -> None:
@@ -91,7 +122,7 @@ def main() -> None:
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--leaves", type=int, default=15)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ops", action="store_true", help="list the operators dispatched")
     a = ap.parse_args()
     sys.setswitchinterval(5e-4)  # the simulator's threads hand the GIL over sooner
@@ -106,23 +137,23 @@ def main() -> None:
                   "max_bin": a.bins, "min_child_weight": 0.0, **policy}
         d = histboost.Dataset(X, label=y, max_bin=a.bins).construct()
         histboost.train(params, d, 1, verbose_eval=False)  # compile
-        probe.counts.clear()
-        ops = _Ops()
+        probe.reset()
+        histboost.train(params, d, a.rounds, verbose_eval=False)
+        host = probe.host_seconds
+        probe.reset()
+        ops = _Ops(probe)
         with ops:
             b = histboost.train(params, d, a.rounds, verbose_eval=False)
-        counts = dict(probe.counts, ops=ops.count)
-        probe.kernel_seconds = 0.0
-        t0 = time.perf_counter()
-        histboost.train(params, d, a.rounds, verbose_eval=False)
-        host = time.perf_counter() - t0 - probe.kernel_seconds
-        splits = sum(int(np.sum(t.left_child >= 0)) for t in b.trees)
-        per = {k: round(v / a.rounds, 1) for k, v in sorted(counts.items())}
-        per_split = {k: round(v / max(splits, 1), 1) for k, v in sorted(counts.items())}
-        print(f"{name}: {splits / a.rounds:.0f} splits/tree; per tree {per}, host "
-              f"{1e3 * host / a.rounds:.1f} ms; per split {per_split}, host "
+        counts = dict(probe.counts, ops=sum(ops.names.values()))
+        trees = a.rounds - 1
+        splits = sum(int(np.sum(t.left_child >= 0)) for t in b.trees[1:])
+        per = {k: round(v / trees, 1) for k, v in sorted(counts.items())}
+        per_split = {k: round(v / max(splits, 1), 2) for k, v in sorted(counts.items())}
+        print(f"{name}: {splits / trees:.0f} splits/tree; per tree {per}, host "
+              f"{1e3 * host / trees:.1f} ms; per split {per_split}, host "
               f"{1e6 * host / max(splits, 1):.0f} us", flush=True)
         if a.ops:
-            print("  operators per tree:", {k: v / a.rounds for k, v in ops.names.most_common()})
+            print("  operators per tree:", {k: v / trees for k, v in ops.names.most_common()})
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ signature and launches it through ``cuda.core`` with the arguments flattened as 
 launcher flattens them (array: meminfo, parent, size, itemsize, data pointer, shape, strides
 in bytes), from the tensors' pointers and shapes alone. Each tensor is checked against the
 signature (dtype, rank, C-contiguity, device) so a wrong argument raises instead of reading
-garbage.
+garbage. A tensor's checked, flattened parameters are kept (by object, while it lives, its
+data pointer and shape unchanged): a backend passing the same buffers launch after launch
+pays the checks once. Launch configurations and streams are kept too.
 
 Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
 float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from typing import Any
 
 import torch
@@ -62,6 +65,44 @@ def numba_signature(spec: tuple[ArgSpec, ...]) -> str:
     return f"void({', '.join(parts)})"
 
 
+# id(tensor), spec of the argument -> (weak reference, data pointer, shape, device, flattened
+# parameters); bounded (cleared when full)
+_FLAT: dict[tuple[int, tuple[str, int]], tuple] = {}
+_FLAT_ENTRIES = 4096
+
+
+def _flat_tensor(name: str, i: int, arg: tuple[str, int], val: Any, device: torch.device
+                 ) -> list:
+    """The flattened parameters of tensor argument i, checked against its spec `arg`; kept
+    for the next launch that passes the same tensor object."""
+    key = (id(val), arg)
+    hit = _FLAT.get(key)
+    if hit is not None and hit[0]() is val:
+        if hit[1] == val.data_ptr() and hit[2] == val.shape and hit[3] == device:
+            return hit[4]
+    dtype, ndim = arg
+    if (
+        not isinstance(val, torch.Tensor)
+        or val.dtype != _TORCH_DTYPES[dtype]
+        or val.ndim != ndim
+        or not val.is_contiguous()
+        or val.device != device
+    ):
+        got = (f"{val.dtype} {val.ndim}-D on {val.device}, contiguous="
+               f"{val.is_contiguous()}") if isinstance(val, torch.Tensor) else type(val)
+        raise TypeError(
+            f"{name}: argument {i} must be a contiguous {ndim}-D {dtype} tensor on "
+            f"{device}, got {got}"
+        )
+    itemsize = val.element_size()
+    flat = [0, 0, val.numel(), itemsize, val.data_ptr(), *val.shape,
+            *(s * itemsize for s in val.stride())]
+    if len(_FLAT) >= _FLAT_ENTRIES:
+        _FLAT.clear()
+    _FLAT[key] = (weakref.ref(val), val.data_ptr(), val.shape, device, flat)
+    return flat
+
+
 def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torch.device
                  ) -> list:
     """Kernel parameters of ``args`` in Numba's flattened layout, after checking each one.
@@ -73,23 +114,7 @@ def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torc
     out: list = []
     for i, (arg, val) in enumerate(zip(spec, args, strict=True)):
         if isinstance(arg, tuple):
-            dtype, ndim = arg
-            if (
-                not isinstance(val, torch.Tensor)
-                or val.dtype != _TORCH_DTYPES[dtype]
-                or val.ndim != ndim
-                or not val.is_contiguous()
-                or val.device != device
-            ):
-                got = (f"{val.dtype} {val.ndim}-D on {val.device}, contiguous="
-                       f"{val.is_contiguous()}") if isinstance(val, torch.Tensor) else type(val)
-                raise TypeError(
-                    f"{name}: argument {i} must be a contiguous {ndim}-D {dtype} tensor on "
-                    f"{device}, got {got}"
-                )
-            itemsize = val.element_size()
-            out += [0, 0, val.numel(), itemsize, val.data_ptr(), *val.shape,
-                    *(s * itemsize for s in val.stride())]
+            out += _flat_tensor(name, i, arg, val, device)
         else:
             ctype = _SCALARS[arg]
             out.append(bool(val) if ctype is None else ctype(val))
@@ -110,6 +135,7 @@ class CudaKernel:
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
         self._kernels: dict[int, Any] = {}  # device index -> cuda.core Kernel
         self._streams: dict[int, Any] = {}  # stream handle -> cuda.core Stream
+        self._configs: dict[tuple, Any] = {}  # (grid, block) -> cuda.core LaunchConfig
 
     def _kernel(self, index: int) -> Any:
         kernel = self._kernels.get(index)
@@ -145,6 +171,13 @@ class CudaKernel:
         params = flatten_args(self.name, self.spec, args, device)
         index = device.index
         handle = torch.cuda.current_stream(index).cuda_stream
-        config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+        config = self._configs.get((grid, block))
+        if config is None:
+            config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+            if len(self._configs) < 4096:
+                self._configs[(grid, block)] = config
+        if torch.cuda.current_device() == index:  # its primary context is current
+            launch(self._stream(handle), config, self._kernel(index), *params)
+            return
         with torch.cuda.device(index):  # makes the device's primary context current
             launch(self._stream(handle), config, self._kernel(index), *params)

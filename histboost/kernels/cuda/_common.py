@@ -12,8 +12,10 @@ from ..launch import simulated
 # threads per block; under the simulator, which runs every thread as a Python thread, a warp
 # (every kernel strides by THREADS, so any count computes the same)
 THREADS = 32 if simulated() else 256
-# rows of one node handled by one block of the histogram, partition and margin kernels
-CHUNK_ROWS = 2048
+# rows of one node handled by one block of the histogram, partition and margin kernels; under
+# the simulator a warp's worth, so that the tests' small nodes take several chunks (the
+# kernels' block-to-node search and cross-chunk sums run in CI too)
+CHUNK_ROWS = 32 if simulated() else 2048
 
 
 def grid(n: int, threads: int = THREADS) -> int:
@@ -83,17 +85,18 @@ def chunk_rows(table, j, c):
     return s, min(s + table[j, T_CHUNK], table[j, T_END])
 
 
-def node_table(starts: np.ndarray, ends: np.ndarray, sides: np.ndarray, chunk: np.ndarray,
-               ) -> tuple[np.ndarray, int]:
-    """int64 (k, TABLE_WIDTH) table of nodes with rows [starts, ends) in buffers `sides`, cut
-    into chunks of `chunk` rows (per node), call-specific columns zero; and the chunk count
-    (the launch's blocks)."""
-    table = np.zeros((starts.shape[0], TABLE_WIDTH), np.int64)
-    table[:, T_START] = starts
-    table[:, T_END] = ends
-    table[:, T_SIDE] = sides
-    table[:, T_CHUNK] = chunk
-    n_chunks = (np.maximum(ends - starts, 0) + chunk - 1) // chunk
-    first = np.cumsum(n_chunks)
-    table[1:, T_FIRST] = first[:-1]
-    return table, int(first[-1]) if first.shape[0] else 0
+def node_table(bounds: list[tuple[int, int]], sides: list[int], chunk,
+               extra: list | None = None) -> tuple[np.ndarray, int]:
+    """int64 (k, TABLE_WIDTH) table of the nodes with rows [start, end) = bounds[j] in row
+    buffers sides[j], cut into chunks of `chunk` rows (an int, or a function of a node's row
+    count); extra[j]: the node's call-specific columns (up to three ints from T_SLOT on;
+    zeros without). Returns the table and the chunk count (the launch's blocks). Python
+    integers: a call has few nodes, and NumPy's per-call overhead would dominate."""
+    flat: list[int] = []
+    first = 0
+    for j, ((start, end), side) in enumerate(zip(bounds, sides, strict=True)):
+        rows = chunk if isinstance(chunk, int) else chunk(end - start)
+        cols = extra[j] if extra is not None else ()
+        flat += (start, end, side, first, rows, *cols, *(0,) * (TABLE_WIDTH - 5 - len(cols)))
+        first += -(-max(end - start, 0) // rows)
+    return np.array(flat, np.int64).reshape(len(bounds), TABLE_WIDTH), first

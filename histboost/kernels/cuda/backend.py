@@ -396,14 +396,11 @@ class CUDABackend:
         self._ranges.reset(n)
         return n
 
-    def _node_table(self, nodes: list[int], chunk) -> tuple[np.ndarray, int]:
-        """The int64 node table of `nodes` (`_common.node_table`) and its chunk count; chunk:
-        rows per chunk, or a function of the nodes' row counts giving them."""
-        b = np.array(self._ranges.bounds(nodes), np.int64).reshape(-1, 2)
-        sides = np.array([self._side[i] for i in nodes], np.int64)
-        if callable(chunk):
-            chunk = chunk(b[:, 1] - b[:, 0])
-        return self._k["common"].node_table(b[:, 0], b[:, 1], sides, chunk)
+    def _node_table(self, nodes: list[int], chunk, extra: list | None = None
+                    ) -> tuple[np.ndarray, int]:
+        """The int64 node table of `nodes` and its chunk count (`_common.node_table`)."""
+        return self._k["common"].node_table(self._ranges.bounds(nodes),
+                                            [self._side[i] for i in nodes], chunk, extra)
 
     def _settle(self, nodes: list[int] | None = None) -> None:
         """Make the pending subtractions of `nodes` (None: all) in one launch."""
@@ -456,9 +453,9 @@ class CUDABackend:
             self._slot[i] = first + j
             self._pending.pop(i, None)
         common = self._k["common"]
-        table, n_chunks = self._node_table(nodes, common.CHUNK_ROWS)
+        table, n_chunks = self._node_table(nodes, common.CHUNK_ROWS,
+                                           [(first + j,) for j in range(k)])
         if n_chunks:
-            table[:, common.T_SLOT] = np.arange(first, first + k)
             (table_d,) = self._upload(table)
             self._k["histogram"].BUILD[self._bin_dtype].launch(
                 (n_chunks, int(self._group_first.shape[0])), common.THREADS, self.device,
@@ -565,12 +562,10 @@ class CUDABackend:
         common = self._k["common"]
         part = self._k["partition"]
         k = len(parents)
-        table, n_chunks = self._node_table(parents, part.partition_chunk_rows)
+        splits = records[:, [REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT]].astype(np.int64).tolist()
+        table, n_chunks = self._node_table(parents, part.partition_chunk_rows, splits)
         n_left = np.zeros(k, np.int64)
         if n_chunks:
-            table[:, common.T_FEATURE] = records[:, REC_FEATURE]
-            table[:, common.T_BIN] = records[:, REC_BIN]
-            table[:, common.T_DEFAULT_LEFT] = records[:, REC_DEFAULT_LEFT]
             chunk_left = self._buffer("_chunk_left", n_chunks, (), torch.int64)
             counts = self._buffer("_child_counts", k, (2,), torch.int64)
             (table_d,) = self._upload(table)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..launch import CudaKernel
+from ..launch import CudaKernel, simulated
 from ._common import (
     CHUNK_ROWS,
     T_BIN,
@@ -33,14 +33,15 @@ from ._common import (
 )
 
 # chunks per node of a partition call at most: the blocks of a node sum this many counts
-MAX_NODE_CHUNKS = 1024
+# (under the simulator 2, so that the tests' nodes take larger chunks too)
+MAX_NODE_CHUNKS = 2 if simulated() else 1024
 
 
-def partition_chunk_rows(lengths: np.ndarray) -> np.ndarray:
-    """Rows per chunk of nodes of `lengths` rows: CHUNK_ROWS, or more (whole multiples of
-    THREADS) for nodes that would have more than MAX_NODE_CHUNKS chunks."""
-    per = -(-np.asarray(lengths, np.int64) // MAX_NODE_CHUNKS)
-    return np.maximum(CHUNK_ROWS, -(-per // THREADS) * THREADS)
+def partition_chunk_rows(n_rows: int) -> int:
+    """Rows per chunk of a node of n_rows rows: CHUNK_ROWS, or more (a whole multiple of
+    THREADS) for a node that would have more than MAX_NODE_CHUNKS chunks."""
+    per = -(-n_rows // MAX_NODE_CHUNKS)
+    return max(CHUNK_ROWS, -(-per // THREADS) * THREADS)
 
 
 @cuda.jit(device=True, inline=True)

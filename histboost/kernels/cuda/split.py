@@ -156,7 +156,7 @@ def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, fea
         done[k] = 0
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, inline=True)
 def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_masks, reg,
                   constrained, monotone, lower, upper, rec):
     """rec = the best split of node k (histogram in pool slot `slot`) on feature f, by the
