@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
+import threading
 import weakref
 from typing import Any
 
@@ -34,6 +36,42 @@ import torch
 def simulated() -> bool:
     """True under Numba's CUDA simulator (kernels run on the CPU, on CPU tensors)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def _lock_simulated_shared_arrays() -> None:
+    """Numba's CUDA simulator creates a block's shared array when the first of its threads
+    (Python threads) reaches the declaration, without a lock: two threads arriving together
+    can each get an array of their own, and a block-wide sum or scan goes wrong (seen once in
+    a few dozen trainings). Creation is serialised here, the arrays keyed as the simulator
+    keys them (the declaring line)."""
+    import numpy as np
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared, "locked_by_histboost", False):
+        return
+    plain = shared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory: no allocation
+            return plain(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with _SHARED_LOCK:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    shared.array = array
+    shared.locked_by_histboost = True
 
 ArgSpec = tuple[str, int] | str
 
@@ -162,6 +200,7 @@ class CudaKernel:
         """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
         (under the simulator: on the CPU tensors, ``device`` being the CPU)."""
         if simulated():
+            _lock_simulated_shared_arrays()
             flatten_args(self.name, self.spec, args, device)  # the same checks
             arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
             self.dispatcher[grid, block](*arrays)

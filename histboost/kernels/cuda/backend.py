@@ -32,6 +32,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_WIDTH
 from ...tree.tree import Tree
+from ..backend import phase
 from ..nodes import NodeRanges
 
 _TORCH_DTYPE: dict[str, object] = {}
@@ -179,6 +180,9 @@ class CUDABackend:
         self._records = None  # float64 (k, F, REC_WIDTH): per-feature best splits
         self._best = None  # float64 (k, REC_WIDTH)
         self._done = None  # int32 (k,) zeros: finished blocks per node of a split search
+        self._step_build = None  # int64 (k, TABLE_WIDTH): a step's built children
+        self._step_search = None  # int64 (2k, 2): a step's children for the split search
+        self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -288,12 +292,12 @@ class CUDABackend:
         the backend's buffers are reused)."""
         return t.cpu().numpy() if self.device.type == "cuda" else t.numpy().copy()
 
-    def _front(self, buf, k: int):
-        """buf[:k], a view kept from call to call."""
-        key = (id(buf), k)
+    def _front(self, buf, k: int, first: int = 0):
+        """buf[first:first + k], a view kept from call to call."""
+        key = (id(buf), first, k)
         view = self._front_views.get(key)
         if view is None or view._base is not buf:
-            view = buf[:k]
+            view = buf[first:first + k]
             if len(self._front_views) > _MAX_CACHED_VIEWS:
                 self._front_views.clear()
             self._front_views[key] = view
@@ -309,7 +313,7 @@ class CUDABackend:
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
-                     "_done"):
+                     "_done", "_step_build", "_step_search", "_step_out"):
             setattr(self, name, None)
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
@@ -439,8 +443,8 @@ class CUDABackend:
         scale = np.array([self._scales[0], self._scales[1], 1.0][:sums.shape[-1]])
         return sums.astype(np.float64) * scale
 
-    def build_histograms(self, nodes: list[int]):
-        k = len(nodes)
+    def _alloc_slots(self, k: int) -> int:
+        """k fresh (zero) consecutive pool slots; returns the first."""
         first = self._used
         if first + k > self._pool.shape[0]:  # grow, keeping the tree's histograms
             torch = self._torch
@@ -449,6 +453,11 @@ class CUDABackend:
             pool[:first] = self._pool[:first]
             self._pool = pool
         self._used = first + k
+        return first
+
+    def build_histograms(self, nodes: list[int]):
+        k = len(nodes)
+        first = self._alloc_slots(k)
         for j, i in enumerate(nodes):
             self._slot[i] = first + j
             self._pending.pop(i, None)
@@ -556,30 +565,114 @@ class CUDABackend:
             left = left + hists[:, int(self.offsets_host[feature + 1]) - 1, :2]
         return self._scaled(left.cpu().numpy())
 
-    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
-                     records: np.ndarray) -> np.ndarray:
+    def _partition(self, parents: list[int], records: np.ndarray) -> tuple[np.ndarray, int]:
+        """The node table of a partition of `parents` by their records (split columns
+        filled) and its chunk count."""
+        part = self._k["partition"]
+        splits = records[:, [REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT]].astype(np.int64).tolist()
+        table, n_chunks = self._node_table(parents, part.partition_chunk_rows, splits)
+        return table, n_chunks
+
+    def _launch_partition(self, table_d, n_chunks: int, k: int):
+        """The two partition launches over a node table on the device; returns the children's
+        counts buffer (int64 (>= k, 2))."""
         torch = self._torch
         common = self._k["common"]
         part = self._k["partition"]
-        k = len(parents)
-        splits = records[:, [REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT]].astype(np.int64).tolist()
-        table, n_chunks = self._node_table(parents, part.partition_chunk_rows, splits)
-        n_left = np.zeros(k, np.int64)
+        chunk_left = self._buffer("_chunk_left", max(n_chunks, 1), (), torch.int64)
+        counts = self._buffer("_child_counts", k, (2,), torch.int64)
         if n_chunks:
-            chunk_left = self._buffer("_chunk_left", n_chunks, (), torch.int64)
-            counts = self._buffer("_child_counts", k, (2,), torch.int64)
-            (table_d,) = self._upload(table)
             args = (self._columns, self._rows2, table_d, self.missing_bins, chunk_left)
             part.COUNT_LEFT[self._bin_dtype].launch(n_chunks, common.THREADS, self.device,
                                                     *args)
             part.SCATTER_ROWS[self._bin_dtype].launch(n_chunks, common.THREADS, self.device,
                                                       *args, counts)
-            # parents without rows own no chunk: their entries are stale
-            has_rows = table[:, common.T_END] > table[:, common.T_START]
-            n_left = np.where(has_rows, self._read(self._front(counts, k))[:, 0], 0)
+        return counts
+
+    def _record_children(self, parents: list[int], lefts: list[int], rights: list[int],
+                         n_left: np.ndarray) -> np.ndarray:
         for p, left, right in zip(parents, lefts, rights, strict=True):
             self._side[left] = self._side[right] = 1 - self._side[p]
         return self._ranges.split(parents, lefts, rights, n_left)
+
+    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
+                     records: np.ndarray) -> np.ndarray:
+        common = self._k["common"]
+        k = len(parents)
+        table, n_chunks = self._partition(parents, records)
+        n_left = np.zeros(k, np.int64)
+        if n_chunks:
+            (table_d,) = self._upload(table)
+            counts = self._launch_partition(table_d, n_chunks, k)
+            # parents without rows own no chunk: their entries are stale
+            has_rows = table[:, common.T_END] > table[:, common.T_START]
+            n_left = np.where(has_rows, self._read(self._front(counts, k))[:, 0], 0)
+        return self._record_children(parents, lefts, rights, n_left)
+
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer=None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """`Backend.split_and_search` as one step on the device: one upload (the parents'
+        table and splits, the search's arguments), the partition, a kernel planning the
+        children's histograms from the counts (`partition.PLAN_CHILDREN`: the rule of
+        `child_histograms`), the build of the smaller children over a budget of blocks per
+        parent, the split search (which subtracts the siblings), and one read of the records
+        and counts."""
+        torch = self._torch
+        common = self._k["common"]
+        part = self._k["partition"]
+        split = self._k["split"]
+        k = len(parents)
+        with phase(timer, "partition"):
+            self._settle(parents)
+            table, n_chunks = self._partition(parents, records)
+            lengths = table[:, common.T_END] - table[:, common.T_START]
+            # blocks per parent for its smaller child (at most half its rows)
+            budget = int(-(-(lengths // 2).max(initial=0) // common.CHUNK_ROWS))
+            first_slot = self._alloc_slots(k)
+            parent_slots = np.array([self._slot[p] for p in parents], np.int64)
+            constrained, cons, lower, upper = self._bounds(2 * k, monotone)
+            totals = np.zeros((2 * k, 3))
+            totals[:, :2] = child_sums
+            table_d, slots_d, totals_d, masks, reg_d, cons, lower, upper = self._upload(
+                table, parent_slots, totals, np.asarray(feature_masks, np.uint8),
+                np.asarray(reg, np.float64), cons, lower, upper)
+            counts = self._launch_partition(table_d, n_chunks, k)
+            build = self._front(self._buffer("_step_build", k, (common.TABLE_WIDTH,),
+                                             torch.int64), k)
+            search = self._front(self._buffer("_step_search", 2 * k, (2,), torch.int64),
+                                 2 * k)
+            out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
+            part.PLAN_CHILDREN.launch(
+                common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
+                max(budget, 1), slots_d, build, search, totals_d, self._front(out, k, 2 * k))
+        with phase(timer, "histogram"):
+            if budget:
+                self._k["histogram"].BUILD[self._bin_dtype].launch(
+                    (k * budget, int(self._group_first.shape[0])), common.THREADS,
+                    self.device, self._words, self._ints, self._rows2, build,
+                    self._group_first, self._group_last, self.offsets, self._channels,
+                    self._wide, self._pool)
+        with phase(timer, "split"):
+            records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
+                                       torch.float64)
+            done = self._buffer("_done", 2 * k, (), torch.int32, zeros=True)
+            split.BEST_SPLIT.launch(
+                2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
+                self._scales[0], self._scales[1], search, totals_d, self.offsets, masks, reg_d,
+                constrained, cons, lower, upper, records_buf, out, done)
+            result = self._read(self._front(out, 3 * k))
+        child_counts = result[2 * k:, :2].astype(np.int64)
+        # the histograms' slots, as the planning kernel chose them; every one settled
+        for j, (p, left, right) in enumerate(zip(parents, lefts, rights, strict=True)):
+            small, large = (left, right) if child_counts[j, 0] <= child_counts[j, 1] \
+                else (right, left)
+            self._slot[small] = first_slot + j
+            self._slot[large] = self._slot.pop(p)
+        return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
+            result[:2 * k]
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
         raise ValueError("categorical features train on the CPU for now (device='cpu')")

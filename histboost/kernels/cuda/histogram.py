@@ -92,6 +92,8 @@ def _build(bins, gh, rows2, table, group_first, group_last, offsets, channels, w
                                                       channels, wide)
     j = chunk_node(table, c)
     start, end = chunk_rows(table, j, c)
+    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
+        return
     side = table[j, T_SIDE]
     dst = table[j, T_SLOT]
     _zero(shared, direct, n_values, tid)
@@ -117,6 +119,8 @@ def _build_words(words, gh, rows2, table, group_first, group_last, offsets, chan
                                                       channels, wide)
     j = chunk_node(table, c)
     start, end = chunk_rows(table, j, c)
+    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
+        return
     side = table[j, T_SIDE]
     dst = table[j, T_SLOT]
     _zero(shared, direct, n_values, tid)
