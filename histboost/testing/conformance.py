@@ -398,6 +398,16 @@ def check_split_and_search(make: Factory, seed: int) -> None:
     got = step([1, 2], np.concatenate([rec1, everything_left]))
     assert members[6].size == 0, "node 6 should have no rows"
     step([6, 3], np.concatenate([_record(1, 0, 0), _record(n_features - 1, 1, 1)]))
+    # a parent whose histogram is the subtraction of a separate split (not yet searched)
+    first = max(members) + 1
+    r = members[5]
+    sel = _split_rows(p, r, 1, 1, 0)
+    members[first], members[first + 1] = r[sel], r[~sel]
+    counts = be.apply_splits([5], [first], [first + 1], _record(1, 1, 0))
+    small, large = (first, first + 1) if counts[0, 0] <= counts[0, 1] else (first + 1, first)
+    be.build_histograms([small])
+    be.subtract_histograms([5], [small], [large])
+    step([large], _record(0, 2, 1))
 
 
 def check_oblivious_gains(make: Factory, seed: int) -> None:

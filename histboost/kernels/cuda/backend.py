@@ -25,6 +25,7 @@ quantised training works with 2**-7).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_WIDTH
 from ...tree.tree import Tree
 from ..backend import phase
 from ..nodes import NodeRanges
+
+if TYPE_CHECKING:
+    from ...timer import PhaseTimer
 
 _TORCH_DTYPE: dict[str, object] = {}
 # upload staging: host buffers in the ring (uploads in flight at once), copy sizes rounded up
@@ -472,14 +476,18 @@ class CUDABackend:
                 self._group_last, self.offsets, self._channels, self._wide, self._pool)
         return self._pool[first:first + k]
 
-    def subtract_histograms(self, parents: list[int], built: list[int],
-                            targets: list[int]) -> None:
-        # a parent or built node still pending, or a pending node whose built sibling's slot a
-        # parent's is (it is about to change), is made first
+    def _settle_before_split(self, parents: list[int], built: list[int]) -> None:
+        """Make the pending subtractions that must not wait past a subtraction from `parents`
+        (whose slots their siblings take and change): of the parents and built nodes, and of
+        nodes whose built sibling's slot a parent's is."""
         slots = {self._slot[i] for i in parents}
         waiting = [i for i in (*parents, *built) if i in self._pending]
         waiting += [i for i, s in self._pending.items() if s in slots]
         self._settle(waiting)
+
+    def subtract_histograms(self, parents: list[int], built: list[int],
+                            targets: list[int]) -> None:
+        self._settle_before_split(parents, built)
         for p, b, t in zip(parents, built, targets, strict=True):
             self._slot[t] = self._slot.pop(p)
             self._pending[t] = self._slot[b]
@@ -612,7 +620,7 @@ class CUDABackend:
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray,
-                         monotone: tuple | None = None, timer=None
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
         """`Backend.split_and_search` as one step on the device: one upload (the parents'
         table and splits, the search's arguments), the partition, a kernel planning the
@@ -626,7 +634,7 @@ class CUDABackend:
         split = self._k["split"]
         k = len(parents)
         with phase(timer, "partition"):
-            self._settle(parents)
+            self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
             lengths = table[:, common.T_END] - table[:, common.T_START]
             # blocks per parent for its smaller child (at most half its rows)
