@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..kernels.backend import ComposedSteps
 from ..tree.split import REC_BIN, REC_FEATURE, REC_GAIN
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _is_float(x: Any) -> bool:
         else np.issubdtype(x.dtype, np.floating)
 
 
-class DistributedBackend:
+class DistributedBackend(ComposedSteps):
     """A `Backend` over this worker's rows that agrees with the other workers of `comm`.
 
     local: the backend of this worker's rows (a CPU backend should be built with

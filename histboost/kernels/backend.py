@@ -30,11 +30,13 @@ Conventions
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from ..timer import PhaseTimer
     from ..tree.quantize import Quantisation
     from ..tree.tree import Tree
 
@@ -135,6 +137,19 @@ class Backend(Protocol):
         missing slot to REC_DEFAULT_LEFT) into nodes lefts[j], rights[j]. Returns int64 (k, 2)
         row counts of the children. Reduce: sum."""
 
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """One step of a tree: `apply_splits`, the children's histograms (`child_histograms`),
+        then `find_best_splits` of the children in the order lefts[0], rights[0], lefts[1],
+        ... with totals (child_sums float64 (2k, 2) (G, H), their row counts); feature_masks
+        (2k, n_features) and monotone as there. Returns (counts int64 (k, 2), records (2k,
+        REC_WIDTH)), what those calls return. `ComposedSteps` makes these calls; a device
+        backend runs them as one step (one upload, one read). timer: charged the step's
+        partition, histogram and split phases."""
+
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
         """margin[:, output] += the tree's leaf value for every training row: from the leaf
@@ -150,6 +165,44 @@ class Backend(Protocol):
         subtract from), so later subtractions stay exact. The CUDA backend and the
         distributed wrapper raise ValueError (categorical features train on the CPU in one
         process for now)."""
+
+
+def child_histograms(backend: Backend, parents: list[int], lefts: list[int],
+                     rights: list[int], counts: np.ndarray) -> None:
+    """The histograms of the children of `parents`: of each pair, the child with fewer rows
+    (ties: the left one) built from its rows, the other by subtraction from the parent.
+    counts: int64 (k, 2), the children's row counts (reduced across workers: every worker
+    builds the same child)."""
+    left_small = counts[:, 0] <= counts[:, 1]
+    small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+    large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+    backend.build_histograms(small)
+    backend.subtract_histograms(parents, small, large)
+
+
+def phase(timer: PhaseTimer | None, name: str) -> AbstractContextManager:
+    """timer(name), or no timing without a timer."""
+    return nullcontext() if timer is None else timer(name)
+
+
+class ComposedSteps:
+    """`Backend.split_and_search` made of the backend's own calls (backends whose calls cost
+    no transfer, and wrappers that reduce between them)."""
+
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        with phase(timer, "partition"):
+            counts = self.apply_splits(parents, lefts, rights, records)
+        with phase(timer, "histogram"):
+            child_histograms(self, parents, lefts, rights, counts)
+        with phase(timer, "split"):
+            children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+            totals = np.column_stack([child_sums, counts.reshape(-1).astype(np.float64)])
+            kw = {} if monotone is None else {"monotone": monotone}
+            return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
 
 
 def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, *,

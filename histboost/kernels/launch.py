@@ -9,7 +9,9 @@ signature and launches it through ``cuda.core`` with the arguments flattened as 
 launcher flattens them (array: meminfo, parent, size, itemsize, data pointer, shape, strides
 in bytes), from the tensors' pointers and shapes alone. Each tensor is checked against the
 signature (dtype, rank, C-contiguity, device) so a wrong argument raises instead of reading
-garbage.
+garbage. A tensor's checked, flattened parameters are kept (by object, while it lives, its
+data pointer and shape unchanged): a backend passing the same buffers launch after launch
+pays the checks once. Launch configurations and streams are kept too.
 
 Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
 float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
@@ -23,6 +25,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
+import threading
+import weakref
 from typing import Any
 
 import torch
@@ -31,6 +36,42 @@ import torch
 def simulated() -> bool:
     """True under Numba's CUDA simulator (kernels run on the CPU, on CPU tensors)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def _lock_simulated_shared_arrays() -> None:
+    """Numba's CUDA simulator creates a block's shared array when the first of its threads
+    (Python threads) reaches the declaration, without a lock: two threads arriving together
+    can each get an array of their own, and a block-wide sum or scan goes wrong (seen once in
+    a few dozen trainings). Creation is serialised here, the arrays keyed as the simulator
+    keys them (the declaring line)."""
+    import numpy as np
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared, "locked_by_histboost", False):
+        return
+    plain = shared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory: no allocation
+            return plain(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with _SHARED_LOCK:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    shared.array = array
+    shared.locked_by_histboost = True
 
 ArgSpec = tuple[str, int] | str
 
@@ -62,6 +103,44 @@ def numba_signature(spec: tuple[ArgSpec, ...]) -> str:
     return f"void({', '.join(parts)})"
 
 
+# id(tensor), spec of the argument -> (weak reference, data pointer, shape, device, flattened
+# parameters); bounded (cleared when full)
+_FLAT: dict[tuple[int, tuple[str, int]], tuple] = {}
+_FLAT_ENTRIES = 4096
+
+
+def _flat_tensor(name: str, i: int, arg: tuple[str, int], val: Any, device: torch.device
+                 ) -> list:
+    """The flattened parameters of tensor argument i, checked against its spec `arg`; kept
+    for the next launch that passes the same tensor object."""
+    key = (id(val), arg)
+    hit = _FLAT.get(key)
+    if hit is not None and hit[0]() is val:
+        if hit[1] == val.data_ptr() and hit[2] == val.shape and hit[3] == device:
+            return hit[4]
+    dtype, ndim = arg
+    if (
+        not isinstance(val, torch.Tensor)
+        or val.dtype != _TORCH_DTYPES[dtype]
+        or val.ndim != ndim
+        or not val.is_contiguous()
+        or val.device != device
+    ):
+        got = (f"{val.dtype} {val.ndim}-D on {val.device}, contiguous="
+               f"{val.is_contiguous()}") if isinstance(val, torch.Tensor) else type(val)
+        raise TypeError(
+            f"{name}: argument {i} must be a contiguous {ndim}-D {dtype} tensor on "
+            f"{device}, got {got}"
+        )
+    itemsize = val.element_size()
+    flat = [0, 0, val.numel(), itemsize, val.data_ptr(), *val.shape,
+            *(s * itemsize for s in val.stride())]
+    if len(_FLAT) >= _FLAT_ENTRIES:
+        _FLAT.clear()
+    _FLAT[key] = (weakref.ref(val), val.data_ptr(), val.shape, device, flat)
+    return flat
+
+
 def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torch.device
                  ) -> list:
     """Kernel parameters of ``args`` in Numba's flattened layout, after checking each one.
@@ -73,23 +152,7 @@ def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torc
     out: list = []
     for i, (arg, val) in enumerate(zip(spec, args, strict=True)):
         if isinstance(arg, tuple):
-            dtype, ndim = arg
-            if (
-                not isinstance(val, torch.Tensor)
-                or val.dtype != _TORCH_DTYPES[dtype]
-                or val.ndim != ndim
-                or not val.is_contiguous()
-                or val.device != device
-            ):
-                got = (f"{val.dtype} {val.ndim}-D on {val.device}, contiguous="
-                       f"{val.is_contiguous()}") if isinstance(val, torch.Tensor) else type(val)
-                raise TypeError(
-                    f"{name}: argument {i} must be a contiguous {ndim}-D {dtype} tensor on "
-                    f"{device}, got {got}"
-                )
-            itemsize = val.element_size()
-            out += [0, 0, val.numel(), itemsize, val.data_ptr(), *val.shape,
-                    *(s * itemsize for s in val.stride())]
+            out += _flat_tensor(name, i, arg, val, device)
         else:
             ctype = _SCALARS[arg]
             out.append(bool(val) if ctype is None else ctype(val))
@@ -110,6 +173,7 @@ class CudaKernel:
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
         self._kernels: dict[int, Any] = {}  # device index -> cuda.core Kernel
         self._streams: dict[int, Any] = {}  # stream handle -> cuda.core Stream
+        self._configs: dict[tuple, Any] = {}  # (grid, block) -> cuda.core LaunchConfig
 
     def _kernel(self, index: int) -> Any:
         kernel = self._kernels.get(index)
@@ -136,6 +200,7 @@ class CudaKernel:
         """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
         (under the simulator: on the CPU tensors, ``device`` being the CPU)."""
         if simulated():
+            _lock_simulated_shared_arrays()
             flatten_args(self.name, self.spec, args, device)  # the same checks
             arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
             self.dispatcher[grid, block](*arrays)
@@ -145,6 +210,13 @@ class CudaKernel:
         params = flatten_args(self.name, self.spec, args, device)
         index = device.index
         handle = torch.cuda.current_stream(index).cuda_stream
-        config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+        config = self._configs.get((grid, block))
+        if config is None:
+            config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+            if len(self._configs) < 4096:
+                self._configs[(grid, block)] = config
+        if torch.cuda.current_device() == index:  # its primary context is current
+            launch(self._stream(handle), config, self._kernel(index), *params)
+            return
         with torch.cuda.device(index):  # makes the device's primary context current
             launch(self._stream(handle), config, self._kernel(index), *params)

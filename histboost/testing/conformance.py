@@ -338,6 +338,78 @@ def check_split_search(make: Factory, seed: int) -> None:
         assert abs(recs[1, REC_GAIN] - max(masked[0], 0.0)) <= 1e-9 * abs(gain), recs[1]
 
 
+def check_split_and_search(make: Factory, seed: int) -> None:
+    """split_and_search, one step of a tree: the children's row counts, their histograms (one
+    of each pair built, the other subtracted) against the reference sums, and their best
+    splits (under feature masks) against brute force; one parent, then two at once, then a
+    parent without rows (a split sending every row left) beside one with rows."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    n, n_features = p.bins.shape
+    reg = ref.Reg(1.0, 0.0, 0.5, 0)
+    vec = _reg(reg_lambda=1.0, min_child_weight=0.5)
+    be = _with_gradients(make, p)
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    members = {0: np.arange(n, dtype=np.int32)}
+    slack = _slack(be, p.gh, _ref_hist(p, members[0], p.gh)[0][:, 2])
+    rng = np.random.default_rng(seed + 11)
+
+    def step(parents: list[int], recs: np.ndarray) -> np.ndarray:
+        first = max(members) + 1
+        lefts = list(range(first, first + 2 * len(parents), 2))
+        rights = [i + 1 for i in lefts]
+        children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+        for j, parent in enumerate(parents):
+            r = members[parent]
+            sel = _split_rows(p, r, int(recs[j, REC_FEATURE]), int(recs[j, REC_BIN]),
+                              int(recs[j, REC_DEFAULT_LEFT]))
+            members[lefts[j]], members[rights[j]] = r[sel], r[~sel]
+        sums = np.array([[g[members[c]].sum(), h[members[c]].sum()] for c in children])
+        masks = rng.random((len(children), n_features)) < 0.75
+        counts, got = be.split_and_search(parents, lefts, rights, recs, sums, masks, vec)
+        assert counts.tolist() == [[members[lc].size, members[rc].size]
+                                   for lc, rc in zip(lefts, rights, strict=True)], counts
+        assert got.shape == (len(children), REC_WIDTH), got.shape
+        for c, node in enumerate(children):
+            r = members[node]
+            want, mags = _ref_hist(p, r, p.gh)
+            _assert_float_hist(be.read_histograms([node])[0], want, mags, f"node {node}", slack)
+            cands = [x for x in ref.split_candidates(p.bins, g, h, r, p.n_slots, reg)
+                     if masks[c, x[1]]]
+            best = max((x[0] for x in cands), default=0.0)
+            if best <= 0.0:
+                assert got[c, REC_FEATURE] == -1, (node, got[c])
+                continue
+            f, b, d = (int(got[c, i]) for i in (REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT))
+            assert masks[c, f] and abs(got[c, REC_GAIN] - best) <= 1e-9 * best, (node, got[c])
+            assert abs(ref.split_gain(p.bins, g, h, r, p.n_slots, reg, f, b, d) - best) \
+                <= 1e-9 * best, (node, got[c])
+            left = r[_split_rows(p, r, f, b, d)]
+            assert got[c, REC_LEFT_G] == g[left].sum() and got[c, REC_LEFT_H] == h[left].sum()
+        return got
+
+    gain, f, b, d = ref.best_split(p.bins, g, h, members[0], p.n_slots, reg)
+    assert f >= 0, "the problem should have a split"
+    got = step([0], _record(f, b, d))
+    # both children split; one by its best split if it has one
+    rec1 = got[:1] if got[0, REC_FEATURE] >= 0 else _record(0, 1, 0)
+    everything_left = _record(0, int(p.n_slots[0]) - 2, 1)
+    got = step([1, 2], np.concatenate([rec1, everything_left]))
+    assert members[6].size == 0, "node 6 should have no rows"
+    step([6, 3], np.concatenate([_record(1, 0, 0), _record(n_features - 1, 1, 1)]))
+    # a parent whose histogram is the subtraction of a separate split (not yet searched)
+    first = max(members) + 1
+    r = members[5]
+    sel = _split_rows(p, r, 1, 1, 0)
+    members[first], members[first + 1] = r[sel], r[~sel]
+    counts = be.apply_splits([5], [first], [first + 1], _record(1, 1, 0))
+    small, large = (first, first + 1) if counts[0, 0] <= counts[0, 1] else (first + 1, first)
+    be.build_histograms([small])
+    be.subtract_histograms([5], [small], [large])
+    step([large], _record(0, 2, 1))
+
+
 def check_oblivious_gains(make: Factory, seed: int) -> None:
     """The shared-split gain table of two nodes against the brute-force gains, summed."""
     p = make_problem(seed, exact_gradients=True, weighted=False)
@@ -484,5 +556,6 @@ def check_grown_tree_and_margin(make: Factory, seed: int) -> None:
 
 
 CHECKS = [check_gradients, check_root_histogram, check_quantised_histograms,
-          check_partition_and_subtraction, check_split_search, check_oblivious_gains,
+          check_partition_and_subtraction, check_split_search, check_split_and_search,
+          check_oblivious_gains,
           check_monotone_split_search, check_grown_tree_and_margin]

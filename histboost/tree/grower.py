@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from ..data.binning import BinMapper
-from ..kernels.backend import Backend
+from ..kernels.backend import Backend, child_histograms
 from ..params import TrainParams
 from ..timer import PhaseTimer
 from .constraints import TreeConstraints
@@ -205,19 +205,18 @@ class TreeGrower:
                 node_ids, totals, self.constraints.masks(node_ids, masks), self.reg,
                 monotone=self.constraints.search_args(node_ids))
 
-    def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
-               histograms: bool) -> list[int]:
-        """Split `parents` by their records; return the children (left, right per parent).
-        With `histograms`, the children's histograms are made (children that may split)."""
-        be = self.backend
+    def _split_nodes(self, nodes: _Nodes, parents: list[int], recs: np.ndarray
+                     ) -> tuple[list[int], list[int], np.ndarray]:
+        """Record the splits of `parents` (records recs) and add their children, left and
+        right per parent, with their gradient sums; their row counts come from the partition
+        (`_set_counts`). Returns (lefts, rights, the children's (G, H) float64 (2k, 2) in
+        the order lefts[0], rights[0], lefts[1], ...)."""
         first = len(nodes.depth)
         lefts = list(range(first, first + 2 * len(parents), 2))
         rights = [i + 1 for i in lefts]
-        with self.timer("partition"):
-            counts = be.apply_splits(parents, lefts, rights, recs)
-        children: list[int] = []
+        sums: list[float] = []
         # Python scalars from here: numpy scalar arithmetic costs several times more per op
-        for p, rec, (nl, nr) in zip(parents, recs.tolist(), counts.tolist(), strict=True):
+        for p, rec in zip(parents, recs.tolist(), strict=True):
             f, b = int(rec[REC_FEATURE]), int(rec[REC_BIN])
             nodes.split_feature[p] = f
             nodes.split_bin[p] = b
@@ -225,8 +224,8 @@ class TreeGrower:
             nodes.default_left[p] = int(rec[REC_DEFAULT_LEFT])
             nodes.gain[p] = rec[REC_GAIN]
             pt = nodes.totals[p]
-            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], float(nl)])
-            rt = np.array([pt[0] - lt[0], pt[1] - lt[1], float(nr)])
+            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], 0.0])
+            rt = np.array([pt[0] - lt[0], pt[1] - lt[1], 0.0])
             d = nodes.depth[p] + 1
             li = nodes.add(d, lt, self._leaf_value(lt))
             ri = nodes.add(d, rt, self._leaf_value(rt))
@@ -234,15 +233,31 @@ class TreeGrower:
                 nodes.value[li], nodes.value[ri] = self.constraints.split(p, f, li, ri, lt, rt)
             nodes.left_child[p] = li
             nodes.right_child[p] = ri
-            children += [li, ri]
+            sums += (lt[0], lt[1], rt[0], rt[1])
+        return lefts, rights, np.array(sums, np.float64).reshape(-1, 2)
+
+    @staticmethod
+    def _set_counts(nodes: _Nodes, lefts: list[int], rights: list[int],
+                    counts: np.ndarray) -> None:
+        """The children's row counts, int64 (k, 2), into their totals."""
+        for li, ri, (nl, nr) in zip(lefts, rights, counts.tolist(), strict=True):
+            nodes.totals[li][2] = float(nl)
+            nodes.totals[ri][2] = float(nr)
+            nodes.count[li] = int(nl)
+            nodes.count[ri] = int(nr)
+
+    def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
+               histograms: bool) -> list[int]:
+        """Split `parents` by their records; return the children (left, right per parent).
+        With `histograms`, the children's histograms are made (children that may split)."""
+        be = self.backend
+        lefts, rights, _ = self._split_nodes(nodes, parents, recs)
+        with self.timer("partition"):
+            counts = be.apply_splits(parents, lefts, rights, recs)
+        self._set_counts(nodes, lefts, rights, counts)
         if histograms:
-            # build the child with fewer rows (ties: the left one), subtract for the other
-            left_small = counts[:, 0] <= counts[:, 1]
-            small = [l if s else r for l, r, s in zip(lefts, rights, left_small, strict=True)]
-            large = [r if s else l for l, r, s in zip(lefts, rights, left_small, strict=True)]
             with self.timer("histogram"):
-                be.build_histograms(small)
-                be.subtract_histograms(parents, small, large)
+                child_histograms(be, parents, lefts, rights, counts)
             if self.columns is not None:
                 with self.timer("histogram"):
                     # an oblivious level: one split shared by its nodes
@@ -250,19 +265,54 @@ class TreeGrower:
                         int(r[REC_FEATURE]) for r in recs}))
                 if active is not None:
                     self._active = active
-        return children
+        return [i for pair in zip(lefts, rights, strict=True) for i in pair]
+
+    def _apply_and_search(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
+                          masks: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """Split `parents` by their records and search their children (left, right per
+        parent; column-sampling masks (2k, F)); returns the children and their records. One
+        backend step (`Backend.split_and_search`), unless a column source changes columns
+        between the children's histograms and their search."""
+        if self.columns is not None:
+            children = self._apply(nodes, parents, recs, histograms=True)
+            return children, self._search(children, masks, nodes)
+        lefts, rights, sums = self._split_nodes(nodes, parents, recs)
+        children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+        monotone = None
+        if self.constraints is not None:
+            masks = self.constraints.masks(children, masks)
+            monotone = self.constraints.search_args(children)
+        counts, child_recs = self.backend.split_and_search(
+            parents, lefts, rights, recs, sums, masks, self.reg, monotone, timer=self.timer)
+        self._set_counts(nodes, lefts, rights, counts)
+        return children, child_recs
+
+    def _node_masks(self, base: np.ndarray, k: int, rng: np.random.Generator,
+                    per_node_level: bool) -> np.ndarray:
+        """Column-sampling masks bool (k, F) of k nodes: by level (one level mask for all of
+        them, or one per node when `per_node_level`: best-first growth has no levels), then
+        by node."""
+        p = self.params
+        if per_node_level:
+            return np.stack([self._sample_features(
+                self._sample_features(base, p.colsample_bylevel, rng),
+                p.colsample_bynode, rng) for _ in range(k)])
+        level_mask = self._sample_features(base, p.colsample_bylevel, rng)
+        return np.stack([self._sample_features(level_mask, p.colsample_bynode, rng)
+                         for _ in range(k)])
 
     # -- depth-wise --
     def _grow_depthwise(self, nodes: _Nodes, tree_mask: np.ndarray,
                         rng: np.random.Generator) -> None:
         p = self.params
+        if p.max_depth <= 0:
+            return
         frontier = [0]
         n_leaves = 1
+        # each level's masks are drawn before its search, which for the levels below the root
+        # comes with the level above's partition (one backend step)
+        recs = self._search(frontier, self._node_masks(tree_mask, 1, rng, False), nodes)
         for depth in range(p.max_depth):
-            level_mask = self._sample_features(tree_mask, p.colsample_bylevel, rng)
-            masks = np.stack([self._sample_features(level_mask, p.colsample_bynode, rng)
-                              for _ in frontier])
-            recs = self._search(frontier, masks, nodes)
             ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN) & (recs[:, REC_FEATURE] >= 0))
             if p.max_leaves > 0:
                 room = p.max_leaves - n_leaves
@@ -275,9 +325,11 @@ class TreeGrower:
             last_level = depth + 1 >= p.max_depth or (p.max_leaves > 0
                                                       and n_leaves >= p.max_leaves)
             parents = [frontier[j] for j in ok]
-            frontier = self._apply(nodes, parents, recs[ok], histograms=not last_level)
             if last_level:
+                self._apply(nodes, parents, recs[ok], histograms=False)
                 break
+            masks = self._node_masks(tree_mask, 2 * len(parents), rng, False)
+            frontier, recs = self._apply_and_search(nodes, parents, recs[ok], masks)
 
     # -- loss-guided --
     def _grow_lossguide(self, nodes: _Nodes, tree_mask: np.ndarray,
@@ -287,31 +339,26 @@ class TreeGrower:
         heap: list[tuple[float, int]] = []
         pending: dict[int, np.ndarray] = {}
 
-        def push(ids: list[int]) -> None:
-            # ids: the root, or two siblings (one depth)
-            if p.max_depth > 0 and nodes.depth[ids[0]] >= p.max_depth:
-                return
-            masks = np.stack([self._sample_features(
-                self._sample_features(tree_mask, p.colsample_bylevel, rng),
-                p.colsample_bynode, rng) for _ in ids])
-            recs = self._search(ids, masks, nodes)
+        def queue(ids: list[int], recs: np.ndarray) -> None:
             for j, i in enumerate(ids):
                 if recs[j, REC_GAIN] > MIN_SPLIT_GAIN and recs[j, REC_FEATURE] >= 0:
                     pending[i] = recs[j]
                     heapq.heappush(heap, (-float(recs[j, REC_GAIN]), i))
 
-        push([0])
+        queue([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             _, i = heapq.heappop(heap)
             rec = pending.pop(i)
             n_leaves += 1
-            # children need histograms only if they may split later
+            # children are searched (and need histograms) only if they may split later
             may_split = n_leaves < max_leaves and (p.max_depth == 0
                                                    or nodes.depth[i] + 1 < p.max_depth)
-            children = self._apply(nodes, [i], rec[None, :], histograms=may_split)
             if may_split:
-                push(children)
+                queue(*self._apply_and_search(nodes, [i], rec[None, :],
+                                              self._node_masks(tree_mask, 2, rng, True)))
+            else:
+                self._apply(nodes, [i], rec[None, :], histograms=False)
 
     # -- oblivious --
     def _grow_oblivious(self, nodes: _Nodes, tree_mask: np.ndarray, class_index: int,

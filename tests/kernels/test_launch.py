@@ -50,3 +50,17 @@ def test_flatten_rejects_wrong_device_and_arity():
         flatten_args("k", SPEC, (torch.zeros(5, 3), torch.arange(4), True, 0.5, 7), meta)
     with pytest.raises(TypeError, match="expected 5 arguments, got 2"):
         flatten_args("k", SPEC, (torch.zeros(5, 3), torch.arange(4)), CPU)
+
+
+def test_flattened_tensors_are_kept_while_unchanged():
+    w = torch.zeros(5, 3)
+    rows = torch.arange(4)
+    first = flatten_args("k", SPEC, (w, rows, True, 0.5, 7), CPU)
+    again = flatten_args("k", SPEC, (w, rows, False, 1.5, 8), CPU)
+    assert again[:16] == first[:16] and again[16] is False and again[17].value == 1.5
+    w.resize_(7, 3)  # new storage and shape: flattened afresh
+    grown = flatten_args("k", SPEC, (w, rows, True, 0.5, 7), CPU)
+    assert grown[:9] == [0, 0, 21, 4, w.data_ptr(), 7, 3, 12, 4]
+    # a kept tensor is still checked against each kernel's own spec
+    with pytest.raises(TypeError, match="argument 0 must be a contiguous 2-D float64"):
+        flatten_args("k2", (("float64", 2),), (w,), CPU)

@@ -10,6 +10,7 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
+from ..backend import ComposedSteps
 from ..nodes import HistogramStore, NodeRanges
 from . import gradients, histogram, partition, predict, quantize, split
 from ._threads import run_ranges
@@ -53,7 +54,7 @@ _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
 
 
-class CPUBackend:
+class CPUBackend(ComposedSteps):
     """Kernels on host memory (see `histboost.kernels.backend.Backend`).
 
     bins: (n, F) uint8/uint16 C-ordered; bin_offsets: int64 (F+1,); label: float64 (n,);

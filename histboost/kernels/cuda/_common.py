@@ -12,8 +12,10 @@ from ..launch import simulated
 # threads per block; under the simulator, which runs every thread as a Python thread, a warp
 # (every kernel strides by THREADS, so any count computes the same)
 THREADS = 32 if simulated() else 256
-# rows of one node handled by one block of the histogram, partition and margin kernels
-CHUNK_ROWS = 2048
+# rows of one node handled by one block of the histogram, partition and margin kernels; under
+# the simulator a warp's worth, so that the tests' small nodes take several chunks (the
+# kernels' block-to-node search and cross-chunk sums run in CI too)
+CHUNK_ROWS = 32 if simulated() else 2048
 
 
 def grid(n: int, threads: int = THREADS) -> int:
@@ -44,3 +46,57 @@ def uniform01(key, counter):
     """As `histboost.kernels.cpu.quantize.uniform01`."""
     z = splitmix64(key ^ splitmix64(np.uint64(counter)))
     return np.float64(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+# Node tables: a call over k nodes uploads one int64 (k, TABLE_WIDTH) array, a row per node,
+# and launches one block per chunk of rows of all its nodes; a block finds its node by a binary
+# search over the nodes' first chunks (no per-chunk arrays are built or uploaded). Columns:
+T_START = 0  # the node's rows: positions [start, end) of the row-index buffer `side`
+T_END = 1
+T_SIDE = 2  # which of the two row-index buffers (rows2[side]) holds the node's rows
+T_FIRST = 3  # the node's first chunk (block); its chunks are first .. first + ceil(n / chunk) - 1
+T_CHUNK = 4  # rows per chunk of this node
+T_SLOT = 5  # histogram calls: the node's slot in the histogram pool
+T_FEATURE = 5  # partition calls: the split (feature, bin, missing goes left)
+T_BIN = 6
+T_DEFAULT_LEFT = 7
+TABLE_WIDTH = 8
+
+
+@cuda.jit(device=True, inline=True)
+def chunk_node(table, c):
+    """The node (row of `table`) whose chunks include block c: the last node whose first
+    chunk is <= c (nodes without rows own no chunk)."""
+    lo = 0
+    hi = table.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if table[mid, T_FIRST] <= c:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@cuda.jit(device=True, inline=True)
+def chunk_rows(table, j, c):
+    """Positions [start, end) of chunk c of node j."""
+    s = table[j, T_START] + (c - table[j, T_FIRST]) * table[j, T_CHUNK]
+    return s, min(s + table[j, T_CHUNK], table[j, T_END])
+
+
+def node_table(bounds: list[tuple[int, int]], sides: list[int], chunk,
+               extra: list | None = None) -> tuple[np.ndarray, int]:
+    """int64 (k, TABLE_WIDTH) table of the nodes with rows [start, end) = bounds[j] in row
+    buffers sides[j], cut into chunks of `chunk` rows (an int, or a function of a node's row
+    count); extra[j]: the node's call-specific columns (up to three ints from T_SLOT on;
+    zeros without). Returns the table and the chunk count (the launch's blocks). Python
+    integers: a call has few nodes, and NumPy's per-call overhead would dominate."""
+    flat: list[int] = []
+    first = 0
+    for j, ((start, end), side) in enumerate(zip(bounds, sides, strict=True)):
+        rows = chunk if isinstance(chunk, int) else chunk(end - start)
+        cols = extra[j] if extra is not None else ()
+        flat += (start, end, side, first, rows, *cols, *(0,) * (TABLE_WIDTH - 5 - len(cols)))
+        first += -(-max(end - start, 0) // rows)
+    return np.array(flat, np.int64).reshape(len(bounds), TABLE_WIDTH), first

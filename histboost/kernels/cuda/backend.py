@@ -25,16 +25,26 @@ quantised training works with 2**-7).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
-from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_GAIN, REC_WIDTH
+from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_WIDTH
 from ...tree.tree import Tree
-from ..nodes import HistogramStore, NodeRanges
+from ..backend import phase
+from ..nodes import NodeRanges
+
+if TYPE_CHECKING:
+    from ...timer import PhaseTimer
 
 _TORCH_DTYPE: dict[str, object] = {}
+# upload staging: host buffers in the ring (uploads in flight at once), copy sizes rounded up
+# to this many bytes (fewer distinct cached copies)
+_STAGING_RING = 4
+_STAGING_ALIGN = 512
+_MAX_CACHED_VIEWS = 4096
 
 
 def _torch_dtypes(torch) -> None:
@@ -71,18 +81,6 @@ def _cuda_device(device: str):
     return torch.device("cuda", index)
 
 
-def _chunks(starts: np.ndarray, ends: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """Cut ranges [starts[j], ends[j]) into chunks of at most chunk_rows rows: int64 (3, m)
-    rows (range index, chunk start, chunk end), empty ranges giving none."""
-    lengths = np.maximum(ends - starts, 0)
-    per_range = (lengths + chunk_rows - 1) // chunk_rows
-    node = np.repeat(np.arange(starts.shape[0], dtype=np.int64), per_range)
-    first = np.cumsum(per_range) - per_range
-    start = starts[node] + chunk_rows * (np.arange(node.shape[0], dtype=np.int64)
-                                         - first[node])
-    return np.stack([node, start, np.minimum(start + chunk_rows, ends[node])])
-
-
 class CUDABackend:
     """Kernels on one CUDA device (see `histboost.kernels.backend.Backend`).
 
@@ -111,8 +109,9 @@ class CUDABackend:
                    "binning": binning}
         self.device = _cuda_device(device)
         dev = self.device
-        self._staging = None
-        self._staging_done = None
+        self._stage_dev = None
+        self._stage_next = 0
+        self._front_views: dict[tuple, object] = {}
         self.offsets_host = np.ascontiguousarray(bin_offsets, np.int64)
         self.bin_offsets = self.offsets_host
         if bins is None and (raw is None or mapper is None):
@@ -160,16 +159,34 @@ class CUDABackend:
         self._row_ids = torch.as_tensor(
             np.zeros(0, np.int64) if row_ids is None else np.ascontiguousarray(row_ids, np.int64),
             device=dev)
-        self.rows = self._all_rows.clone()
-        self._scratch = torch.empty_like(self.rows)
+        # the two row-index buffers of the partition (module `partition`); a tree's rows are
+        # their first entries, the root's in buffer 0
+        self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
         first, last = histogram.feature_groups(self.offsets_host, self._channels)
         self._group_first = torch.from_numpy(first).to(dev)
         self._group_last = torch.from_numpy(last).to(dev)
         self._scales = (1.0, 1.0)
         self._wide = False
         self._uses_all_rows = True
-        self._hists = HistogramStore(torch.stack)
         self._ranges = NodeRanges()
+        self._side: dict[int, int] = {}  # node -> the row buffer holding its rows
+        # histograms: one pool of slots, zeroed up to `_used` at every tree; a subtracted
+        # sibling takes its parent's slot and is made in place by the next kernel reading it
+        # (`_pending`: node -> its built sibling's slot)
+        self._pool = torch.zeros((0, self.total_bins, self._channels), dtype=torch.int64,
+                                 device=dev)
+        self._used = 0
+        self._slot: dict[int, int] = {}
+        self._pending: dict[int, int] = {}
+        # persistent kernel outputs, grown on demand (`_buffer`)
+        self._chunk_left = None  # int64 (chunks,): left rows per partition chunk
+        self._child_counts = None  # int64 (k, 2)
+        self._records = None  # float64 (k, F, REC_WIDTH): per-feature best splits
+        self._best = None  # float64 (k, REC_WIDTH)
+        self._done = None  # int32 (k,) zeros: finished blocks per node of a split search
+        self._step_build = None  # int64 (k, TABLE_WIDTH): a step's built children
+        self._step_search = None  # int64 (2k, 2): a step's children for the split search
+        self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -193,44 +210,102 @@ class CUDABackend:
     def _tensor(self, a: np.ndarray):
         return self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
-    def _upload(self, *arrays: np.ndarray) -> list:
-        """Host arrays as device tensors in one asynchronous host-to-device copy (a copy
-        costs more in latency than in bytes at these sizes; from pageable memory it also
-        blocks the host, measured 75 us a call on an H100 host): the arrays are packed into
-        one pinned staging buffer, each at an 8-byte aligned offset, and viewed back on the
-        device with their dtypes and shapes. The buffer is reused once its last copy is done."""
+    def _grow_staging(self, nbytes: int) -> None:
+        """Pinned host buffers (a ring) and the one device buffer of `_upload`, at least
+        nbytes each. Views and copies cut from the old buffers are dropped with them; kernels
+        still reading the old device buffer keep it alive (torch's allocator frees memory in
+        stream order)."""
         torch = self._torch
+        size = max(nbytes, 1 << 16)
+        size = 1 << (size - 1).bit_length()
+        pinned = self.device.type == "cuda"
+        self.synchronize()  # the ring's last copies out of the old host buffers
+        self._stage_host = [torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+                            for _ in range(_STAGING_RING)]
+        self._stage_np = [t.numpy() for t in self._stage_host]
+        self._stage_dev = torch.empty(size, dtype=torch.uint8, device=self.device)
+        self._stage_events = [None] * _STAGING_RING
+        self._stage_copies: dict[tuple[int, int], tuple] = {}
+        self._stage_views: dict[tuple, object] = {}
+
+    def _upload(self, *arrays: np.ndarray) -> list:
+        """Host arrays as device tensors in one asynchronous host-to-device copy (a copy costs
+        more in latency than in bytes at these sizes; from pageable memory it also blocks the
+        host, measured 75 us a call on an H100 host). The arrays are packed into a pinned
+        staging buffer, each at an 8-byte aligned offset, copied to the front of one device
+        buffer, and returned as views of it with their dtypes and shapes, views that are kept
+        from call to call (no tensor operation is dispatched for them). The device buffer is
+        overwritten by the next upload, which is ordered after every kernel launched before
+        it on the stream, so a view is valid for the launches of the call that uploaded it.
+        The host buffers are a ring, each reused once its last copy is done."""
         flat = [np.ascontiguousarray(a) for a in arrays]
         offsets, total = [], 0
         for a in flat:
             offsets.append(total)
             total += (a.nbytes + 7) // 8 * 8
-        total = max(total, 8)
-        if self._staging_done is not None:
-            self._staging_done.synchronize()
-        if self._staging is None or self._staging.shape[0] < total:
-            pinned = self.device.type == "cuda"
-            self._staging = torch.empty(max(total, 1 << 16), dtype=torch.uint8,
-                                        pin_memory=pinned)
-        host = self._staging.numpy()
+        total = max(-(-total // _STAGING_ALIGN) * _STAGING_ALIGN, _STAGING_ALIGN)
+        if self._stage_dev is None or total > self._stage_dev.shape[0]:
+            self._grow_staging(total)
+        i = self._stage_next
+        self._stage_next = (i + 1) % _STAGING_RING
+        event = self._stage_events[i]
+        if event is not None:
+            event.synchronize()
+        host = self._stage_np[i]
         for a, o in zip(flat, offsets, strict=True):
             host[o:o + a.nbytes] = a.reshape(-1).view(np.uint8)
+        copy = self._stage_copies.get((i, total))
+        if copy is None:
+            copy = (self._stage_dev[:total], self._stage_host[i][:total])
+            self._stage_copies[(i, total)] = copy
         if self.device.type == "cuda":
-            dev = self._staging[:total].to(self.device, non_blocking=True)
-            self._staging_done = torch.cuda.Event()
-            self._staging_done.record()
+            copy[0].copy_(copy[1], non_blocking=True)
+            if event is None:
+                event = self._stage_events[i] = self._torch.cuda.Event()
+            event.record()
         else:
-            dev = self._staging[:total].clone()
+            copy[0].copy_(copy[1])
         out = []
         for a, o in zip(flat, offsets, strict=True):
-            t = dev[o:o + a.nbytes].view(_TORCH_DTYPE[a.dtype.str]) if a.size else \
-                torch.empty(0, dtype=_TORCH_DTYPE[a.dtype.str], device=self.device)
-            out.append(t.view(a.shape))
+            key = (o, a.dtype.str, a.shape)
+            view = self._stage_views.get(key)
+            if view is None:
+                dtype = _TORCH_DTYPE[a.dtype.str]
+                view = (self._stage_dev[o:o + a.nbytes].view(dtype).view(a.shape) if a.size
+                        else self._torch.empty(a.shape, dtype=dtype, device=self.device))
+                if len(self._stage_views) > _MAX_CACHED_VIEWS:
+                    self._stage_views.clear()
+                self._stage_views[key] = view
+            out.append(view)
         return out
 
-    def _chunk_arrays(self, bounds: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-        b = np.array(bounds, np.int64).reshape(-1, 2)
-        return b[:, 0], b[:, 1], _chunks(b[:, 0], b[:, 1], self._k["common"].CHUNK_ROWS)
+    def _buffer(self, name: str, rows: int, shape: tuple, dtype, zeros: bool = False):
+        """A persistent device buffer of at least `rows` leading entries (grown by doubling;
+        zero-filled when `zeros`)."""
+        buf = getattr(self, name)
+        if buf is None or buf.shape[0] < rows:
+            n = max(rows, 2 * (0 if buf is None else buf.shape[0]), 8)
+            make = self._torch.zeros if zeros else self._torch.empty
+            buf = make((n, *shape), dtype=dtype, device=self.device)
+            setattr(self, name, buf)
+            self._front_views.clear()
+        return buf
+
+    def _read(self, t) -> np.ndarray:
+        """A host copy of device tensor t (under the simulator t is on the host: copied too, as
+        the backend's buffers are reused)."""
+        return t.cpu().numpy() if self.device.type == "cuda" else t.numpy().copy()
+
+    def _front(self, buf, k: int, first: int = 0):
+        """buf[first:first + k], a view kept from call to call."""
+        key = (id(buf), first, k)
+        view = self._front_views.get(key)
+        if view is None or view._base is not buf:
+            view = buf[first:first + k]
+            if len(self._front_views) > _MAX_CACHED_VIEWS:
+                self._front_views.clear()
+            self._front_views[key] = view
+        return view
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -238,13 +313,17 @@ class CUDABackend:
 
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
-        for name in ("_staging", "bins", "_words", "_columns", "offsets", "missing_bins", "label",
-                     "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids", "rows",
-                     "_scratch"):
+        self.synchronize()
+        for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
+                     "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
+                     "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
+                     "_done", "_step_build", "_step_search", "_step_out"):
             setattr(self, name, None)
-        self._hists.clear()
+        self._stage_host = self._stage_np = None
+        self._stage_copies = {}
+        self._stage_views = {}
+        self._front_views.clear()
         if self.device.type == "cuda":
-            self._torch.cuda.synchronize(self.device)
             self._torch.cuda.empty_cache()
 
     # -- margins and gradients ----------------------------------------------------------------
@@ -288,7 +367,6 @@ class CUDABackend:
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None,
                    bounds: tuple[float, float] | None = None) -> int:
-        torch = self._torch
         top = float(self._k["histogram"].MAX_SHARED_VALUE)
         if quantisation is None:  # fixed point, rounded to nearest (module docstring)
             g_bound, h_bound = bounds if bounds is not None else self.gradient_bounds(output)
@@ -310,49 +388,119 @@ class CUDABackend:
         self._wide = largest > top
         self._uses_all_rows = rows is None
         if rows is None:
-            if self.rows.shape[0] != self.n_rows:
-                self.rows = torch.empty_like(self._all_rows)
-                self._scratch = torch.empty_like(self._all_rows)
-            self.rows.copy_(self._all_rows)
+            n = self.n_rows
+            self._rows2[0].copy_(self._all_rows)
         else:
-            self.rows = self._tensor(np.asarray(rows, np.int32))
-            self._scratch = torch.empty_like(self.rows)
-        self._hists.clear()
-        self._ranges.reset(self.rows.shape[0])
-        return int(self.rows.shape[0])
+            n = int(np.shape(rows)[0])
+            if n:
+                self._rows2[0, :n].copy_(self._torch.from_numpy(
+                    np.ascontiguousarray(rows, np.int32)))
+        if self._used:
+            self._pool[:self._used].zero_()
+        self._used = 0
+        self._slot.clear()
+        self._pending.clear()
+        self._side = {0: 0}
+        self._ranges.reset(n)
+        return n
+
+    def _node_table(self, nodes: list[int], chunk, extra: list | None = None
+                    ) -> tuple[np.ndarray, int]:
+        """The int64 node table of `nodes` and its chunk count (`_common.node_table`)."""
+        return self._k["common"].node_table(self._ranges.bounds(nodes),
+                                            [self._side[i] for i in nodes], chunk, extra)
+
+    def _settle(self, nodes: list[int] | None = None) -> None:
+        """Make the pending subtractions of `nodes` (None: all) in one launch."""
+        todo = list(self._pending) if nodes is None else [i for i in dict.fromkeys(nodes)
+                                                          if i in self._pending]
+        if not todo:
+            return
+        pairs = np.array([(self._slot[i], self._pending.pop(i)) for i in todo], np.int64)
+        (pairs_d,) = self._upload(pairs)
+        common = self._k["common"]
+        self._k["histogram"].SUBTRACT.launch(
+            common.grid(pairs.shape[0] * self.total_bins * self._channels), common.THREADS,
+            self.device, self._pool, pairs_d)
+
+    def _search_nodes(self, nodes: list[int]) -> np.ndarray:
+        """int64 (k, 2) (slot, pending sibling's slot or -1) of `nodes` for the split kernels,
+        which make the pending subtractions; the nodes are settled from here on. A node listed
+        twice is settled first (two blocks would subtract)."""
+        if len(set(nodes)) < len(nodes):
+            self._settle(nodes)
+        table = np.array([(self._slot[i], self._pending.pop(i, -1)) for i in nodes], np.int64)
+        return table.reshape(-1, 2)
+
+    def _gather(self, nodes: list[int]):
+        """The (k, total_bins, C) histograms of settled `nodes`: a view of the pool when their
+        slots are consecutive, else a copy."""
+        slots = [self._slot[i] for i in nodes]
+        first = slots[0]
+        if slots == list(range(first, first + len(slots))):
+            return self._pool[first:first + len(slots)]
+        (index,) = self._upload(np.array(slots, np.int64))
+        return self._pool.index_select(0, index)
+
+    def _scaled(self, sums: np.ndarray) -> np.ndarray:
+        """Integer sums (..., C) in gradient units (float64; exact: power-of-two scales)."""
+        scale = np.array([self._scales[0], self._scales[1], 1.0][:sums.shape[-1]])
+        return sums.astype(np.float64) * scale
+
+    def _alloc_slots(self, k: int) -> int:
+        """k fresh (zero) consecutive pool slots; returns the first."""
+        first = self._used
+        if first + k > self._pool.shape[0]:  # grow, keeping the tree's histograms
+            torch = self._torch
+            pool = torch.zeros((max(first + k, 2 * self._pool.shape[0], 8), self.total_bins,
+                                self._channels), dtype=torch.int64, device=self.device)
+            pool[:first] = self._pool[:first]
+            self._pool = pool
+        self._used = first + k
+        return first
 
     def build_histograms(self, nodes: list[int]):
-        torch = self._torch
-        out = torch.zeros((len(nodes), self.total_bins, self._channels), dtype=torch.int64,
-                          device=self.device)
-        _, _, chunks = self._chunk_arrays(self._ranges.bounds(nodes))
-        if chunks.shape[1]:
-            (chunks,) = self._upload(chunks)
+        k = len(nodes)
+        first = self._alloc_slots(k)
+        for j, i in enumerate(nodes):
+            self._slot[i] = first + j
+            self._pending.pop(i, None)
+        common = self._k["common"]
+        table, n_chunks = self._node_table(nodes, common.CHUNK_ROWS,
+                                           [(first + j,) for j in range(k)])
+        if n_chunks:
+            (table_d,) = self._upload(table)
             self._k["histogram"].BUILD[self._bin_dtype].launch(
-                (int(chunks.shape[1]), int(self._group_first.shape[0])),
-                self._k["common"].THREADS, self.device, self._words, self._ints, self.rows,
-                chunks[0], chunks[1], chunks[2], self._group_first, self._group_last,
-                self.offsets, self._channels, self._wide, out)
-        self._hists.store(nodes, out)
-        return out
+                (n_chunks, int(self._group_first.shape[0])), common.THREADS, self.device,
+                self._words, self._ints, self._rows2, table_d, self._group_first,
+                self._group_last, self.offsets, self._channels, self._wide, self._pool)
+        return self._pool[first:first + k]
+
+    def _settle_before_split(self, parents: list[int], built: list[int]) -> None:
+        """Make the pending subtractions that must not wait past a subtraction from `parents`
+        (whose slots their siblings take and change): of the parents and built nodes, and of
+        nodes whose built sibling's slot a parent's is."""
+        slots = {self._slot[i] for i in parents}
+        waiting = [i for i in (*parents, *built) if i in self._pending]
+        waiting += [i for i, s in self._pending.items() if s in slots]
+        self._settle(waiting)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        self._hists.store(targets, self._hists.stack(parents) - self._hists.stack(built))
-        self._hists.release(parents)
-
-    def _scale_vector(self, channels: int):
-        return self._torch.tensor([self._scales[0], self._scales[1], 1.0][:channels],
-                                  dtype=self._torch.float64, device=self.device)
+        self._settle_before_split(parents, built)
+        for p, b, t in zip(parents, built, targets, strict=True):
+            self._slot[t] = self._slot.pop(p)
+            self._pending[t] = self._slot[b]
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
-        h = self._hists.stack(nodes)
-        return (h.to(self._torch.float64) * self._scale_vector(h.shape[2])).cpu().numpy()
+        self._settle(nodes)
+        return self._scaled(self._gather(nodes).cpu().numpy())
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        self._settle(nodes)
         o0, o1 = int(self.offsets_host[0]), int(self.offsets_host[1])
-        sums = self._hists.stack(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
-        return (sums.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
+        sums = self._gather(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
+        return self._scaled(sums.cpu().numpy())
 
     def _bounds(self, k: int, monotone: tuple | None) -> tuple[bool, np.ndarray, np.ndarray,
                                                                np.ndarray]:
@@ -375,42 +523,41 @@ class CUDABackend:
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         torch = self._torch
         k = len(nodes)
-        hists = self._hists.stack(nodes).contiguous()
-        out = torch.empty((k, self.n_features, REC_WIDTH), dtype=torch.float64,
-                          device=self.device)
+        if k == 0:
+            return np.zeros((0, REC_WIDTH))
+        records = self._buffer("_records", k, (self.n_features, REC_WIDTH), torch.float64)
+        best = self._buffer("_best", k, (REC_WIDTH,), torch.float64)
+        done = self._buffer("_done", k, (), torch.int32, zeros=True)
         constrained, cons, lower, upper = self._bounds(k, monotone)
-        tot, masks, reg_d, cons, lower, upper = self._upload(
-            np.asarray(totals, np.float64), np.asarray(feature_masks, np.uint8),
-            np.asarray(reg, np.float64), cons, lower, upper)
+        table, tot, masks, reg_d, cons, lower, upper = self._upload(
+            self._search_nodes(nodes), np.asarray(totals, np.float64),
+            np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64), cons, lower,
+            upper)
         split = self._k["split"]
         split.BEST_SPLIT.launch(
-            k * self.n_features, split.SPLIT_THREADS, self.device, hists,
-            self._scales[0], self._scales[1], tot, self.offsets, masks, reg_d, constrained,
-            cons, lower, upper, out)
-        # per-feature records to the host (k x F x 7 floats), the first maximum over features:
-        # ties go to the lowest feature, as on the CPU
-        recs = out.cpu().numpy()
-        best = np.argmax(recs[:, :, REC_GAIN], axis=1)
-        return recs[np.arange(k), best]
+            k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
+            self._scales[0], self._scales[1], table, tot, self.offsets, masks, reg_d,
+            constrained, cons, lower, upper, records, best, done)
+        return self._read(self._front(best, k))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         torch = self._torch
         k = len(nodes)
-        hists = self._hists.stack(nodes).contiguous()
         node_gains = torch.full((k, self.total_bins, 2), -math.inf, dtype=torch.float64,
                                 device=self.device)
         unordered = torch.zeros((self.total_bins, 2), dtype=torch.uint8, device=self.device)
         common = self._k["common"]
         split = self._k["split"]
         constrained, cons, lower, upper = self._bounds(k, monotone)
-        tot, mask, reg_d, cons, lower, upper = self._upload(
-            np.asarray(totals, np.float64), np.asarray(feature_mask, np.uint8),
-            np.asarray(reg, np.float64), cons, lower, upper)
+        table, tot, mask, reg_d, cons, lower, upper = self._upload(
+            self._search_nodes(nodes), np.asarray(totals, np.float64),
+            np.asarray(feature_mask, np.uint8), np.asarray(reg, np.float64), cons, lower,
+            upper)
         split.OBLIVIOUS_NODE_GAINS.launch(
-            common.grid(k * self.n_features), common.THREADS, self.device, hists,
-            self._scales[0], self._scales[1], tot, self.offsets, mask, reg_d, constrained, cons,
-            lower, upper, node_gains, unordered)
+            common.grid(k * self.n_features), common.THREADS, self.device, self._pool,
+            self._scales[0], self._scales[1], table, tot, self.offsets, mask, reg_d,
+            constrained, cons, lower, upper, node_gains, unordered)
         out = torch.empty((self.total_bins, 2), dtype=torch.float64, device=self.device)
         split.SUM_OVER_NODES.launch(common.grid(2 * self.total_bins), common.THREADS,
                                     self.device, node_gains, unordered, out)
@@ -418,61 +565,137 @@ class CUDABackend:
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:
-        hists = self._hists.stack(nodes)
+        self._settle(nodes)
+        hists = self._gather(nodes)
         o = int(self.offsets_host[feature])
         left = hists[:, o:o + split_bin + 1, :2].sum(dim=1)
         if default_left:
             left = left + hists[:, int(self.offsets_host[feature + 1]) - 1, :2]
-        return (left.to(self._torch.float64) * self._scale_vector(2)).cpu().numpy()
+        return self._scaled(left.cpu().numpy())
+
+    def _partition(self, parents: list[int], records: np.ndarray) -> tuple[np.ndarray, int]:
+        """The node table of a partition of `parents` by their records (split columns
+        filled) and its chunk count."""
+        part = self._k["partition"]
+        splits = records[:, [REC_FEATURE, REC_BIN, REC_DEFAULT_LEFT]].astype(np.int64).tolist()
+        table, n_chunks = self._node_table(parents, part.partition_chunk_rows, splits)
+        return table, n_chunks
+
+    def _launch_partition(self, table_d, n_chunks: int, k: int):
+        """The two partition launches over a node table on the device; returns the children's
+        counts buffer (int64 (>= k, 2))."""
+        torch = self._torch
+        common = self._k["common"]
+        part = self._k["partition"]
+        chunk_left = self._buffer("_chunk_left", max(n_chunks, 1), (), torch.int64)
+        counts = self._buffer("_child_counts", k, (2,), torch.int64)
+        if n_chunks:
+            args = (self._columns, self._rows2, table_d, self.missing_bins, chunk_left)
+            part.COUNT_LEFT[self._bin_dtype].launch(n_chunks, common.THREADS, self.device,
+                                                    *args)
+            part.SCATTER_ROWS[self._bin_dtype].launch(n_chunks, common.THREADS, self.device,
+                                                      *args, counts)
+        return counts
+
+    def _record_children(self, parents: list[int], lefts: list[int], rights: list[int],
+                         n_left: np.ndarray) -> np.ndarray:
+        for p, left, right in zip(parents, lefts, rights, strict=True):
+            self._side[left] = self._side[right] = 1 - self._side[p]
+        return self._ranges.split(parents, lefts, rights, n_left)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
+        common = self._k["common"]
+        k = len(parents)
+        table, n_chunks = self._partition(parents, records)
+        n_left = np.zeros(k, np.int64)
+        if n_chunks:
+            (table_d,) = self._upload(table)
+            counts = self._launch_partition(table_d, n_chunks, k)
+            # parents without rows own no chunk: their entries are stale
+            has_rows = table[:, common.T_END] > table[:, common.T_START]
+            n_left = np.where(has_rows, self._read(self._front(counts, k))[:, 0], 0)
+        return self._record_children(parents, lefts, rights, n_left)
+
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """`Backend.split_and_search` as one step on the device: one upload (the parents'
+        table and splits, the search's arguments), the partition, a kernel planning the
+        children's histograms from the counts (`partition.PLAN_CHILDREN`: the rule of
+        `child_histograms`), the build of the smaller children over a budget of blocks per
+        parent, the split search (which subtracts the siblings), and one read of the records
+        and counts."""
         torch = self._torch
-        bounds = self._ranges.bounds(parents)
-        starts, ends, chunks = self._chunk_arrays(bounds)
-        n_left = np.zeros(len(parents), np.int64)
-        if chunks.shape[1]:
-            threads = self._k["common"].THREADS
-            part = self._k["partition"]
-            chunks, feats, bins, dleft, starts_d, ends_d = self._upload(
-                chunks, records[:, REC_FEATURE].astype(np.int32),
-                records[:, REC_BIN].astype(np.int64),
-                records[:, REC_DEFAULT_LEFT].astype(np.uint8), starts, ends)
-            node, start, end = chunks[0], chunks[1], chunks[2]
-            n_chunks = int(chunks.shape[1])
-            # flags and their prefix sum cover only the span of the parents' positions (one
-            # node at a time for best-first growth), shifted by one so that cum[i] sums the
-            # flags of the positions before lo + i: no concatenated zero is needed
-            lo, hi = int(starts.min()), int(ends.max())
-            off = lo - 1
-            flags = torch.zeros(hi - lo + 1, dtype=torch.int32, device=self.device)
-            part.SPLIT_FLAGS[self._bin_dtype].launch(
-                n_chunks, threads, self.device, self._columns, self.rows, node, start, end,
-                feats, bins, dleft, self.missing_bins, off, flags)
-            cum = torch.cumsum(flags, dim=0)
-            base = cum[starts_d - lo]
-            n_left_dev = cum[ends_d - lo] - base
-            part.SCATTER_ROWS.launch(n_chunks, threads, self.device, self.rows, flags, cum,
-                                     node, start, end, starts_d, base, n_left_dev, off,
-                                     self._scratch)
-            part.COPY_ROWS.launch(n_chunks, threads, self.device, self._scratch, start, end,
-                                  self.rows)
-            n_left = n_left_dev.cpu().numpy()
-        return self._ranges.split(parents, lefts, rights, n_left)
+        common = self._k["common"]
+        part = self._k["partition"]
+        split = self._k["split"]
+        k = len(parents)
+        with phase(timer, "partition"):
+            self._settle_before_split(parents, [])
+            table, n_chunks = self._partition(parents, records)
+            lengths = table[:, common.T_END] - table[:, common.T_START]
+            # blocks per parent for its smaller child (at most half its rows)
+            budget = int(-(-(lengths // 2).max(initial=0) // common.CHUNK_ROWS))
+            first_slot = self._alloc_slots(k)
+            parent_slots = np.array([self._slot[p] for p in parents], np.int64)
+            constrained, cons, lower, upper = self._bounds(2 * k, monotone)
+            totals = np.zeros((2 * k, 3))
+            totals[:, :2] = child_sums
+            table_d, slots_d, totals_d, masks, reg_d, cons, lower, upper = self._upload(
+                table, parent_slots, totals, np.asarray(feature_masks, np.uint8),
+                np.asarray(reg, np.float64), cons, lower, upper)
+            counts = self._launch_partition(table_d, n_chunks, k)
+            build = self._front(self._buffer("_step_build", k, (common.TABLE_WIDTH,),
+                                             torch.int64), k)
+            search = self._front(self._buffer("_step_search", 2 * k, (2,), torch.int64),
+                                 2 * k)
+            out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
+            part.PLAN_CHILDREN.launch(
+                common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
+                max(budget, 1), slots_d, build, search, totals_d, self._front(out, k, 2 * k))
+        with phase(timer, "histogram"):
+            if budget:
+                self._k["histogram"].BUILD[self._bin_dtype].launch(
+                    (k * budget, int(self._group_first.shape[0])), common.THREADS,
+                    self.device, self._words, self._ints, self._rows2, build,
+                    self._group_first, self._group_last, self.offsets, self._channels,
+                    self._wide, self._pool)
+        with phase(timer, "split"):
+            records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
+                                       torch.float64)
+            done = self._buffer("_done", 2 * k, (), torch.int32, zeros=True)
+            split.BEST_SPLIT.launch(
+                2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
+                self._scales[0], self._scales[1], search, totals_d, self.offsets, masks, reg_d,
+                constrained, cons, lower, upper, records_buf, out, done)
+            result = self._read(self._front(out, 3 * k))
+        child_counts = result[2 * k:, :2].astype(np.int64)
+        # the histograms' slots, as the planning kernel chose them; every one settled
+        for j, (p, left, right) in enumerate(zip(parents, lefts, rights, strict=True)):
+            small, large = (left, right) if child_counts[j, 0] <= child_counts[j, 1] \
+                else (right, left)
+            self._slot[small] = first_slot + j
+            self._slot[large] = self._slot.pop(p)
+        return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
+            result[:2 * k]
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
         raise ValueError("categorical features train on the CPU for now (device='cpu')")
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
-        threads = self._k["common"].THREADS
+        common = self._k["common"]
+        threads = common.THREADS
         if self._uses_all_rows:
-            _, _, chunks = self._chunk_arrays(self._ranges.bounds(leaves))
-            if chunks.shape[1]:
-                chunks, vals = self._upload(chunks, np.asarray(values, np.float64))
+            table, n_chunks = self._node_table(leaves, common.CHUNK_ROWS)
+            if n_chunks:
+                table_d, vals = self._upload(table, np.asarray(values, np.float64))
                 self._k["partition"].ADD_LEAF_VALUES.launch(
-                    int(chunks.shape[1]), threads, self.device, self.rows, chunks[0],
-                    chunks[1], chunks[2], vals, output, self._margin)
+                    n_chunks, threads, self.device, self._rows2, table_d, vals, output,
+                    self._margin)
             return
         if tree.class_index != output:
             raise ValueError(f"tree of output {tree.class_index} added to output {output}")
@@ -481,5 +704,5 @@ class CUDABackend:
                               f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
                               f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
-            self._k["common"].grid(self.n_rows), threads, self.device, self._columns,
+            common.grid(self.n_rows), threads, self.device, self._columns,
             self.missing_bins, *arrays, self._margin)

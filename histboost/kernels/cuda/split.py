@@ -6,8 +6,9 @@ integer histograms give the same gains, bit for bit, on both engines.
 prefix sum (integers: exact in any order, and equal to the CPU's running float sums, whose
 partial sums of power-of-two multiples are exact too) gives every candidate's left sums at
 once, and a block reduction picks the best (highest gain; ties to the missing-right pass, then
-the lowest bin: the CPU's scan order). The per-feature bests are reduced per node by the caller
-(first maximum: the lowest feature wins ties, as on the CPU).
+the lowest bin: the CPU's scan order). The last block of a node to finish (a counter per node)
+reduces the node's per-feature bests (first maximum: the lowest feature wins ties, as on the
+CPU), so one small array of records is all the host reads.
 
 Monotone constraints are a flag of the same kernels (`constrained`), which then compute what
 the CPU's constrained searches compute: weights clipped to the node's bounds [lower, upper],
@@ -15,8 +16,11 @@ gains at the clipped weights (the parent's too), candidates whose children's wei
 the feature's constraint rejected (`histboost.kernels.cpu.split`'s helpers, compiled for the
 device). Without the flag they compute the CPU's unconstrained searches (closed-form gain).
 
-Histograms are int64 (k, total_bins, C); a slot's float value is the integer times the
-channel's power-of-two scale (exact).
+Histograms are the backend's pool, int64 (slots, total_bins, C); the kernels take each node's
+slot and, for a sibling still to be made by subtraction, the slot of its built sibling: they
+subtract it in place first (each (node, feature) its own slots), so a subtraction costs no
+launch of its own. A slot's float value is the integer times the channel's power-of-two scale
+(exact).
 """
 
 from __future__ import annotations
@@ -81,6 +85,21 @@ def _value(hists, k, slot, channel, scale):
     return mul(np.float64(hists[k, slot, channel]), scale)
 
 
+@cuda.jit(device=True, inline=True)
+def _settle(pool, nodes, k, f, offsets, first, step):
+    """A pending subtraction of node k (nodes[k, 1] >= 0: the built sibling's slot) on
+    feature f's slots: pool[slot] -= pool[sibling], values first, first + step, ..."""
+    sibling = nodes[k, 1]
+    if sibling >= 0:
+        slot = nodes[k, 0]
+        o = offsets[f]
+        channels = pool.shape[2]
+        for i in range(first, (offsets[f + 1] - o) * channels, step):
+            s = o + i // channels
+            ch = i % channels
+            pool[slot, s, ch] -= pool[sibling, s, ch]
+
+
 # threads of a split-search block, one bin each (a feature's bins are scanned in tiles of this
 # many); under the simulator, which runs every thread as a Python thread, 8: fewer threads
 # to wait for at each barrier, and the tests' features of up to 12 slots take two tiles
@@ -102,16 +121,46 @@ def _block_scan(values, t):
 
 
 @cuda.jit
-def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_masks, reg,
-                            constrained, monotone, lower, upper, out):
-    """out[k, f] = the best split record of node k on feature f (gain 0, feature -1: none).
-    With `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,)
-    the nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
+def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, feature_masks, reg,
+                            constrained, monotone, lower, upper, out, best_out, done):
+    """out[k, f] = the best split record of node k on feature f (zeros, feature -1: none),
+    and best_out[k] the first best of out[k, :] over the features, written by the node's
+    last block to finish (done int32 (k,) zeros: its finished blocks, left zero). hists: the
+    pool; nodes int64 (k, 2): each node's slot and its pending sibling's (-1: none). With
+    `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,) the
+    nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
     SPLIT_THREADS threads."""
     n_features = offsets.shape[0] - 1
     task = cuda.blockIdx.x
     k = task // n_features
     f = task % n_features
+    t = cuda.threadIdx.x
+    _settle(hists, nodes, k, f, offsets, t, SPLIT_THREADS)
+    cuda.syncthreads()
+    rec = out[k, f]
+    _feature_best(hists, g_scale, h_scale, k, nodes[k, 0], f, totals, offsets, feature_masks,
+                  reg, constrained, monotone, lower, upper, rec)
+    if t != 0:
+        return
+    # the node's last block to finish picks its best feature (the fences order the records
+    # before the counter, and the counter before reading the other blocks' records)
+    cuda.threadfence()
+    if cuda.atomic.add(done, k, 1) == n_features - 1:
+        cuda.threadfence()
+        pick = 0
+        for g in range(1, n_features):
+            if out[k, g, REC_GAIN] > out[k, pick, REC_GAIN]:
+                pick = g
+        for i in range(rec.shape[0]):
+            best_out[k, i] = out[k, pick, i]
+        done[k] = 0
+
+
+@cuda.jit(device=True, inline=True)
+def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_masks, reg,
+                  constrained, monotone, lower, upper, rec):
+    """rec = the best split of node k (histogram in pool slot `slot`) on feature f, by the
+    block's SPLIT_THREADS threads (see `_best_split_per_feature`)."""
     t = cuda.threadIdx.x
     sg = cuda.shared.array(SPLIT_THREADS, np.int64)
     sh = cuda.shared.array(SPLIT_THREADS, np.int64)
@@ -119,9 +168,9 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
     gains = cuda.shared.array(SPLIT_THREADS, np.float64)
     where = cuda.shared.array(SPLIT_THREADS, np.int32)
     best = cuda.shared.array(8, np.float64)  # gain, bin, missing-left, gl, hl, cl, found
-    rec = out[k, f]
     if t == 0:
-        rec[REC_GAIN] = 0.0
+        for i in range(rec.shape[0]):
+            rec[i] = 0.0
         rec[REC_FEATURE] = -1.0
         best[0] = 0.0
         best[6] = 0.0
@@ -140,9 +189,9 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
     o = offsets[f]
     n_value_bins = offsets[f + 1] - o - 1
     miss = o + n_value_bins
-    mg_i = hists[k, miss, 0]
-    mh_i = hists[k, miss, 1]
-    mc_i = hists[k, miss, 2] if counted else np.int64(0)
+    mg_i = hists[slot, miss, 0]
+    mh_i = hists[slot, miss, 1]
+    mc_i = hists[slot, miss, 2] if counted else np.int64(0)
     mg = mul(np.float64(mg_i), g_scale)
     mh = mul(np.float64(mh_i), h_scale)
     mc = np.float64(mc_i) if counted else mul(mh, cph)
@@ -155,9 +204,9 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
         for tile in range(0, last, SPLIT_THREADS):
             b = tile + t
             inside = b < last
-            sg[t] = hists[k, o + b, 0] if inside else np.int64(0)
-            sh[t] = hists[k, o + b, 1] if inside else np.int64(0)
-            sc[t] = hists[k, o + b, 2] if (inside and counted) else np.int64(0)
+            sg[t] = hists[slot, o + b, 0] if inside else np.int64(0)
+            sh[t] = hists[slot, o + b, 1] if inside else np.int64(0)
+            sc[t] = hists[slot, o + b, 2] if (inside and counted) else np.int64(0)
             cuda.syncthreads()
             _block_scan(sg, t)
             _block_scan(sh, t)
@@ -221,20 +270,22 @@ def _best_split_per_feature(hists, g_scale, h_scale, totals, offsets, feature_ma
 
 
 @cuda.jit
-def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask, reg,
+def _oblivious_node_gains(hists, g_scale, h_scale, nodes, totals, offsets, feature_mask, reg,
                           constrained, monotone, lower, upper, out, unordered):
     """out[k, slot, d] = gain of candidate (slot, missing-left d) in node k, -inf where it is
     not a valid split of the node (out is filled with -inf by the caller). With
     `constrained` (arguments as in `_best_split_per_feature`): gains at the clipped weights,
     and unordered[slot, d] = 1 (zeros from the caller) where the candidate's clipped weights
-    in node k go against the feature's constraint, valid split there or not. One thread per
-    (node, feature)."""
+    in node k go against the feature's constraint, valid split there or not. hists, nodes: as
+    in `_best_split_per_feature`. One thread per (node, feature)."""
     t = cuda.grid(1)
     n_features = offsets.shape[0] - 1
-    if t >= hists.shape[0] * n_features:
+    if t >= nodes.shape[0] * n_features:
         return
     k = t // n_features
     f = t % n_features
+    _settle(hists, nodes, k, f, offsets, 0, 1)
+    slot = nodes[k, 0]
     if feature_mask[f] == 0:
         return
     G = totals[k, 0]
@@ -248,16 +299,16 @@ def _oblivious_node_gains(hists, g_scale, h_scale, totals, offsets, feature_mask
     o = offsets[f]
     nvb = offsets[f + 1] - o - 1
     for d in range(2):
-        gl = _value(hists, k, o + nvb, 0, g_scale) if d == 1 else 0.0
-        hl = _value(hists, k, o + nvb, 1, h_scale) if d == 1 else 0.0
+        gl = _value(hists, slot, o + nvb, 0, g_scale) if d == 1 else 0.0
+        hl = _value(hists, slot, o + nvb, 1, h_scale) if d == 1 else 0.0
         cl = 0.0
         if counted and d == 1:
-            cl = np.float64(hists[k, o + nvb, 2])
+            cl = np.float64(hists[slot, o + nvb, 2])
         for b in range(nvb):
-            gl += _value(hists, k, o + b, 0, g_scale)
-            hl += _value(hists, k, o + b, 1, h_scale)
+            gl += _value(hists, slot, o + b, 0, g_scale)
+            hl += _value(hists, slot, o + b, 1, h_scale)
             if counted:
-                cl += np.float64(hists[k, o + b, 2])
+                cl += np.float64(hists[slot, o + b, 2])
             wl = 0.0
             wr = 0.0
             if constrained:
@@ -300,11 +351,13 @@ def _sum_over_nodes(node_gains, unordered, out):
 _H = ("int64", 3)
 # constrained, monotone, lower, upper
 _BOUNDS = ("boolean", ("int32", 1), ("float64", 1), ("float64", 1))
-BEST_SPLIT = CudaKernel(_best_split_per_feature, (_H, "float64", "float64", ("float64", 2),
-                                                  ("int64", 1), ("uint8", 2), ("float64", 1),
-                                                  *_BOUNDS, ("float64", 3)))
+BEST_SPLIT = CudaKernel(_best_split_per_feature,
+                        (_H, "float64", "float64", ("int64", 2), ("float64", 2), ("int64", 1),
+                         ("uint8", 2), ("float64", 1), *_BOUNDS, ("float64", 3),
+                         ("float64", 2), ("int32", 1)))
 OBLIVIOUS_NODE_GAINS = CudaKernel(_oblivious_node_gains,
-                                  (_H, "float64", "float64", ("float64", 2), ("int64", 1),
+                                  (_H, "float64", "float64", ("int64", 2), ("float64", 2),
+                                   ("int64", 1),
                                    ("uint8", 1), ("float64", 1), *_BOUNDS, ("float64", 3),
                                    ("uint8", 2)))
 SUM_OVER_NODES = CudaKernel(_sum_over_nodes, (("float64", 3), ("uint8", 2), ("float64", 2)))

@@ -1,0 +1,54 @@
+"""Host side of the CUDA kernels' node tables (`histboost.kernels.cuda._common.node_table`)
+and partition chunking, without a GPU: the blocks of a launch map onto the nodes' chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+
+from histboost.kernels.cuda import _common as common  # noqa: E402
+from histboost.kernels.cuda.partition import (  # noqa: E402
+    MAX_NODE_CHUNKS,
+    partition_chunk_rows,
+)
+
+
+def _block_spans(table: np.ndarray, n_chunks: int) -> list[tuple[int, int, int]]:
+    """(node, start, end) of every block, by the kernels' search (`chunk_node`) run on the
+    host."""
+    spans = []
+    for c in range(n_chunks):
+        j = int(np.searchsorted(table[:, common.T_FIRST], c, side="right")) - 1
+        s = table[j, common.T_START] + (c - table[j, common.T_FIRST]) * table[j, common.T_CHUNK]
+        spans.append((j, int(s), int(min(s + table[j, common.T_CHUNK], table[j, common.T_END]))))
+    return spans
+
+
+def test_blocks_cover_every_row_of_every_node_once():
+    bounds = [(0, 5), (5, 5), (5, 5 + 3 * 7 + 1), (30, 30), (40, 47)]
+    table, n_chunks = common.node_table(bounds, [0, 1, 1, 0, 1], 7, [(9, 8, 7)] * 5)
+    assert table.shape == (5, common.TABLE_WIDTH) and table.dtype == np.int64
+    assert n_chunks == 1 + 0 + 4 + 0 + 1
+    assert table[:, common.T_SIDE].tolist() == [0, 1, 1, 0, 1]
+    assert table[:, 5:].tolist() == [[9, 8, 7]] * 5
+    covered = {j: [] for j in range(5)}
+    for j, s, e in _block_spans(table, n_chunks):
+        assert s < e, "no block without rows"
+        covered[j] += range(s, e)
+    for j, (s, e) in enumerate(bounds):
+        assert covered[j] == list(range(s, e)), j
+
+
+def test_chunk_rows_from_node_size():
+    table, n_chunks = common.node_table([(0, 10), (10, 40)], [0, 0], lambda n: n // 2)
+    assert table[:, common.T_CHUNK].tolist() == [5, 15] and n_chunks == 4
+    assert common.node_table([], [], 4)[1] == 0
+
+
+def test_partition_chunks_bound_the_chunks_of_a_node():
+    for n in (0, 1, common.CHUNK_ROWS, MAX_NODE_CHUNKS * common.CHUNK_ROWS + 1, 10_000_019):
+        rows = partition_chunk_rows(n)
+        assert rows >= common.CHUNK_ROWS and rows % common.THREADS == 0
+        assert -(-n // rows) <= MAX_NODE_CHUNKS
