@@ -94,7 +94,10 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
         for rank in range(world):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                       LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
+                       LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS=str(threads),
+                       # Numba's pool defaults to all the cores the run may use: an idle
+                       # worker of a single-thread process then competes with the ranks
+                       NUMBA_NUM_THREADS=str(threads))
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait() for p in procs]
         if any(codes):
