@@ -22,11 +22,14 @@ and copied to the device, which gives the same model.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from ..data.categorical import combine_hashes
+from ..kernels.launch import simulated
 from ..params import TrainParams
 from .combinations import CombinationSlots, pack_ids
 from .model import CtrTable
@@ -34,6 +37,9 @@ from .training import CtrTrainer, padded_cuts
 
 # per-permutation device columns of the single-column statistics are kept up to this size
 _DEVICE_CACHE_BYTES = 1 << 30
+# host threads preparing statistic columns at once (each holds a few (n, C) int64 temporaries
+# on the device)
+_DEVICE_WORKERS = 8
 
 
 class CudaCtrTrainer(CtrTrainer):
@@ -78,6 +84,7 @@ class CudaCtrTrainer(CtrTrainer):
         """Drop the device tensors (the backend's release returns the memory)."""
         self.stats = None
         self._ids_d = []
+        self._cut_rows_d = None
         self._perms_d = {}
         self._device_cache = {}
         if self.slots is not None and isinstance(self.slots, CudaCombinationSlots):
@@ -109,10 +116,22 @@ class CudaCtrTrainer(CtrTrainer):
         out = torch.empty((self.n_rows, len(self.ctr_tables) * k), dtype=torch.uint8,
                           device=self.stats.device)
         cuts = np.empty((out.shape[1], self.value_bins))
-        for j, t in enumerate(self.ctr_tables):
-            c = self.model.tables[t].columns[0]
+
+        def one(j: int) -> None:
+            c = self.model.tables[self.ctr_tables[j]].columns[0]
             cuts[j * k:(j + 1) * k] = self.device_statistics(self._ids_d[c], self.n_ids[c],
                                                              perm, out, j * k)
+
+        # the host's share (reading a sample, its quantile cuts) overlaps other columns'
+        # device work; every column writes its own bins and cuts
+        workers = min(len(self.ctr_tables), self.n_threads, os.cpu_count() or 1,
+                      _DEVICE_WORKERS)
+        if workers > 1 and not simulated():
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(one, range(len(self.ctr_tables))))
+        else:
+            for j in range(len(self.ctr_tables)):
+                one(j)
         if out.numel() * len(self.perms) <= _DEVICE_CACHE_BYTES:
             self._device_cache[perm] = (out, cuts)
         return out, cuts

@@ -151,10 +151,18 @@ class DeviceTargetStats:
                                  sorted_ids, starts, scan, count, sums)
         return count, sums
 
-    @staticmethod
-    def read_rows(rows, *columns) -> list[np.ndarray]:
-        """Host copies of columns[j][rows] (rows int64 device tensor)."""
-        return [c.index_select(0, rows).cpu().numpy().copy() for c in columns]
+    def read_rows(self, rows, *columns) -> list[np.ndarray]:
+        """Host copies of columns[j][rows] (rows int64 device tensor; columns int64 (n,) or
+        (n, C)), in one read."""
+        torch = self._torch
+        parts = [c.index_select(0, rows).reshape(rows.shape[0], -1) for c in columns]
+        host = torch.cat(parts, dim=1).cpu().numpy().copy()
+        out, at = [], 0
+        for c, p in zip(columns, parts, strict=True):
+            block = host[:, at:at + p.shape[1]]
+            out.append(block.reshape(-1) if c.dim() == 1 else block)
+            at += p.shape[1]
+        return out
 
     def bin_statistics(self, count, sums, terms: tuple[np.ndarray, np.ndarray, np.ndarray],
                        cuts: np.ndarray, out, col: int) -> None:
