@@ -318,7 +318,8 @@ class CUDABackend:
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
-                     "_done", "_step_build", "_step_search", "_step_out"):
+                     "_done", "_step_build", "_step_search", "_step_out", "_group_first",
+                     "_group_last"):
             setattr(self, name, None)
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
