@@ -273,6 +273,9 @@ class _Training:
             from .distributed import training as dist
 
             dist.check_supported(p)
+            n_threads = dist.rank_threads(comm, p.nthread)  # the ranks of a host share it
+        else:
+            n_threads = p.n_threads
         timer = PhaseTimer()
         try:
             if obj is not None and not callable(obj):
@@ -379,7 +382,7 @@ class _Training:
 
         with timer("binning"):
             # interval labels (survival:aft) only feed host gradients: the backend holds none
-            backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
+            backend_args = dict(n_threads=n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data, mapper=mapper)
             bins = (dtrain.bins if ctr is None else ctr.bins) if p.device == "cpu" else None

@@ -115,6 +115,16 @@ def ring_bytes(size: int) -> int:
     return min(_MAX_RING, max(_MIN_RING, 1 << (share.bit_length() - 1)))
 
 
+def spin_seconds(dedicated: bool) -> float:
+    """How long a waiting rank polls before it sleeps: ``HISTBOOST_COLLECTIVE_SHM_SPIN_US``
+    (microseconds) if set, else `SPIN_S` when this host runs no more ranks than this process
+    may use cores (``dedicated``), `SPIN_OVERSUBSCRIBED_S` otherwise."""
+    env = os.environ.get("HISTBOOST_COLLECTIVE_SHM_SPIN_US")
+    if env:
+        return max(float(env), 0.0) * 1e-6
+    return SPIN_S if dedicated else SPIN_OVERSUBSCRIBED_S
+
+
 def stage_bytes(size: int) -> int:
     """Bytes of each rank's stage slot (two per rank: one per half) for the shared-segment
     collectives: ``HISTBOOST_COLLECTIVE_SHM_STAGE_BYTES`` if set (tests use tiny slots), else
@@ -302,8 +312,7 @@ class ShmTransport:
         self._sleeping = [a + 64 for a in self._bell]
         # ranks of this host: the group's, or all of torchrun's when that is more
         here = max(self.size, int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0))
-        self._spin_s = SPIN_S if here <= len(os.sched_getaffinity(0)) else \
-            SPIN_OVERSUBSCRIBED_S
+        self._spin_s = spin_seconds(here <= len(os.sched_getaffinity(0)))
         self.segment = SharedSegment(self, region, layout)
 
     def can_pipeline(self, tensor: Any) -> bool:

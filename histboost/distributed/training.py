@@ -8,6 +8,7 @@ Every function here is collective: all ranks call it at the same point of `train
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,46 @@ def check_supported(p: TrainParams) -> None:
     if objective.leaf_alpha is not None or p.objective.startswith("survival:"):
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
                          "yet (it needs all rows of a leaf or a risk set together)")
+
+
+def ranks_on_host(comm: Communicator) -> int:
+    """The ranks running on this host: ``LOCAL_WORLD_SIZE`` as torchrun sets it, else the
+    whole group when its ranks share memory (`Communicator.shares_memory`: one host), else
+    1."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    if local > 0:
+        return local
+    return comm.world_size if comm.shares_memory else 1
+
+
+def rank_threads(comm: Communicator, nthread: int) -> int:
+    """This rank's threads: ``nthread`` when > 0, else its share of the cores this process
+    may use (their count divided by `ranks_on_host`, at least 1), so that the ranks of one
+    host do not oversubscribe its cores. Numba's thread pool is sized to it where it has not
+    started yet and ``NUMBA_NUM_THREADS`` is unset (`size_numba_pool`)."""
+    threads = nthread if nthread > 0 else max(1, len(os.sched_getaffinity(0))
+                                              // ranks_on_host(comm))
+    size_numba_pool(threads)
+    return threads
+
+
+def size_numba_pool(threads: int) -> bool:
+    """Start Numba's pool with ``threads`` workers instead of one per core, as
+    ``NUMBA_NUM_THREADS=threads`` would have: a process using fewer threads than the host's
+    cores otherwise keeps idle workers that compete with the other ranks' threads for the
+    cores. Only before the pool has started and when the environment does not set
+    ``NUMBA_NUM_THREADS`` (the user's choice wins); the pool then stays that size for the
+    process's life. Returns whether the pool was sized."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    if ("NUMBA_NUM_THREADS" in os.environ or getattr(parallel, "_is_initialized", True)
+            or not hasattr(parallel, "NUM_THREADS")
+            or threads >= numba.config.NUMBA_NUM_THREADS):
+        return False
+    numba.config.NUMBA_NUM_THREADS = threads
+    parallel.NUM_THREADS = threads  # read when the pool starts
+    return True
 
 
 def raise_together(comm: Communicator, error: BaseException | None) -> None:

@@ -6,8 +6,9 @@ barrier, then each reads the other ranks' slots in place. Per rank and per byte 
 allreduce is two copies and one reduction pass over 1/p of the data (copy in; reduce its own
 block, reading every rank's slot, in rank order; barrier; copy the other blocks out), where the
 ring over point-to-point rings copies every byte into and out of a ring slot at each of its
-2(p - 1) steps. reduce_scatter, allgather and broadcast need one barrier per step. Messages
-larger than a slot go in several steps.
+2(p - 1) steps; up to `FOLD_ALL_BYTES` every rank reduces the whole step instead, and the
+second barrier goes. reduce_scatter, allgather and broadcast need one barrier per step.
+Messages larger than a slot go in several steps.
 
 Results are deterministic and the same bits on every rank: each block is reduced once, by
 its owner, as ``f(...f(f(x0, x1), x2)..., x_{p-1})`` in rank order (the order of
@@ -24,6 +25,10 @@ from .context import Ctx
 from .layout import offsets_of, split_counts
 
 ALGORITHM = "shared"
+# allreduce steps of at most this many bytes per rank skip the second barrier: every rank
+# folds all of them (the same operands in the same order as the block owners would), which
+# reads p times the data but waits once, and a wait (a wake-up) costs more than that read
+FOLD_ALL_BYTES = 256 << 10
 # descriptor codes of the collectives, compared by every step's barrier
 OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST = 1, 2, 3, 4
 
@@ -71,6 +76,9 @@ def allreduce(ctx: Ctx, seg: Any, buf: Buffer, red: BoundReducer, desc: tuple[in
         slots = [_slot(seg, half, q, buf) for q in range(p)]
         slots[r].copy_(0, buf, start, m)
         seg.sync(ctx, half, (OP_ALLREDUCE, *desc))
+        if m * buf.scale * buf.wire.element_size() <= FOLD_ALL_BYTES:
+            _fold(red, buf, start, slots, 0, m)
+            continue
         off = offsets_of(split_counts(m // rec, p, rec))
         lo, hi = off[r], off[r + 1]
         _fold(red, buf, start + lo, slots, lo, hi - lo)
