@@ -273,7 +273,7 @@ class _Training:
             from .distributed import training as dist
 
             dist.check_supported(p)
-            n_threads = dist.rank_threads(comm, p.nthread)  # the ranks of a host share it
+            n_threads = dist.prepare_rank(comm, p.nthread)  # the ranks of a host share it
         else:
             n_threads = p.n_threads
         timer = PhaseTimer()

@@ -1,9 +1,10 @@
-"""Threads of the ranks of one host: each takes its share of the cores by default, and
-Numba's pool is sized to it before it starts."""
+"""Per-process settings of the ranks of one host: each takes its share of the cores by
+default, Numba's pool is sized to it before it starts, glibc keeps freed blocks."""
 
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -20,11 +21,11 @@ def test_default_threads_are_the_host_cores_shared_among_its_ranks(monkeypatch):
     comm = SingleCommunicator()
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert dist.ranks_on_host(comm) == 4
-    assert dist.rank_threads(comm, 0) == max(1, cores // 4)
-    assert dist.rank_threads(comm, 3) == 3  # an explicit nthread wins
+    assert dist.prepare_rank(comm, 0) == max(1, cores // 4)
+    assert dist.prepare_rank(comm, 3) == 3  # an explicit nthread wins
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert dist.ranks_on_host(comm) == 1  # world size 1
-    assert dist.rank_threads(comm, 0) == cores
+    assert dist.prepare_rank(comm, 0) == cores
 
 
 def _run(code: str, **env: str) -> str:
@@ -59,3 +60,11 @@ def test_numba_pool_is_sized_before_it_starts_only(monkeypatch):
     assert (sized, float(total), pool, team, again) == ("True", 1000.0, "1", "1", "False")
     monkeypatch.setenv("NUMBA_NUM_THREADS", "1")  # the user's choice wins
     assert not dist.size_numba_pool(1)
+
+
+def test_allocator_settings_yield_to_the_environment(monkeypatch):
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert not dist.keep_freed_memory()
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert dist.keep_freed_memory()
