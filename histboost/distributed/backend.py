@@ -142,7 +142,8 @@ class DistributedBackend(ComposedSteps):
         # allgather of a few records costs less than the search of the other blocks)
         self.divide_search = tree_learner == "reduce_scatter" or (
             divide_search if divide_search is not None
-            else comm.shares_memory and getattr(local, "name", "") == "cpu")
+            else comm.world_size > 1 and comm.shares_memory
+            and getattr(local, "name", "") == "cpu")
 
     def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
                     **kwargs: Any) -> Any:
