@@ -286,6 +286,8 @@ class _Training:
             objective.check_label(y)
             if isinstance(objective, HostObjective):
                 objective.bind(y, w, dtrain.group)
+            if dist is not None:
+                dist.check_ranking_weights(objective, w)
             if comm is None and w is not None and not np.any(w > 0):
                 raise ValueError("all weights are zero")
             if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
@@ -487,7 +489,10 @@ class _Training:
                 y_e, w_e = es.labels, es.data.weight
                 for m, fn in self.metric_fns.items():
                     pred = _metric_input(objective, es.margin, m)
-                    if m in RANKING:
+                    if m in RANKING and dist is not None:
+                        value = dist.global_ranking_metric(comm, fn, y_e, pred,
+                                                           es.data.group)
+                    elif m in RANKING:
                         value = fn(y_e, pred, w_e, group=es.data.group)
                     elif dist is None:
                         value = fn(y_e, pred, w_e)

@@ -38,10 +38,11 @@ def check_supported(p: TrainParams) -> None:
     from ..objectives import get_objective
 
     objective = get_objective(p.objective, p.num_class, p)
-    if p.objective in RANKING_OBJECTIVES:
-        raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
-                         "yet: the pairs of a query need all of its rows on one rank; train "
-                         "ranking objectives in one process")
+    if p.objective in RANKING_OBJECTIVES and p.lambdarank_pair_method != "topk":
+        raise ValueError(f"lambdarank_pair_method={p.lambdarank_pair_method!r} is not "
+                         "supported by distributed training yet (its pairs are drawn by the "
+                         "query's index on its rank, not in the whole data set); use 'topk' "
+                         "or train in one process")
     if p.objective == "survival:aft":
         raise ValueError("objective 'survival:aft' is not supported by distributed training yet "
                          "(the ranks' intercept and metric code takes one label per row, not the "
@@ -50,7 +51,9 @@ def check_supported(p: TrainParams) -> None:
     if p.scale_pos_weight != 1.0:
         raise ValueError("scale_pos_weight is not supported by distributed training yet; "
                          "weight the positive rows through Dataset(weight=...)")
-    if not objective.intercept_from_mean and p.base_score is None:
+    # ranking has no intercept (0: a constant shifts every score of a query alike)
+    if (not objective.intercept_from_mean and p.base_score is None
+            and p.objective not in RANKING_OBJECTIVES):
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")
     if objective.leaf_alpha is not None or p.objective.startswith("survival:"):
@@ -254,6 +257,28 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
     if sums[1] <= 0:
         raise ValueError("all weights are zero on every rank")
     return objective.base_margin(np.array([sums[0] / sums[1]]), None)
+
+
+def check_ranking_weights(objective: Objective, w: np.ndarray | None) -> None:
+    """Raise ValueError for weighted ranking under a communicator: a ranking objective
+    normalises its query weights by their sum over the queries it holds, which on each rank
+    would be that rank's queries."""
+    if getattr(objective, "needs_groups", False) and w is not None:
+        raise ValueError(f"weighted ranking ({objective.name!r} with Dataset weights) is not "
+                         "supported by distributed training yet (query weights are normalised "
+                         "over the queries of one process); train it in one process")
+
+
+def global_ranking_metric(comm: Communicator, fn: Any, y: np.ndarray, pred: np.ndarray,
+                          group: np.ndarray | None) -> float:
+    """Ranking metric `fn` (NDCG, MAP: a mean over queries) over the queries of all ranks:
+    labels, scores and query sizes gathered from every rank in rank order, the value one
+    process computes on all rows when each rank holds whole queries."""
+    ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)))
+    ps = np.asarray(comm.allgather(np.ascontiguousarray(pred, np.float64)))
+    sizes = np.asarray(group if group is not None else [len(y)], np.int64)
+    groups = np.asarray(comm.allgather(sizes))
+    return fn(ys, ps, None, group=groups)
 
 
 def global_set_facts(comm: Communicator, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
