@@ -43,20 +43,16 @@ def check_supported(p: TrainParams) -> None:
                          "supported by distributed training yet (its pairs are drawn by the "
                          "query's index on its rank, not in the whole data set); use 'topk' "
                          "or train in one process")
-    if p.objective == "survival:aft":
-        raise ValueError("objective 'survival:aft' is not supported by distributed training yet "
-                         "(the ranks' intercept and metric code takes one label per row, not the "
-                         "label_lower_bound / label_upper_bound intervals); train it in one "
-                         "process")
     if p.scale_pos_weight != 1.0:
         raise ValueError("scale_pos_weight is not supported by distributed training yet; "
                          "weight the positive rows through Dataset(weight=...)")
-    # ranking has no intercept (0: a constant shifts every score of a query alike)
+    # ranking has no intercept (0: a constant shifts every score of a query alike), aft a
+    # constant one
     if (not objective.intercept_from_mean and p.base_score is None
-            and p.objective not in RANKING_OBJECTIVES):
+            and p.objective not in RANKING_OBJECTIVES and p.objective != "survival:aft"):
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")
-    if objective.leaf_alpha is not None or p.objective.startswith("survival:"):
+    if objective.leaf_alpha is not None or p.objective == "survival:cox":
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
                          "yet (it needs all rows of a leaf or a risk set together)")
 
@@ -251,6 +247,8 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
     """float64 (K,): the objective's intercept from the weighted mean label of all ranks
     (sum(w * y), sum(w) allreduced). Built-in objectives fit the intercept from that mean
     alone (squared error: the mean; logistic: its logit; softmax and custom: zeros)."""
+    if y.ndim == 2:  # interval labels (survival:aft, whose intercept is a constant)
+        y = y[:, 0]
     ww = np.ones_like(y) if w is None else w
     sums = np.array([float(np.dot(ww, y)), float(ww.sum())], np.float64)
     comm.allreduce(sums, op="sum", inplace=True)
