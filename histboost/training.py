@@ -270,6 +270,9 @@ class _Training:
             from .distributed import training as dist
 
             dist.check_supported(p)
+            n_threads = dist.prepare_rank(comm, p.nthread)  # the ranks of a host share it
+        else:
+            n_threads = p.n_threads
         timer = PhaseTimer()
         try:
             if obj is not None and not callable(obj):
@@ -280,6 +283,8 @@ class _Training:
             objective.check_label(y)
             if isinstance(objective, HostObjective):
                 objective.bind(y, w, dtrain.group)
+            if dist is not None:
+                dist.check_ranking_weights(objective, w)
             if comm is None and w is not None and not np.any(w > 0):
                 raise ValueError("all weights are zero")
             if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
@@ -379,7 +384,7 @@ class _Training:
 
         with timer("binning"):
             # interval labels (survival:aft) only feed host gradients: the backend holds none
-            backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
+            backend_args = dict(n_threads=n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data, mapper=mapper)
             # with categorical features, the matrix with their static columns (uploaded)
@@ -485,7 +490,10 @@ class _Training:
                 y_e, w_e = es.labels, es.data.weight
                 for m, fn in self.metric_fns.items():
                     pred = _metric_input(objective, es.margin, m)
-                    if m in RANKING:
+                    if m in RANKING and dist is not None:
+                        value = dist.global_ranking_metric(comm, fn, y_e, pred,
+                                                           es.data.group)
+                    elif m in RANKING:
                         value = fn(y_e, pred, w_e, group=es.data.group)
                     elif dist is None:
                         value = fn(y_e, pred, w_e)
