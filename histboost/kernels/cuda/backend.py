@@ -162,11 +162,10 @@ class CUDABackend:
         # the two row-index buffers of the partition (module `partition`); a tree's rows are
         # their first entries, the root's in buffer 0
         self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
-        first, last = histogram.feature_groups(self.offsets_host, self._channels)
-        self._group_first = torch.from_numpy(first).to(dev)
-        self._group_last = torch.from_numpy(last).to(dev)
+        self._set_histogram_launch(histogram.HIST_THREADS, None, None)
         self._scales = (1.0, 1.0)
         self._wide = False
+        self._chunk_cap = self._k["common"].CHUNK_ROWS
         self._uses_all_rows = True
         self._ranges = NodeRanges()
         self._side: dict[int, int] = {}  # node -> the row buffer holding its rows
@@ -187,6 +186,49 @@ class CUDABackend:
         self._step_build = None  # int64 (k, TABLE_WIDTH): a step's built children
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
+
+    def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
+                              blocks: int | None) -> None:
+        """The histogram kernel's launch: threads per block, dynamic shared memory per block
+        (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`), and
+        the blocks a call aims at (None: 4 per multiprocessor). The feature groups follow from
+        the shared memory. (Public through `bench/gpu.py`'s sweep of the root kernel.)"""
+        hist = self._k["histogram"]
+        if self.device.type == "cuda":
+            from cuda.core import Device
+
+            props = Device(self.device.index).properties
+            limit = props.max_shared_memory_per_block_optin
+            sms = props.multiprocessor_count
+        else:
+            limit, sms = 4 * hist.SHARED_VALUES, 1
+        nbytes = limit if shared_bytes is None else min(int(shared_bytes), limit)
+        self._shared_values = nbytes // 4
+        self._hist_threads = int(threads)
+        self._hist_blocks = 4 * sms if blocks is None else int(blocks)
+        first, last = hist.feature_groups(self.offsets_host, self._channels,
+                                          self._shared_values)
+        self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
+                                              self._shared_values)
+        self._group_first = self._torch.from_numpy(first).to(self.device)
+        self._group_last = self._torch.from_numpy(last).to(self.device)
+
+    def _hist_chunk(self, rows: int) -> int:
+        """Rows per block of a histogram call over `rows` rows in all: about `_hist_blocks`
+        blocks, at least `CHUNK_ROWS` rows each, at most what 32-bit shared sums allow."""
+        common = self._k["common"]
+        per = -(-int(rows) // self._hist_blocks)
+        chunk = max(common.CHUNK_ROWS, -(-per // common.THREADS) * common.THREADS)
+        return max(1, min(chunk, self._chunk_cap))
+
+    def _launch_build(self, table_d, n_chunks: int) -> None:
+        """The histogram kernel over the chunks of a node table on the device."""
+        hist = self._k["histogram"]
+        hist.BUILD.launch(
+            (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
+            self._words, 4 if self._bin_dtype == np.uint8 else 1, self._ints, self._rows2,
+            table_d, self._group_first, self._group_last, self.offsets, self._channels,
+            self._shared_values, self._wide, self._pool, shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -386,6 +428,7 @@ class CUDABackend:
             self._row_ids, g_inv, h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
         self._scales = (1.0 / g_inv, 1.0 / h_inv)
         self._wide = largest > top
+        self._chunk_cap = self._k["histogram"].chunk_cap(largest)
         self._uses_all_rows = rows is None
         if rows is None:
             n = self.n_rows
@@ -466,14 +509,16 @@ class CUDABackend:
             self._slot[i] = first + j
             self._pending.pop(i, None)
         common = self._k["common"]
-        table, n_chunks = self._node_table(nodes, common.CHUNK_ROWS,
-                                           [(first + j,) for j in range(k)])
+        bounds = self._ranges.bounds(nodes)
+        chunk = self._hist_chunk(sum(max(b - a, 0) for a, b in bounds))
+        table, n_chunks = self._node_table(nodes, chunk, [(first + j,) for j in range(k)])
+        if self._uses_all_rows:  # a node over all rows in order reads no row indices
+            whole = (table[:, common.T_START] == 0) & (table[:, common.T_END] == self.n_rows) \
+                & (table[:, common.T_SIDE] == 0)
+            table[whole, common.T_SIDE] = self._k["histogram"].IDENTITY_SIDE
         if n_chunks:
             (table_d,) = self._upload(table)
-            self._k["histogram"].BUILD[self._bin_dtype].launch(
-                (n_chunks, int(self._group_first.shape[0])), common.THREADS, self.device,
-                self._words, self._ints, self._rows2, table_d, self._group_first,
-                self._group_last, self.offsets, self._channels, self._wide, self._pool)
+            self._launch_build(table_d, n_chunks)
         return self._pool[first:first + k]
 
     def _settle_before_split(self, parents: list[int], built: list[int]) -> None:
@@ -638,7 +683,9 @@ class CUDABackend:
             table, n_chunks = self._partition(parents, records)
             lengths = table[:, common.T_END] - table[:, common.T_START]
             # blocks per parent for its smaller child (at most half its rows)
-            budget = int(-(-(lengths // 2).max(initial=0) // common.CHUNK_ROWS))
+            halves = lengths // 2
+            chunk = self._hist_chunk(int(halves.sum()))
+            budget = int(-(-halves.max(initial=0) // chunk))
             first_slot = self._alloc_slots(k)
             parent_slots = np.array([self._slot[p] for p in parents], np.int64)
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
@@ -655,14 +702,11 @@ class CUDABackend:
             out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
             part.PLAN_CHILDREN.launch(
                 common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
-                max(budget, 1), slots_d, build, search, totals_d, self._front(out, k, 2 * k))
+                max(budget, 1), chunk, slots_d, build, search, totals_d,
+                self._front(out, k, 2 * k))
         with phase(timer, "histogram"):
             if budget:
-                self._k["histogram"].BUILD[self._bin_dtype].launch(
-                    (k * budget, int(self._group_first.shape[0])), common.THREADS,
-                    self.device, self._words, self._ints, self._rows2, build,
-                    self._group_first, self._group_last, self.offsets, self._channels,
-                    self._wide, self._pool)
+                self._launch_build(build, k * budget)
         with phase(timer, "split"):
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)

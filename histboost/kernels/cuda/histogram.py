@@ -6,16 +6,26 @@ same histograms on every run. Histograms are int64 (k, total_bins, C), C = 2 (G,
 the row count.
 
 Histograms live in one pool, int64 (slots, total_bins, C), a node's in the slot the backend
-gives it. Work is cut into chunks of at most `CHUNK_ROWS` rows of one node; all chunks of all
-nodes of a call go in one launch, grid (chunks, feature groups), each block finding its node
-in the call's node table (`_common.chunk_node`). A feature group is a run of consecutive
-features whose slots fit the block's shared-memory histogram (`SHARED_VALUES` int32 values):
-the block sums its chunk there with 32-bit shared atomics (native; 64-bit ones measured 50x
-over the memory floor on an H100), then adds the non-zero slots to the global int64 histogram
-with one global atomic each. A chunk's sums fit in int32 when every |value| is below
-2**31 / CHUNK_ROWS (`MAX_SHARED_VALUE`: the backend's fixed point stays below it, quantised
-pairs of up to 21 bits too). Wider values, and a group of one feature too wide for shared
-memory, sum straight into global memory (the fallback).
+gives it. Work is cut into chunks of rows of one node; all chunks of all nodes of a call go in
+one launch, grid (chunks, feature groups), each block finding its node in the call's node table
+(`_common.chunk_node`). A feature group is a run of consecutive features whose slots fit the
+block's shared-memory histogram (dynamic shared memory, up to the device's opt-in limit per
+block: on an H100 every feature of 28 x 256 bins in one group, read once); the block sums its
+chunk there with 32-bit shared atomics (native; 64-bit ones measured 50x over the memory floor
+on an H100), then adds the non-zero slots to the global int64 histogram with one global atomic
+each. A chunk's sums fit in int32 when chunk rows x max |value| < 2**31, which the backend
+keeps when it sizes the chunks (`chunk_cap`): quantised pairs (at most 2**(bits-1) - 1) allow
+chunks of millions of rows, so a call takes about as many blocks as the device runs at once
+and the flushes to global memory are few; fixed-point pairs of float trees stay below
+`MAX_SHARED_VALUE` (chunks of `CHUNK_ROWS`). Wider values, and a group of one feature too wide
+for shared memory, sum straight into global memory (the fallback).
+
+Rows are read as 32-bit words of packed bins (four one-byte bins, or one int32 bin): the
+block's threads are laid over (row, word) pairs, consecutive threads taking consecutive words
+of a row and then of the next rows, so a warp's loads of the packed matrix are contiguous and
+its atomics land in several features at once (fewer collisions on one bin than a thread per
+row, where 32 rows update one feature together). A root over all rows reads them in order,
+without the row-index buffer (table side `IDENTITY_SIDE`).
 """
 
 from __future__ import annotations
@@ -23,11 +33,25 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..launch import CudaKernel
-from ._common import CHUNK_ROWS, T_SIDE, T_SLOT, THREADS, chunk_node, chunk_rows
+from ..launch import CudaKernel, simulated
+from ._common import CHUNK_ROWS, T_SIDE, T_SLOT, chunk_node, chunk_rows
 
-SHARED_VALUES = 12288  # 48 KiB of int32: 6144 slots of (G, H), 4096 of (G, H, count)
+# int32 values of a block's shared histogram: under the simulator (and by default) 48 KiB,
+# the static limit; on a GPU the backend raises it to the device's opt-in limit
+# (`CUDABackend`, `shared_values`)
+SHARED_VALUES = 12288
 MAX_SHARED_VALUE = 2**31 // CHUNK_ROWS - 1
+# the node-table side of a node whose rows are 0..n-1 in order (the root of a tree over all
+# rows): the kernel reads row p at position p, not through the row-index buffers
+IDENTITY_SIDE = 2
+# threads per histogram block (one warp under the simulator)
+HIST_THREADS = 32 if simulated() else 512
+
+
+def chunk_cap(max_value: float) -> int:
+    """The most rows one block may sum in 32-bit shared memory when no |value| exceeds
+    max_value."""
+    return int((2**31 - 1) // max(1.0, float(max_value)))
 
 
 @cuda.jit(device=True, inline=True)
@@ -49,94 +73,70 @@ def _add(shared, pool, direct, dst, slot, base, channels, g, h):
             cuda.atomic.add(shared, s + 2, np.int32(1))
 
 
-@cuda.jit(device=True, inline=True)
-def _zero(shared, direct, n_values, tid):
-    if not direct:
-        for s in range(tid, n_values, THREADS):
-            shared[s] = 0
-        cuda.syncthreads()
+@cuda.jit
+def _build(words, per_word, gh, rows2, table, group_first, group_last, offsets, channels,
+           shared_values, wide, pool):
+    """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes of
+    `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1.
 
-
-@cuda.jit(device=True, inline=True)
-def _flush(shared, pool, direct, dst, base, channels, n_values, tid):
-    """Add the block's non-zero shared sums to the global histogram."""
-    if not direct:
-        cuda.syncthreads()
-        for s in range(tid, n_values, THREADS):
-            v = shared[s]
-            if v != 0:
-                cuda.atomic.add(pool, (dst, base + s // channels, s % channels), np.int64(v))
-
-
-@cuda.jit(device=True, inline=True)
-def _block_group(group_first, group_last, offsets, channels, wide):
-    """The block's feature group: (first feature, end feature, its first slot, shared values
-    it needs, whether it sums straight into global memory; block-uniform)."""
+    words: int32 (n, W), each holding per_word bins of consecutive features (4: one-byte bins,
+    feature 4w + j in byte j of word w; 1: int32 bins); gh: int32 (n, 2); rows2: int32 (2, n),
+    the two row-index buffers; shared_values: int32 values of the launch's dynamic shared
+    memory (a group needing more, or `wide` values (chunk sums may exceed int32), sums in
+    global memory)."""
+    c = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    threads = cuda.blockDim.x
+    shared = cuda.shared.array(0, np.int32)
     f_lo = group_first[cuda.blockIdx.y]
     f_hi = group_last[cuda.blockIdx.y]
     base = offsets[f_lo]
     n_values = (offsets[f_hi] - base) * channels
-    return f_lo, f_hi, base, n_values, wide or n_values > SHARED_VALUES
-
-
-@cuda.jit
-def _build(bins, gh, rows2, table, group_first, group_last, offsets, channels, wide, pool):
-    """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes of
-    `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1; `wide`:
-    values may exceed MAX_SHARED_VALUE (sum in global memory). bins: (n, F) int32 (wide
-    bins); rows2: int32 (2, n), the two row-index buffers."""
-    c = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
-                                                      channels, wide)
+    direct = wide or n_values > shared_values
     j = chunk_node(table, c)
     start, end = chunk_rows(table, j, c)
     if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
         return
     side = table[j, T_SIDE]
     dst = table[j, T_SLOT]
-    _zero(shared, direct, n_values, tid)
-    for p in range(start + tid, end, THREADS):
-        r = rows2[side, p]
-        g = gh[r, 0]
-        h = gh[r, 1]
-        for f in range(f_lo, f_hi):
-            _add(shared, pool, direct, dst, offsets[f] + np.int64(bins[r, f]), base, channels,
-                 g, h)
-    _flush(shared, pool, direct, dst, base, channels, n_values, tid)
-
-
-@cuda.jit
-def _build_words(words, gh, rows2, table, group_first, group_last, offsets, channels, wide,
-                 pool):
-    """`_build` over one-byte bins read four at a time: words (n, ceil(F / 4)) int32 views
-    of the (n, 4 * ceil(F / 4)) uint8 matrix; a quarter of the load instructions."""
-    c = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
-                                                      channels, wide)
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
-        return
-    side = table[j, T_SIDE]
-    dst = table[j, T_SLOT]
-    _zero(shared, direct, n_values, tid)
-    for p in range(start + tid, end, THREADS):
-        r = rows2[side, p]
-        g = gh[r, 0]
-        h = gh[r, 1]
-        for w in range(f_lo // 4, (f_hi + 3) // 4):
-            word = words[r, w]
-            for j4 in range(4):
-                f = 4 * w + j4
-                if f_lo <= f < f_hi:
-                    b = (word >> (8 * j4)) & 0xFF
-                    _add(shared, pool, direct, dst, offsets[f] + np.int64(b), base, channels,
-                         g, h)
-    _flush(shared, pool, direct, dst, base, channels, n_values, tid)
+    if not direct:
+        for s in range(tid, n_values, threads):
+            shared[s] = 0
+        cuda.syncthreads()
+    # threads over (row, word) pairs: a pass takes `per_pass` rows, each thread one word of
+    # one of them (or, for a group wider than the block, every threads-th word of each row)
+    w_lo = f_lo // per_word
+    w_hi = (f_hi + per_word - 1) // per_word
+    n_words = w_hi - w_lo
+    if n_words <= threads:
+        per_pass = threads // n_words
+        first_row = tid // n_words
+        w_first = w_lo + tid % n_words
+        w_step = n_words
+    else:
+        per_pass = 1
+        first_row = 0
+        w_first = w_lo + tid
+        w_step = threads
+    if first_row < per_pass:
+        for p in range(start + first_row, end, per_pass):
+            r = p if side == IDENTITY_SIDE else rows2[side, p]
+            g = gh[r, 0]
+            h = gh[r, 1]
+            for w in range(w_first, w_hi, w_step):
+                word = words[r, w]
+                for k in range(per_word):
+                    f = w * per_word + k
+                    if f_lo <= f < f_hi:
+                        b = np.int64(word) if per_word == 1 else np.int64((word >> (8 * k))
+                                                                         & 0xFF)
+                        _add(shared, pool, direct, dst, offsets[f] + b, base, channels, g, h)
+    if not direct:
+        cuda.syncthreads()
+        for s in range(tid, n_values, threads):
+            v = shared[s]
+            if v != 0:
+                cuda.atomic.add(pool, (dst, base + s // channels, s % channels), np.int64(v))
 
 
 @cuda.jit
@@ -154,11 +154,13 @@ def _subtract(pool, pairs):
     pool[pairs[m, 0], s, ch] -= pool[pairs[m, 1], s, ch]
 
 
-def feature_groups(offsets: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs of consecutive features whose slots fit the shared histogram: int64 (first,
-    last + 1) arrays; a feature too wide for it forms a group of its own."""
+def feature_groups(offsets: np.ndarray, channels: int, shared_values: int = SHARED_VALUES
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of consecutive features whose slots fit a shared histogram of `shared_values`
+    int32 values: int64 (first, last + 1) arrays; a feature too wide for it forms a group of
+    its own."""
     first, last = [], []
-    cap = SHARED_VALUES // channels
+    cap = shared_values // channels
     f, n_features = 0, len(offsets) - 1
     while f < n_features:
         g = f + 1
@@ -170,10 +172,17 @@ def feature_groups(offsets: np.ndarray, channels: int) -> tuple[np.ndarray, np.n
     return np.array(first, np.int64), np.array(last, np.int64)
 
 
-_SPEC_TAIL = (("int32", 2), ("int32", 2), ("int64", 2), ("int64", 1), ("int64", 1),
-              ("int64", 1), "int64", "boolean", ("int64", 3))
-# by the dtype of the backend's bins: one-byte bins are read as int32 words
-BUILD = {np.dtype(np.uint8): CudaKernel(_build_words, (("int32", 2), *_SPEC_TAIL)),
-         np.dtype(np.int32): CudaKernel(_build, (("int32", 2), *_SPEC_TAIL))}
+def shared_bytes(offsets: np.ndarray, first: np.ndarray, last: np.ndarray, channels: int,
+                 shared_values: int) -> int:
+    """Dynamic shared memory of a launch over these groups: the largest group that sums in
+    shared memory (bytes; 0 when none does)."""
+    need = [(int(offsets[b]) - int(offsets[a])) * channels for a, b in zip(first, last,
+                                                                        strict=True)]
+    return 4 * max([v for v in need if v <= shared_values], default=0)
+
+
+BUILD = CudaKernel(_build, (("int32", 2), "int64", ("int32", 2), ("int32", 2), ("int64", 2),
+                            ("int64", 1), ("int64", 1), ("int64", 1), "int64", "int64",
+                            "boolean", ("int64", 3)))
 SUBTRACT = CudaKernel(_subtract, (("int64", 3), ("int64", 2)))
-KERNELS = (*BUILD.values(), SUBTRACT)
+KERNELS = (BUILD, SUBTRACT)
