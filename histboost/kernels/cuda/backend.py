@@ -17,8 +17,9 @@ Histograms are always integer sums, so they do not depend on the order of the at
 model is the same bits on every run. Quantised trees round the pairs as the CPU engine does
 (stochastically, `grad_quant_bits`), so both engines grow the same trees. Float trees round
 them to nearest in fixed point with a power-of-two scale putting max |g| (and max |h|) just
-below 2**20, the largest value the histogram kernel sums in 32-bit shared memory: an error of
-at most about 2**-20 of the tree's largest value per row, unbiased over many rows (LightGBM's
+below `histogram.MAX_SHARED_VALUE` (2**17 on a GPU), the largest value the histogram kernel
+sums in 32-bit shared memory in its blocks of rows: an error of at most about 2**-17 of the
+tree's largest value per row, unbiased over many rows (LightGBM's
 quantised training works with 2**-7).
 """
 
@@ -91,8 +92,6 @@ class CUDABackend:
     """
 
     name = "cuda"
-    # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
-    row_rounding = 2.0**-19
 
     def __init__(self, bins: np.ndarray | None, bin_offsets: np.ndarray, device: str = "cuda",
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
@@ -104,6 +103,8 @@ class CUDABackend:
 
         self._torch = torch
         _torch_dtypes(torch)
+        # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
+        self.row_rounding = max(2.0**-19, 2.0 / (histogram.MAX_SHARED_VALUE + 1))
         self._k = {"common": _common, "gradients": gradients, "histogram": histogram,
                    "partition": partition, "predict": predict, "split": split,
                    "binning": binning}
@@ -191,7 +192,8 @@ class CUDABackend:
                               blocks: int | None) -> None:
         """The histogram kernel's launch: threads per block, dynamic shared memory per block
         (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`), and
-        the blocks a call aims at (None: 4 per multiprocessor). The feature groups follow from
+        the blocks a call aims at (None: as many as the device runs at once, `blocks_per_sm`
+        per multiprocessor). The feature groups follow from
         the shared memory. (Public through `bench/gpu.py`'s sweep of the root kernel.)"""
         hist = self._k["histogram"]
         if self.device.type == "cuda":
@@ -205,7 +207,7 @@ class CUDABackend:
         nbytes = limit if shared_bytes is None else min(int(shared_bytes), limit)
         self._shared_values = nbytes // 4
         self._hist_threads = int(threads)
-        self._hist_blocks = 4 * sms if blocks is None else int(blocks)
+        self._hist_blocks = hist.BLOCKS_PER_SM * sms if blocks is None else int(blocks)
         first, last = hist.feature_groups(self.offsets_host, self._channels,
                                           self._shared_values)
         self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
@@ -215,18 +217,19 @@ class CUDABackend:
 
     def _hist_chunk(self, rows: int) -> int:
         """Rows per block of a histogram call over `rows` rows in all: about `_hist_blocks`
-        blocks, at least `CHUNK_ROWS` rows each, at most what 32-bit shared sums allow."""
-        common = self._k["common"]
+        blocks (at least `MIN_CHUNK_ROWS` rows each: a block zeroes and flushes its whole
+        shared histogram), at most what 32-bit shared sums allow."""
+        hist = self._k["histogram"]
         per = -(-int(rows) // self._hist_blocks)
-        chunk = max(common.CHUNK_ROWS, -(-per // common.THREADS) * common.THREADS)
+        chunk = max(hist.MIN_CHUNK_ROWS, -(-per // hist.MIN_CHUNK_ROWS) * hist.MIN_CHUNK_ROWS)
         return max(1, min(chunk, self._chunk_cap))
 
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The histogram kernel over the chunks of a node table on the device."""
         hist = self._k["histogram"]
-        hist.BUILD.launch(
+        hist.BUILD[self._bin_dtype].launch(
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
-            self._words, 4 if self._bin_dtype == np.uint8 else 1, self._ints, self._rows2,
+            self._words, self._ints, self._rows2,
             table_d, self._group_first, self._group_last, self.offsets, self._channels,
             self._shared_values, self._wide, self._pool, shared_bytes=self._hist_shared)
 

@@ -17,7 +17,7 @@ each. A chunk's sums fit in int32 when chunk rows x max |value| < 2**31, which t
 keeps when it sizes the chunks (`chunk_cap`): quantised pairs (at most 2**(bits-1) - 1) allow
 chunks of millions of rows, so a call takes about as many blocks as the device runs at once
 and the flushes to global memory are few; fixed-point pairs of float trees stay below
-`MAX_SHARED_VALUE` (chunks of `CHUNK_ROWS`). Wider values, and a group of one feature too wide
+`MAX_SHARED_VALUE` (chunks of `FLOAT_CHUNK_ROWS`). Wider values, and a group of one feature too wide
 for shared memory, sum straight into global memory (the fallback).
 
 Rows are read as 32-bit words of packed bins (four one-byte bins, or one int32 bin): the
@@ -40,12 +40,27 @@ from ._common import CHUNK_ROWS, T_SIDE, T_SLOT, chunk_node, chunk_rows
 # the static limit; on a GPU the backend raises it to the device's opt-in limit
 # (`CUDABackend`, `shared_values`)
 SHARED_VALUES = 12288
-MAX_SHARED_VALUE = 2**31 // CHUNK_ROWS - 1
+# fixed-point pairs of float trees stay below MAX_SHARED_VALUE, so that chunks of
+# FLOAT_CHUNK_ROWS rows sum in 32-bit shared memory: 2**17 - 1 on a GPU (a pair's rounding
+# error at most 2**-17 of the tree's largest; LightGBM's quantised training works with 2**-7)
+# with blocks of 16384 rows (10M rows: 611 blocks; chunks of 2048 rows took eight times the
+# flushes to global memory)
+FLOAT_CHUNK_ROWS = CHUNK_ROWS if simulated() else 16384
+MAX_SHARED_VALUE = 2**31 // FLOAT_CHUNK_ROWS - 1
 # the node-table side of a node whose rows are 0..n-1 in order (the root of a tree over all
 # rows): the kernel reads row p at position p, not through the row-index buffers
 IDENTITY_SIDE = 2
-# threads per histogram block (one warp under the simulator)
+# threads per histogram block (one warp under the simulator), and the kernel's launch bounds:
+# at most HIST_THREADS threads a block, at least 3 blocks a multiprocessor (which caps the
+# registers a thread takes: 40 at 512 threads, against 64 unbounded, which left one block of
+# 512 threads a multiprocessor; a one-group shared histogram of 28 x 256 bins x (G, H) takes
+# 56 KiB a block, so 3 blocks fit an H100's 228 KiB)
 HIST_THREADS = 32 if simulated() else 512
+BLOCKS_PER_SM = 3
+LAUNCH_BOUNDS = None if simulated() else (HIST_THREADS, BLOCKS_PER_SM)
+# rows per block at least (a multiple of it): under the simulator a warp's worth, so that the
+# tests' small nodes take several chunks
+MIN_CHUNK_ROWS = CHUNK_ROWS if simulated() else 512
 
 
 def chunk_cap(max_value: float) -> int:
@@ -54,89 +69,96 @@ def chunk_cap(max_value: float) -> int:
     return int((2**31 - 1) // max(1.0, float(max_value)))
 
 
-@cuda.jit(device=True, inline=True)
-def _add(shared, pool, direct, dst, slot, base, channels, g, h):
-    """One (row, feature) pair into the block's shared histogram, or straight into the global
-    one (the fallback)."""
-    if direct:
-        cuda.atomic.add(pool, (dst, slot, 0), np.int64(g))
-        cuda.atomic.add(pool, (dst, slot, 1), np.int64(h))
-        if channels == 3:
-            cuda.atomic.add(pool, (dst, slot, 2), np.int64(1))
-    else:
-        # (G, H[, count]) of a slot side by side: measured 1.2 ms for the 10M-row root on an
-        # H100, against 2.0 ms with one region per channel
-        s = (slot - base) * channels
-        cuda.atomic.add(shared, s, g)
-        cuda.atomic.add(shared, s + 1, h)
-        if channels == 3:
-            cuda.atomic.add(shared, s + 2, np.int32(1))
+def _make_build(per_word: int, launch_bounds):
+    """The histogram kernel for words holding `per_word` bins (4: one-byte bins, 1: int32
+    bins; a compile-time constant, so the loop over a word's bins unrolls)."""
+    bits = 32 // per_word
+    mask = (1 << bits) - 1 if per_word > 1 else -1
 
+    # (the simulator's jit takes no launch bounds)
+    options = {} if launch_bounds is None else {"launch_bounds": launch_bounds}
 
-@cuda.jit
-def _build(words, per_word, gh, rows2, table, group_first, group_last, offsets, channels,
-           shared_values, wide, pool):
-    """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes of
-    `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1.
+    @cuda.jit(**options)
+    def _build(words, gh, rows2, table, group_first, group_last, offsets, channels,
+              shared_values, wide, pool):
+        """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes
+        of `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1.
 
-    words: int32 (n, W), each holding per_word bins of consecutive features (4: one-byte bins,
-    feature 4w + j in byte j of word w; 1: int32 bins); gh: int32 (n, 2); rows2: int32 (2, n),
-    the two row-index buffers; shared_values: int32 values of the launch's dynamic shared
-    memory (a group needing more, or `wide` values (chunk sums may exceed int32), sums in
-    global memory)."""
-    c = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    threads = cuda.blockDim.x
-    shared = cuda.shared.array(0, np.int32)
-    f_lo = group_first[cuda.blockIdx.y]
-    f_hi = group_last[cuda.blockIdx.y]
-    base = offsets[f_lo]
-    n_values = (offsets[f_hi] - base) * channels
-    direct = wide or n_values > shared_values
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
-        return
-    side = table[j, T_SIDE]
-    dst = table[j, T_SLOT]
-    if not direct:
-        for s in range(tid, n_values, threads):
-            shared[s] = 0
-        cuda.syncthreads()
-    # threads over (row, word) pairs: a pass takes `per_pass` rows, each thread one word of
-    # one of them (or, for a group wider than the block, every threads-th word of each row)
-    w_lo = f_lo // per_word
-    w_hi = (f_hi + per_word - 1) // per_word
-    n_words = w_hi - w_lo
-    if n_words <= threads:
-        per_pass = threads // n_words
-        first_row = tid // n_words
-        w_first = w_lo + tid % n_words
-        w_step = n_words
-    else:
-        per_pass = 1
-        first_row = 0
-        w_first = w_lo + tid
-        w_step = threads
-    if first_row < per_pass:
-        for p in range(start + first_row, end, per_pass):
-            r = p if side == IDENTITY_SIDE else rows2[side, p]
-            g = gh[r, 0]
-            h = gh[r, 1]
-            for w in range(w_first, w_hi, w_step):
-                word = words[r, w]
-                for k in range(per_word):
-                    f = w * per_word + k
-                    if f_lo <= f < f_hi:
-                        b = np.int64(word) if per_word == 1 else np.int64((word >> (8 * k))
-                                                                         & 0xFF)
-                        _add(shared, pool, direct, dst, offsets[f] + b, base, channels, g, h)
-    if not direct:
-        cuda.syncthreads()
-        for s in range(tid, n_values, threads):
-            v = shared[s]
-            if v != 0:
-                cuda.atomic.add(pool, (dst, base + s // channels, s % channels), np.int64(v))
+        words: int32 (n, W), per_word bins of consecutive features each (feature
+        per_word * w + j in bits [bits * j, bits * (j + 1)) of word w); gh: int32 (n, 2);
+        rows2: int32 (2, n), the two row-index buffers; shared_values: int32 values of the
+        launch's dynamic shared memory (a group needing more, or `wide` values (chunk sums
+        may exceed int32), sums straight into global memory)."""
+        c = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        threads = cuda.blockDim.x
+        shared = cuda.shared.array(0, np.int32)
+        f_lo = group_first[cuda.blockIdx.y]
+        f_hi = group_last[cuda.blockIdx.y]
+        base = offsets[f_lo]
+        n_values = (offsets[f_hi] - base) * channels
+        direct = wide or n_values > shared_values
+        j = chunk_node(table, c)
+        start, end = chunk_rows(table, j, c)
+        if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
+            return
+        side = table[j, T_SIDE]
+        dst = table[j, T_SLOT]
+        if not direct:
+            for s in range(tid, n_values, threads):
+                shared[s] = 0
+            cuda.syncthreads()
+        # threads over (row, word) pairs: a pass takes `per_pass` rows, each thread one word
+        # of one of them (or, for a group wider than the block, every threads-th word of
+        # each row)
+        w_lo = f_lo // per_word
+        w_hi = (f_hi + per_word - 1) // per_word
+        n_words = w_hi - w_lo
+        if n_words <= threads:
+            per_pass = threads // n_words
+            first_row = tid // n_words
+            w_first = w_lo + tid % n_words
+            w_step = n_words
+        else:
+            per_pass = 1
+            first_row = 0
+            w_first = w_lo + tid
+            w_step = threads
+        if first_row < per_pass:
+            for p in range(start + first_row, end, per_pass):
+                r = p if side == IDENTITY_SIDE else rows2[side, p]
+                g = gh[r, 0]
+                h = gh[r, 1]
+                for w in range(w_first, w_hi, w_step):
+                    word = words[r, w]
+                    for k in range(per_word):
+                        f = w * per_word + k
+                        if f_lo <= f < f_hi:
+                            b = (word >> (bits * k)) & mask
+                            slot = offsets[f] + b
+                            if direct:
+                                cuda.atomic.add(pool, (dst, slot, 0), np.int64(g))
+                                cuda.atomic.add(pool, (dst, slot, 1), np.int64(h))
+                                if channels == 3:
+                                    cuda.atomic.add(pool, (dst, slot, 2), np.int64(1))
+                            else:
+                                # (G, H[, count]) of a slot side by side: measured 1.2 ms for
+                                # the 10M-row root on an H100, against 2.0 ms with one region
+                                # per channel
+                                i = np.int32(slot - base) * np.int32(channels)
+                                cuda.atomic.add(shared, i, g)
+                                cuda.atomic.add(shared, i + 1, h)
+                                if channels == 3:
+                                    cuda.atomic.add(shared, i + 2, np.int32(1))
+        if not direct:
+            cuda.syncthreads()
+            for s in range(tid, n_values, threads):
+                v = shared[s]
+                if v != 0:
+                    cuda.atomic.add(pool, (dst, base + s // channels, s % channels),
+                                    np.int64(v))
+
+    return _build
 
 
 @cuda.jit
@@ -181,8 +203,10 @@ def shared_bytes(offsets: np.ndarray, first: np.ndarray, last: np.ndarray, chann
     return 4 * max([v for v in need if v <= shared_values], default=0)
 
 
-BUILD = CudaKernel(_build, (("int32", 2), "int64", ("int32", 2), ("int32", 2), ("int64", 2),
-                            ("int64", 1), ("int64", 1), ("int64", 1), "int64", "int64",
-                            "boolean", ("int64", 3)))
+_BUILD_SPEC = (("int32", 2), ("int32", 2), ("int32", 2), ("int64", 2), ("int64", 1),
+               ("int64", 1), ("int64", 1), "int64", "int64", "boolean", ("int64", 3))
+# by the dtype of the backend's bins: one-byte bins are read as int32 words of four
+BUILD = {np.dtype(np.uint8): CudaKernel(_make_build(4, LAUNCH_BOUNDS), _BUILD_SPEC),
+         np.dtype(np.int32): CudaKernel(_make_build(1, LAUNCH_BOUNDS), _BUILD_SPEC)}
 SUBTRACT = CudaKernel(_subtract, (("int64", 3), ("int64", 2)))
-KERNELS = (BUILD, SUBTRACT)
+KERNELS = (*BUILD.values(), SUBTRACT)
