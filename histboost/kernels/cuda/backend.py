@@ -189,12 +189,13 @@ class CUDABackend:
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
-                              blocks: int | None) -> None:
+                              blocks: int | None, skew: int = 8) -> None:
         """The histogram kernel's launch: threads per block, dynamic shared memory per block
-        (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`), and
-        the blocks a call aims at (None: as many as the device runs at once, `blocks_per_sm`
-        per multiprocessor). The feature groups follow from
-        the shared memory. (Public through `bench/gpu.py`'s sweep of the root kernel.)"""
+        (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`),
+        the blocks a call aims at (None: as many as the device runs at once, `BLOCKS_PER_SM`
+        per multiprocessor) and the shared histogram's padding (a word every 2**skew slots).
+        The feature groups follow from the shared memory. (`bench/gpu.py` sweeps these on the
+        root.)"""
         hist = self._k["histogram"]
         if self.device.type == "cuda":
             from cuda.core import Device
@@ -208,10 +209,11 @@ class CUDABackend:
         self._shared_values = nbytes // 4
         self._hist_threads = int(threads)
         self._hist_blocks = hist.BLOCKS_PER_SM * sms if blocks is None else int(blocks)
+        self._skew = int(skew)
         first, last = hist.feature_groups(self.offsets_host, self._channels,
-                                          self._shared_values)
+                                          self._shared_values, self._skew)
         self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
-                                              self._shared_values)
+                                              self._shared_values, self._skew)
         self._group_first = self._torch.from_numpy(first).to(self.device)
         self._group_last = self._torch.from_numpy(last).to(self.device)
 
@@ -224,6 +226,18 @@ class CUDABackend:
         chunk = max(hist.MIN_CHUNK_ROWS, -(-per // hist.MIN_CHUNK_ROWS) * hist.MIN_CHUNK_ROWS)
         return max(1, min(chunk, self._chunk_cap))
 
+    def _build_budget(self, max_half: int, k: int) -> tuple[int, int]:
+        """Blocks per parent for its smaller child (at most max_half rows) in a step over k
+        parents, and the fewest rows a block takes: about `_hist_blocks` blocks in all (each
+        child's rows split evenly over its parent's blocks, `partition.PLAN_CHILDREN`), no
+        block over what 32-bit shared sums allow, none under `MIN_CHUNK_ROWS` rows where
+        fewer blocks do. (0, _): no rows to build."""
+        if max_half <= 0:
+            return 0, 1
+        min_chunk = min(self._k["histogram"].MIN_CHUNK_ROWS, self._chunk_cap)
+        spread = min(-(-self._hist_blocks // k), -(-max_half // min_chunk))
+        return max(1, spread, -(-max_half // self._chunk_cap)), min_chunk
+
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The histogram kernel over the chunks of a node table on the device."""
         hist = self._k["histogram"]
@@ -231,7 +245,8 @@ class CUDABackend:
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
             self._words, self._ints, self._rows2,
             table_d, self._group_first, self._group_last, self.offsets, self._channels,
-            self._shared_values, self._wide, self._pool, shared_bytes=self._hist_shared)
+            self._shared_values, self._skew, self._wide, self._pool,
+            shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -685,10 +700,7 @@ class CUDABackend:
             self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
             lengths = table[:, common.T_END] - table[:, common.T_START]
-            # blocks per parent for its smaller child (at most half its rows)
-            halves = lengths // 2
-            chunk = self._hist_chunk(int(halves.sum()))
-            budget = int(-(-halves.max(initial=0) // chunk))
+            budget, min_chunk = self._build_budget(int((lengths // 2).max(initial=0)), k)
             first_slot = self._alloc_slots(k)
             parent_slots = np.array([self._slot[p] for p in parents], np.int64)
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
@@ -705,7 +717,7 @@ class CUDABackend:
             out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
             part.PLAN_CHILDREN.launch(
                 common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
-                max(budget, 1), chunk, slots_d, build, search, totals_d,
+                max(budget, 1), min_chunk, slots_d, build, search, totals_d,
                 self._front(out, k, 2 * k))
         with phase(timer, "histogram"):
             if budget:

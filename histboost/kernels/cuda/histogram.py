@@ -80,7 +80,7 @@ def _make_build(per_word: int, launch_bounds):
 
     @cuda.jit(**options)
     def _build(words, gh, rows2, table, group_first, group_last, offsets, channels,
-              shared_values, wide, pool):
+               shared_values, skew, wide, pool):
         """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes
         of `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1.
 
@@ -88,7 +88,8 @@ def _make_build(per_word: int, launch_bounds):
         per_word * w + j in bits [bits * j, bits * (j + 1)) of word w); gh: int32 (n, 2);
         rows2: int32 (2, n), the two row-index buffers; shared_values: int32 values of the
         launch's dynamic shared memory (a group needing more, or `wide` values (chunk sums
-        may exceed int32), sums straight into global memory)."""
+        may exceed int32), sums straight into global memory); skew: slot v of the group
+        sits at v * channels + (v >> skew) (`padded_values`)."""
         c = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         threads = cuda.blockDim.x
@@ -96,8 +97,10 @@ def _make_build(per_word: int, launch_bounds):
         f_lo = group_first[cuda.blockIdx.y]
         f_hi = group_last[cuda.blockIdx.y]
         base = offsets[f_lo]
-        n_values = (offsets[f_hi] - base) * channels
-        direct = wide or n_values > shared_values
+        n_slots = offsets[f_hi] - base
+        n_values = n_slots * channels
+        n_padded = n_values + (n_slots >> skew) + 1
+        direct = wide or n_padded > shared_values
         j = chunk_node(table, c)
         start, end = chunk_rows(table, j, c)
         if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
@@ -105,7 +108,7 @@ def _make_build(per_word: int, launch_bounds):
         side = table[j, T_SIDE]
         dst = table[j, T_SLOT]
         if not direct:
-            for s in range(tid, n_values, threads):
+            for s in range(tid, n_padded, threads):
                 shared[s] = 0
             cuda.syncthreads()
         # threads over (row, word) pairs: a pass takes `per_pass` rows, each thread one word
@@ -142,10 +145,14 @@ def _make_build(per_word: int, launch_bounds):
                                 if channels == 3:
                                     cuda.atomic.add(pool, (dst, slot, 2), np.int64(1))
                             else:
-                                # (G, H[, count]) of a slot side by side: measured 1.2 ms for
-                                # the 10M-row root on an H100, against 2.0 ms with one region
-                                # per channel
-                                i = np.int32(slot - base) * np.int32(channels)
+                                # (G, H[, count]) of a slot side by side (measured 1.2 ms
+                                # for the 10M-row root on an H100, against 2.0 ms with one
+                                # region per channel), a word of padding every 2**skew slots:
+                                # without it bin b of every 256-bin feature falls in one
+                                # bank, and the lanes of a warp, several features at once,
+                                # collide there
+                                v = slot - base
+                                i = v * channels + (v >> skew)
                                 cuda.atomic.add(shared, i, g)
                                 cuda.atomic.add(shared, i + 1, h)
                                 if channels == 3:
@@ -153,10 +160,10 @@ def _make_build(per_word: int, launch_bounds):
         if not direct:
             cuda.syncthreads()
             for s in range(tid, n_values, threads):
-                v = shared[s]
-                if v != 0:
-                    cuda.atomic.add(pool, (dst, base + s // channels, s % channels),
-                                    np.int64(v))
+                v = s // channels
+                total = shared[s + (v >> skew)]
+                if total != 0:
+                    cuda.atomic.add(pool, (dst, base + v, s - v * channels), np.int64(total))
 
     return _build
 
@@ -176,17 +183,23 @@ def _subtract(pool, pairs):
     pool[pairs[m, 0], s, ch] -= pool[pairs[m, 1], s, ch]
 
 
-def feature_groups(offsets: np.ndarray, channels: int, shared_values: int = SHARED_VALUES
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def padded_values(n_slots: int, channels: int, skew: int) -> int:
+    """int32 values of a shared histogram of n_slots slots: `channels` a slot and a word of
+    padding every 2**skew slots (the kernel's layout), and one more."""
+    return n_slots * channels + (n_slots >> skew) + 1
+
+
+def feature_groups(offsets: np.ndarray, channels: int, shared_values: int = SHARED_VALUES,
+                   skew: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """Runs of consecutive features whose slots fit a shared histogram of `shared_values`
-    int32 values: int64 (first, last + 1) arrays; a feature too wide for it forms a group of
-    its own."""
+    int32 values (`padded_values`): int64 (first, last + 1) arrays; a feature too wide for it
+    forms a group of its own."""
     first, last = [], []
-    cap = shared_values // channels
     f, n_features = 0, len(offsets) - 1
     while f < n_features:
         g = f + 1
-        while g < n_features and offsets[g + 1] - offsets[f] <= cap:
+        while g < n_features and padded_values(int(offsets[g + 1] - offsets[f]), channels,
+                                               skew) <= shared_values:
             g += 1
         first.append(f)
         last.append(g)
@@ -195,16 +208,17 @@ def feature_groups(offsets: np.ndarray, channels: int, shared_values: int = SHAR
 
 
 def shared_bytes(offsets: np.ndarray, first: np.ndarray, last: np.ndarray, channels: int,
-                 shared_values: int) -> int:
+                 shared_values: int, skew: int = 8) -> int:
     """Dynamic shared memory of a launch over these groups: the largest group that sums in
     shared memory (bytes; 0 when none does)."""
-    need = [(int(offsets[b]) - int(offsets[a])) * channels for a, b in zip(first, last,
-                                                                        strict=True)]
+    need = [padded_values(int(offsets[b]) - int(offsets[a]), channels, skew)
+            for a, b in zip(first, last, strict=True)]
     return 4 * max([v for v in need if v <= shared_values], default=0)
 
 
 _BUILD_SPEC = (("int32", 2), ("int32", 2), ("int32", 2), ("int64", 2), ("int64", 1),
-               ("int64", 1), ("int64", 1), "int64", "int64", "boolean", ("int64", 3))
+               ("int64", 1), ("int64", 1), "int64", "int64", "int64", "boolean",
+               ("int64", 3))
 # by the dtype of the backend's bins: one-byte bins are read as int32 words of four
 BUILD = {np.dtype(np.uint8): CudaKernel(_make_build(4, LAUNCH_BOUNDS), _BUILD_SPEC),
          np.dtype(np.int32): CudaKernel(_make_build(1, LAUNCH_BOUNDS), _BUILD_SPEC)}
