@@ -96,8 +96,7 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     """Median time of the root histogram kernel, and the memory floor: the bytes it must
     read once (bins, integer pairs) over the measured copy bandwidth. Then a sweep of the
     kernel's launch (threads per block, blocks per call, shared memory per block: 48 KiB
-    takes two feature groups at 28 x 256 bins; padding of the shared histogram against bank
-    conflicts), each checked to give the same histogram,
+    takes two feature groups at 28 x 256 bins), each checked to give the same histogram,
     and the root read through the row-index buffer (as every deeper node is)."""
     import torch
 
@@ -122,13 +121,11 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     del buf, dst
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sweep = {}
-    for threads, blocks, shared, skew in (
-            (512, 3, None, 8), (512, 3, None, 31), (512, 3, None, 5), (512, 3, None, 4),
-            (512, 6, None, 8), (512, 12, None, 8), (256, 6, None, 8), (512, 3, 48 << 10, 8)):
-        name = (f"threads={threads} blocks/SM={blocks} shared={shared or 'max'} "
-                f"padding every {2**skew} slots")
+    for threads, blocks, shared in ((512, 3, None), (512, 6, None), (512, 12, None),
+                                    (256, 6, None), (512, 3, 48 << 10)):
+        name = f"threads={threads} blocks/SM={blocks} shared={shared or 'max'}"
         try:
-            be._set_histogram_launch(threads, shared, blocks * sms, skew)
+            be._set_histogram_launch(threads, shared, blocks * sms)
             ms = root()
             sweep[name] = (ms, bool(torch.equal(be.build_histograms([0]), want)))
         except Exception as e:  # a launch the device refuses

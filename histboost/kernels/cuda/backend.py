@@ -189,13 +189,12 @@ class CUDABackend:
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
-                              blocks: int | None, skew: int = 8) -> None:
+                              blocks: int | None) -> None:
         """The histogram kernel's launch: threads per block, dynamic shared memory per block
         (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`),
-        the blocks a call aims at (None: as many as the device runs at once, `BLOCKS_PER_SM`
-        per multiprocessor) and the shared histogram's padding (a word every 2**skew slots).
-        The feature groups follow from the shared memory. (`bench/gpu.py` sweeps these on the
-        root.)"""
+        and the blocks a call aims at (None: as many as the device runs at once,
+        `BLOCKS_PER_SM` per multiprocessor). The feature groups follow from the shared memory.
+        (`bench/gpu.py` sweeps these on the root.)"""
         hist = self._k["histogram"]
         if self.device.type == "cuda":
             from cuda.core import Device
@@ -209,11 +208,10 @@ class CUDABackend:
         self._shared_values = nbytes // 4
         self._hist_threads = int(threads)
         self._hist_blocks = hist.BLOCKS_PER_SM * sms if blocks is None else int(blocks)
-        self._skew = int(skew)
         first, last = hist.feature_groups(self.offsets_host, self._channels,
-                                          self._shared_values, self._skew)
+                                          self._shared_values)
         self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
-                                              self._shared_values, self._skew)
+                                              self._shared_values)
         self._group_first = self._torch.from_numpy(first).to(self.device)
         self._group_last = self._torch.from_numpy(last).to(self.device)
 
@@ -241,11 +239,10 @@ class CUDABackend:
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The histogram kernel over the chunks of a node table on the device."""
         hist = self._k["histogram"]
-        hist.BUILD[self._bin_dtype].launch(
+        hist.BUILD[self._bin_dtype, self._channels].launch(
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
-            self._words, self._ints, self._rows2,
-            table_d, self._group_first, self._group_last, self.offsets, self._channels,
-            self._shared_values, self._skew, self._wide, self._pool,
+            self._words, self._ints, self._rows2, table_d, self._group_first,
+            self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
             shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
