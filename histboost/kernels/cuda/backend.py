@@ -224,17 +224,18 @@ class CUDABackend:
         chunk = max(hist.MIN_CHUNK_ROWS, -(-per // hist.MIN_CHUNK_ROWS) * hist.MIN_CHUNK_ROWS)
         return max(1, min(chunk, self._chunk_cap))
 
-    def _build_budget(self, max_half: int, k: int) -> tuple[int, int]:
-        """Blocks per parent for its smaller child (at most max_half rows) in a step over k
-        parents, and the fewest rows a block takes: about `_hist_blocks` blocks in all (each
-        child's rows split evenly over its parent's blocks, `partition.PLAN_CHILDREN`), no
-        block over what 32-bit shared sums allow, none under `MIN_CHUNK_ROWS` rows where
-        fewer blocks do. (0, _): no rows to build."""
-        if max_half <= 0:
-            return 0, 1
-        min_chunk = min(self._k["histogram"].MIN_CHUNK_ROWS, self._chunk_cap)
-        spread = min(-(-self._hist_blocks // k), -(-max_half // min_chunk))
-        return max(1, spread, -(-max_half // self._chunk_cap)), min_chunk
+    def _build_blocks(self, lengths: np.ndarray) -> tuple[int, np.ndarray, int]:
+        """The blocks of a step's smaller children, from their parents' row counts (a child
+        has at most half its parent's rows): rows per block (`_hist_chunk` over all halves),
+        each parent's first block (int64 (k,); parent j owns ceil(half / chunk) blocks, so no
+        block takes more than `chunk` rows however unequal the children) and the blocks in
+        all."""
+        halves = lengths // 2
+        chunk = self._hist_chunk(int(halves.sum()))
+        blocks = -(-halves // chunk)
+        first = np.zeros(len(lengths), np.int64)
+        np.cumsum(blocks[:-1], out=first[1:])
+        return chunk, first, int(blocks.sum())
 
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The histogram kernel over the chunks of a node table on the device."""
@@ -686,8 +687,8 @@ class CUDABackend:
         table and splits, the search's arguments), the partition, a kernel planning the
         children's histograms from the counts (`partition.PLAN_CHILDREN`: the rule of
         `child_histograms`), the build of the smaller children over a budget of blocks per
-        parent, the split search (which subtracts the siblings), and one read of the records
-        and counts."""
+        parent (`_build_blocks`), the split search (which subtracts the siblings), and one
+        read of the records and counts."""
         torch = self._torch
         common = self._k["common"]
         part = self._k["partition"]
@@ -697,15 +698,16 @@ class CUDABackend:
             self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
             lengths = table[:, common.T_END] - table[:, common.T_START]
-            budget, min_chunk = self._build_budget(int((lengths // 2).max(initial=0)), k)
+            chunk, build_first, n_blocks = self._build_blocks(lengths)
             first_slot = self._alloc_slots(k)
             parent_slots = np.array([self._slot[p] for p in parents], np.int64)
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
             totals = np.zeros((2 * k, 3))
             totals[:, :2] = child_sums
-            table_d, slots_d, totals_d, masks, reg_d, cons, lower, upper = self._upload(
-                table, parent_slots, totals, np.asarray(feature_masks, np.uint8),
-                np.asarray(reg, np.float64), cons, lower, upper)
+            table_d, slots_d, first_d, totals_d, masks, reg_d, cons, lower, upper = \
+                self._upload(table, parent_slots, build_first, totals,
+                             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64),
+                             cons, lower, upper)
             counts = self._launch_partition(table_d, n_chunks, k)
             build = self._front(self._buffer("_step_build", k, (common.TABLE_WIDTH,),
                                              torch.int64), k)
@@ -714,11 +716,10 @@ class CUDABackend:
             out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
             part.PLAN_CHILDREN.launch(
                 common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
-                max(budget, 1), min_chunk, slots_d, build, search, totals_d,
-                self._front(out, k, 2 * k))
+                first_d, chunk, slots_d, build, search, totals_d, self._front(out, k, 2 * k))
         with phase(timer, "histogram"):
-            if budget:
-                self._launch_build(build, k * budget)
+            if n_blocks:
+                self._launch_build(build, n_blocks)
         with phase(timer, "split"):
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)

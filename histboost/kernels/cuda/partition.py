@@ -171,16 +171,16 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
 
 
 @cuda.jit
-def _plan_children(table, child_counts, first_slot, budget, min_chunk, parent_slots, build,
+def _plan_children(table, child_counts, first_slot, build_first, chunk, parent_slots, build,
                    search, totals, result):
     """After a partition (one thread per parent j of `table`), plan the children's
     histograms as `histboost.kernels.backend.child_histograms` does: the child with fewer rows
     (ties: the left one) is built, into pool slot first_slot + j, the other takes the
     parent's slot and is subtracted in place by the split search. Writes build[j] (node table
-    of the built child: its rows in `budget` chunks of equal size, at least min_chunk rows,
-    blocks j * budget ..), search[2j], search[2j + 1] ((slot, pending sibling's slot or -1)
-    of the left and right child), the row counts into totals[2j:2j + 2, 2] (float64) and
-    result[j, 0:2]."""
+    of the built child: its rows in chunks of `chunk` rows, blocks build_first[j] .. (the
+    host gave parent j ceil(half its rows / chunk) blocks)), search[2j], search[2j + 1]
+    ((slot, pending sibling's slot or -1) of the left and right child), the row counts into
+    totals[2j:2j + 2, 2] (float64) and result[j, 0:2]."""
     j = cuda.grid(1)
     if j >= table.shape[0]:
         return
@@ -198,9 +198,8 @@ def _plan_children(table, child_counts, first_slot, budget, min_chunk, parent_sl
     build[j, T_START] = start if left_small else start + n_left
     build[j, T_END] = start + n_left if left_small else end
     build[j, T_SIDE] = 1 - table[j, T_SIDE]
-    build[j, T_FIRST] = j * budget
-    n_small = n_left if left_small else n_right
-    build[j, T_CHUNK] = max(min_chunk, (n_small + budget - 1) // budget)
+    build[j, T_FIRST] = build_first[j]
+    build[j, T_CHUNK] = chunk
     build[j, T_SLOT] = fresh
     search[2 * j, 0] = fresh if left_small else own
     search[2 * j, 1] = -1 if left_small else fresh
@@ -228,9 +227,9 @@ SCATTER_ROWS = {np.dtype(np.uint8): CudaKernel(_scatter_rows, (("uint8", 2), *_T
                                                                ("int64", 2))),
                 np.dtype(np.int32): CudaKernel(_scatter_rows, (("int32", 2), *_TAIL,
                                                                ("int64", 2)))}
-PLAN_CHILDREN = CudaKernel(_plan_children, (("int64", 2), ("int64", 2), "int64", "int64",
-                                            "int64", ("int64", 1), ("int64", 2), ("int64", 2),
-                                            ("float64", 2), ("float64", 2)))
+PLAN_CHILDREN = CudaKernel(_plan_children, (("int64", 2), ("int64", 2), "int64",
+                                            ("int64", 1), "int64", ("int64", 1), ("int64", 2),
+                                            ("int64", 2), ("float64", 2), ("float64", 2)))
 ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 2), ("int64", 2), ("float64", 1),
                                                 "int64", ("float64", 2)))
 KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, ADD_LEAF_VALUES)
