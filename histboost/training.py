@@ -147,9 +147,6 @@ class _EvalSet:
 
 def _check_categorical(p: TrainParams, objective: Objective, xgb_model: Any) -> None:
     """Raise for what categorical features do not support yet."""
-    if p.device != "cpu":
-        raise ValueError(f"categorical features train on the CPU for now (device={p.device!r}); "
-                         "train with device='cpu'")
     if xgb_model is not None:
         raise ValueError("continuing training (xgb_model) with categorical features is not "
                          "supported yet")
@@ -317,7 +314,10 @@ class _Training:
         mapper = dtrain.bin_mapper
         ctr = None  # categorical features: the derived columns (histboost.categorical)
         if dtrain.categorical is not None:
-            from .categorical.training import CtrTrainer
+            if p.device == "cpu":
+                from .categorical.training import CtrTrainer
+            else:  # statistics on the device (histboost.categorical.cuda)
+                from .categorical.cuda import CudaCtrTrainer as CtrTrainer
 
             _check_categorical(p, objective, xgb_model)
             with timer("binning"):
@@ -382,7 +382,8 @@ class _Training:
             backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data, mapper=mapper)
-            bins = (dtrain.bins if ctr is None else ctr.bins) if p.device == "cpu" else None
+            # with categorical features, the matrix with their static columns (uploaded)
+            bins = ctr.bins if ctr is not None else dtrain.bins if p.device == "cpu" else None
             if dist is None:
                 backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
             else:
@@ -502,6 +503,9 @@ class _Training:
 
     def release(self) -> None:
         """Free the backend (device memory, worker threads)."""
+        release_ctr = getattr(self.ctr, "release", None)  # statistics held on the device
+        if release_ctr is not None:
+            release_ctr()
         self.backend.release()
 
 

@@ -162,9 +162,9 @@ class Backend(Protocol):
         the permutation of each tree, and feature combinations appear while a tree grows).
         Histograms the backend holds for nodes of the tree being grown are rebuilt for these
         columns from the nodes' rows (a column added mid-tree has no parent histogram to
-        subtract from), so later subtractions stay exact. The CUDA backend and the
-        distributed wrapper raise ValueError (categorical features train on the CPU in one
-        process for now)."""
+        subtract from), so later subtractions stay exact. The CUDA backend also takes bins as
+        a device tensor (statistics computed on the device); the distributed wrapper raises
+        ValueError (categorical features train in one process for now)."""
 
 
 def child_histograms(backend: Backend, parents: list[int], lefts: list[int],

@@ -168,6 +168,7 @@ class CUDABackend:
         self._wide = False
         self._chunk_cap = self._k["common"].CHUNK_ROWS
         self._uses_all_rows = True
+        self._growing = False
         self._ranges = NodeRanges()
         self._side: dict[int, int] = {}  # node -> the row buffer holding its rows
         # histograms: one pool of slots, zeroed up to `_used` at every tree; a subtracted
@@ -375,7 +376,8 @@ class CUDABackend:
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
-                     "_done", "_step_build", "_step_search", "_step_out"):
+                     "_done", "_step_build", "_step_search", "_step_out", "_group_first",
+                     "_group_last"):
             setattr(self, name, None)
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
@@ -446,6 +448,7 @@ class CUDABackend:
         self._wide = largest > top
         self._chunk_cap = self._k["histogram"].chunk_cap(largest)
         self._uses_all_rows = rows is None
+        self._growing = True  # replace_columns rebuilds the tree's held histograms
         if rows is None:
             n = self.n_rows
             self._rows2[0].copy_(self._all_rows)
@@ -739,11 +742,36 @@ class CUDABackend:
         return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
             result[:2 * k]
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
-        raise ValueError("categorical features train on the CPU for now (device='cpu')")
+    def replace_columns(self, features: np.ndarray, bins) -> None:
+        """`Backend.replace_columns`; bins may also be a device tensor (n, k) (categorical
+        statistics computed on the device, `histboost.categorical.cuda`). Held histograms
+        of the tree being grown are rebuilt whole, into fresh pool slots."""
+        torch = self._torch
+        f = np.asarray(features, np.int64)
+        if tuple(bins.shape) != (self.n_rows, f.shape[0]):
+            raise ValueError(f"bins must have shape ({self.n_rows}, {f.shape[0]}), got "
+                             f"{tuple(bins.shape)}")
+        if f.size == 0:
+            return
+        src = bins if isinstance(bins, torch.Tensor) else torch.from_numpy(
+            np.ascontiguousarray(bins))
+        src = src.to(device=self.device, dtype=self.bins.dtype)
+        if np.array_equal(f, np.arange(f[0], f[0] + f.size)):
+            lo, hi = int(f[0]), int(f[0]) + f.size
+            self.bins[:, lo:hi] = src
+            self._columns[lo:hi] = src.t()
+        else:
+            index = torch.from_numpy(f).to(self.device)
+            self.bins[:, index] = src
+            self._columns[index] = src.t()
+        held = list(self._slot) if self._growing else []
+        if held:
+            self._settle()
+            self.build_histograms(held)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
+        self._growing = False  # the tree is done: its histograms need no more columns
         common = self._k["common"]
         threads = common.THREADS
         if self._uses_all_rows:
