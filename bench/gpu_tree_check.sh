@@ -49,7 +49,7 @@ if [[ $what == *tests* ]]; then
         2>&1 | tee "$OUT/tests.txt" || status=1
 fi
 if [[ $what == *profile* ]]; then
-    timeout 300 python3 bench/gpu_profile.py 2>&1 | tee "$OUT/profile.txt" || status=1
+    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" 2>&1 | tee "$OUT/profile.txt" || status=1
 fi
 if [[ $what == *bench* ]]; then
     python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1
