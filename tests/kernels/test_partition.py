@@ -43,7 +43,7 @@ def test_chunked_partition_is_a_stable_partition(n_chunks, start, end, threshold
         n_left = np.full(1, -1, np.int64)
         kernel(columns, got, np.array([start], np.int64), np.array([1], np.int32),
                np.array([threshold_bin], np.int32), np.array([10, 10], np.int32),
-               np.array([default_left], np.uint8), _items([(start, end)], n_chunks),
+               np.array([default_left], np.uint8), _items([(start, end)], n_chunks), 3,
                np.empty_like(got), n_left)
         assert n_left[0] == want_left
         np.testing.assert_array_equal(got, want)
@@ -76,7 +76,7 @@ def test_several_nodes_in_one_call(n_chunks, parallel):
     n_left = np.full(len(bounds), -1, np.int64)
     kernel = partition.partition_nodes if parallel else partition.partition_nodes_serial
     kernel(columns, got, np.array([b[0] for b in bounds], np.int64), features, thresholds,
-           np.full(F, 10, np.int32), default_left, _items(bounds, n_chunks),
+           np.full(F, 10, np.int32), default_left, _items(bounds, n_chunks), 2,
            np.empty_like(got), n_left)
     np.testing.assert_array_equal(n_left, want_left)
     np.testing.assert_array_equal(got, want)

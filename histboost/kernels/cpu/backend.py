@@ -384,7 +384,7 @@ class CPUBackend(ComposedSteps):
             item[0, histogram.ITEM_ROW_LO] = starts[0]
             item[0, histogram.ITEM_ROW_HI] = starts[0] + sizes[0]
             histogram.build_histograms_serial(self.slots, self.gh, self.rows, item,
-                                              self._no_reduces, self._chunk_buffers, out)
+                                              self._no_reduces, 1, self._chunk_buffers, out)
             return
         item_values = max(_HISTOGRAM_ITEM_MIN_VALUES,
                           total * n_features // (threads * _HISTOGRAM_ITEMS_PER_THREAD))
@@ -414,15 +414,14 @@ class CPUBackend(ComposedSteps):
             self._chunk_buffers = np.zeros((n_buffers, *self._hist_shape), self.hist_dtype)
         reduce_table = (np.array(reduces, np.int64) if reduces else self._no_reduces)
         if parallel and len(items) > 1:
-            # largest first, taken one at a time: items differ in size
+            # largest first, the threads take them in turns: items differ in size
             items.sort(key=lambda it: (it[2] - it[1]) * (it[3] - it[4]))
-            with nb.parallel_chunksize(1):
-                histogram.build_histograms(self.slots, self.gh, self.rows,
-                                           np.array(items, np.int64), reduce_table,
-                                           self._chunk_buffers, out)
+            histogram.build_histograms(self.slots, self.gh, self.rows,
+                                       np.array(items, np.int64), reduce_table, threads,
+                                       self._chunk_buffers, out)
         else:
             histogram.build_histograms_serial(self.slots, self.gh, self.rows,
-                                              np.array(items, np.int64), reduce_table,
+                                              np.array(items, np.int64), reduce_table, 1,
                                               self._chunk_buffers, out)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
@@ -575,10 +574,10 @@ class CPUBackend(ComposedSteps):
             items = np.array([(k, s, e) for k, (s, e) in enumerate(bounds)], np.int64)
         n_left = np.zeros(len(bounds), np.int64)
         args = (self.columns, self.rows, np.array(starts, np.int64), features, split_bins,
-                self.missing_bins, default_left, items, self._scratch, n_left)
+                self.missing_bins, default_left, items, self._pool() if parallel else 1,
+                self._scratch, n_left)
         if parallel:
-            with nb.parallel_chunksize(1):  # items differ in size: taken one at a time
-                partition.partition_nodes(*args)
+            partition.partition_nodes(*args)
         else:
             partition.partition_nodes_serial(*args)
         return n_left
@@ -610,8 +609,7 @@ class CPUBackend(ComposedSteps):
         items = np.array([(j, lo, hi, 0, features.shape[0], -1, 0, self.total_bins)
                           for j, (lo, hi) in enumerate(bounds)], np.int64)
         histogram.build_histograms_serial(sub, self.gh, self.rows, items,
-                                          np.zeros((0, histogram.RED_WIDTH), np.int64),
-                                          self._chunk_buffers, out)
+                                          self._no_reduces, 1, self._chunk_buffers, out)
         for j, node in enumerate(nodes):
             h = self._hists.histogram(node)
             for f in features.tolist():

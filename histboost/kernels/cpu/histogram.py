@@ -158,28 +158,33 @@ RED_WIDTH = 5
 
 
 @nb.njit(inline="always")
-def _histogram_items(slots, gh, rows, items, reduces, buffers, out):
+def _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out):
     """The body of `build_histograms` and `build_histograms_serial`: one compiled loop nest
-    for both (a prange is a range in the serial one)."""
-    for j in nb.prange(items.shape[0]):
-        node = items[j, ITEM_NODE]
-        dst = items[j, ITEM_DST]
-        h = out[node] if dst < 0 else buffers[dst]
-        flat = h.reshape(-1)
-        width = flat.shape[0] // h.shape[0]
-        for i in range(np.uintp(items[j, ITEM_ZERO_LO] * width),
-                       np.uintp(items[j, ITEM_ZERO_HI] * width)):
-            flat[i] = 0
-        _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
-                    items[j, ITEM_F0], items[j, ITEM_F1], h)
+    for both (a prange is a range in the serial one). Worker w of `workers` (the thread
+    count) takes items w, w + workers, ... (Numba's parallel loops hand each thread one
+    contiguous block of iterations: items listed largest first are shared out more evenly in
+    turns)."""
+    m = items.shape[0]
+    workers = max(1, min(workers, m))
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            node = items[j, ITEM_NODE]
+            dst = items[j, ITEM_DST]
+            h = out[node] if dst < 0 else buffers[dst]
+            flat = h.reshape(-1)
+            width = flat.shape[0] // h.shape[0]
+            for i in range(np.uintp(items[j, ITEM_ZERO_LO] * width),
+                           np.uintp(items[j, ITEM_ZERO_HI] * width)):
+                flat[i] = 0
+            _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
+                        items[j, ITEM_F0], items[j, ITEM_F1], h)
     if reduces.shape[0] > 0:
         chunk_sums = buffers.reshape((buffers.shape[0], -1))
         sums = out.reshape((out.shape[0], -1))
         for j in nb.prange(reduces.shape[0]):
             first = reduces[j, RED_FIRST]
             n_chunks = reduces[j, RED_CHUNKS]
-            node = reduces[j, RED_NODE]
-            dst = sums[node]
+            dst = sums[reduces[j, RED_NODE]]
             for i in range(np.uintp(reduces[j, RED_LO]), np.uintp(reduces[j, RED_HI])):
                 acc = chunk_sums[first, i]
                 for c in range(1, n_chunks):
@@ -188,7 +193,7 @@ def _histogram_items(slots, gh, rows, items, reduces, buffers, out):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histograms(slots, gh, rows, items, reduces, buffers, out):
+def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out):
     """Histograms of several nodes, work items in parallel, then their chunk sums added.
 
     Item j (int64 (m, ITEM_WIDTH) `items`) sums gh over ``rows[ITEM_ROW_LO:ITEM_ROW_HI]``, in
@@ -205,14 +210,14 @@ def build_histograms(slots, gh, rows, items, reduces, buffers, out):
     module's layouts; rows: int32 row indices; buffers: (b, *out.shape[1:]) scratch of out's
     dtype; out: (k, total_bins[, 2 or 3]) float64 or int64.
     """
-    _histogram_items(slots, gh, rows, items, reduces, buffers, out)
+    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histograms_serial(slots, gh, rows, items, reduces, buffers, out):
+def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, out):
     """`build_histograms` on the calling thread, without a parallel launch: the same items,
     the same sums."""
-    _histogram_items(slots, gh, rows, items, reduces, buffers, out)
+    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
 
 
 @nb.njit(inline="always")

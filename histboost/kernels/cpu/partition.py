@@ -80,23 +80,26 @@ PART_WIDTH = 3
 
 @nb.njit(inline="always")
 def _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
-                     default_left, items, scratch, n_left):
+                     default_left, items, workers, scratch, n_left):
     """The body of `partition_nodes` and `partition_nodes_serial` (a prange is a range in the
-    serial one)."""
+    serial one). Worker w of `workers` (the thread count) takes items w, w + workers, ...: a
+    large node's consecutive chunks go to different threads."""
     m = items.shape[0]
+    workers = max(1, min(workers, m))
     counts = np.empty(m, np.int64)
     # each chunk partitioned on its own (`_scatter`: lefts in place, rights to scratch); a
     # node's later chunks park their lefts behind their rights in scratch
-    for j in nb.prange(m):
-        k = items[j, PART_NODE]
-        lo = items[j, PART_LO]
-        hi = items[j, PART_HI]
-        f = features[k]
-        c = _scatter(columns[f], rows, lo, hi, np.int64(threshold_bins[k]),
-                     np.int64(missing_bins[f]), default_left[k] != 0, scratch)
-        counts[j] = c
-        if lo > starts[k]:
-            _copy(rows, lo, scratch, hi - c, c)
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            k = items[j, PART_NODE]
+            lo = items[j, PART_LO]
+            hi = items[j, PART_HI]
+            f = features[k]
+            c = _scatter(columns[f], rows, lo, hi, np.int64(threshold_bins[k]),
+                         np.int64(missing_bins[f]), default_left[k] != 0, scratch)
+            counts[j] = c
+            if lo > starts[k]:
+                _copy(rows, lo, scratch, hi - c, c)
     # where each chunk's lefts go: a node's chunks are consecutive items, in row order
     positions = np.empty(m, np.int64)
     for k in range(n_left.shape[0]):
@@ -105,40 +108,42 @@ def _partition_items(columns, rows, starts, features, threshold_bins, missing_bi
         k = items[j, PART_NODE]
         positions[j] = starts[k] + n_left[k]
         n_left[k] += counts[j]
-    for j in nb.prange(m):
-        k = items[j, PART_NODE]
-        lo = items[j, PART_LO]
-        hi = items[j, PART_HI]
-        c = counts[j]
-        lpos = positions[j]
-        n_right = hi - lo - c
-        if lo > starts[k]:
-            _copy(scratch, lo + n_right, rows, lpos, c)
-        # rights of the node's earlier chunks: lo - lpos
-        _copy(scratch, lo, rows, starts[k] + n_left[k] + (lo - lpos), n_right)
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            k = items[j, PART_NODE]
+            lo = items[j, PART_LO]
+            hi = items[j, PART_HI]
+            c = counts[j]
+            lpos = positions[j]
+            n_right = hi - lo - c
+            if lo > starts[k]:
+                _copy(scratch, lo + n_right, rows, lpos, c)
+            # rights of the node's earlier chunks: lo - lpos
+            _copy(scratch, lo, rows, starts[k] + n_left[k] + (lo - lpos), n_right)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def partition_nodes(columns, rows, starts, features, threshold_bins, missing_bins,
-                    default_left, items, scratch, n_left):
+                    default_left, items, workers, scratch, n_left):
     """Partition several nodes, work items in parallel, in one pass over their rows.
 
     Item j (int64 (m, PART_WIDTH) `items`) is the chunk ``rows[PART_LO:PART_HI]`` of node
     PART_NODE; a node's chunks are consecutive items in row order and cover its range. Each
     chunk is partitioned on its own (`partition_range`'s scatter), then every chunk copies its
     lefts and rights to their final places: a stable partition of each node whatever the
-    chunks. columns: (F, n) uint8/uint16 bins, column-major; rows: int32 (n,); starts: int64
+    chunks. workers: threads of the loop (items are dealt to them in turns). columns: (F, n)
+    uint8/uint16 bins, column-major; rows: int32 (n,); starts: int64
     (k,) first row of each node; features, threshold_bins: int32 (k,); missing_bins: int32
     (F,) missing slot of each feature; default_left: uint8 (k,); scratch: int32 (n,);
     n_left: int64 (k,) out, rows going left per node.
     """
     _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
-                     default_left, items, scratch, n_left)
+                     default_left, items, workers, scratch, n_left)
 
 
 @nb.njit(cache=True, nogil=True)
 def partition_nodes_serial(columns, rows, starts, features, threshold_bins, missing_bins,
-                           default_left, items, scratch, n_left):
+                           default_left, items, workers, scratch, n_left):
     """`partition_nodes` on the calling thread, without a parallel launch."""
     _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
-                     default_left, items, scratch, n_left)
+                     default_left, items, workers, scratch, n_left)
