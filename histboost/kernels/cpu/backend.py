@@ -63,6 +63,8 @@ _SPLIT_THREAD_MIN_SLOTS = 4_096
 _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
+# histogram arrays kept for reuse (`_HistogramBuffers`), those in use included
+_HISTOGRAM_POOL_BYTES = 256 << 20
 
 
 class _HistogramBuffers:
@@ -70,10 +72,13 @@ class _HistogramBuffers:
     KiB comes from mmap, or from heap the allocator has just given back, and pays a page
     fault per 4 KiB on its first writes: measured 120 us for a pair of 28 x 256-slot
     histograms, ten times the subtraction that fills them. An array is free again once
-    nothing else refers to it (the histogram store released its nodes)."""
+    nothing else refers to it (the histogram store released its nodes). Free arrays are
+    dropped once the pool holds more than _HISTOGRAM_POOL_BYTES (steps of varying node
+    counts make many shapes)."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple, list[np.ndarray]] = {}
+        self._bytes = 0
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         bufs = self._bufs.setdefault((shape, dtype.str), [])
@@ -82,8 +87,16 @@ class _HistogramBuffers:
             if sys.getrefcount(buf) <= 3:
                 return buf
         buf = np.empty(shape, dtype)
+        if self._bytes + buf.nbytes > _HISTOGRAM_POOL_BYTES:
+            self._drop_free()
         bufs.append(buf)
+        self._bytes += buf.nbytes
         return buf
+
+    def _drop_free(self) -> None:
+        for bufs in self._bufs.values():
+            bufs[:] = [b for b in bufs if sys.getrefcount(b) > 3]
+        self._bytes = sum(b.nbytes for bufs in self._bufs.values() for b in bufs)
 
 
 class CPUBackend(ComposedSteps):
