@@ -46,8 +46,11 @@ _HISTOGRAM_THREAD_MIN_ROWS = 2_048
 _HISTOGRAM_ITEMS_PER_THREAD = 1
 _HISTOGRAM_ITEM_MIN_VALUES = 8_192
 _HISTOGRAM_BLOCK_MIN_FEATURES = 3
-# a chunked node's chunk sums are added in pieces of at least this many values per thread
+# a chunked node's chunk sums are added in pieces of at least this many values per thread;
+# a call's only reduction of up to _REDUCE_SERIAL_MAX_VALUES values (4 chunks of 28 x 256
+# slots of float pairs) runs on the calling thread (~20 us, less than a parallel launch)
 _REDUCE_ITEM_MIN_VALUES = 8_192
+_REDUCE_SERIAL_MAX_VALUES = 65_536
 # partition: a call of at least this many rows runs in parallel, its nodes cut into chunks of
 # at least _PARTITION_THREAD_MIN_ROWS rows, about one per thread (measured on 2 threads: from
 # 16k rows the one-pass chunked partition beats the serial one, 1.2 vs 1.7 ns/row at 16k-64k
@@ -418,8 +421,11 @@ class CPUBackend(ComposedSteps):
                 items += [(k, lo, hi, f0, f1, dst, offsets[f0], offsets[f1])
                           for f0, f1 in zip(cuts[:-1], cuts[1:], strict=True)]
             if c > 1:
-                pieces = (min(threads, max(1, c * width // _REDUCE_ITEM_MIN_VALUES))
-                          if parallel else 1)
+                # one piece (added on the calling thread, no second parallel launch) when it
+                # is the call's only reduction and small
+                pieces = 1
+                if parallel and (len(sizes) > 1 or c * width > _REDUCE_SERIAL_MAX_VALUES):
+                    pieces = min(threads, max(1, c * width // _REDUCE_ITEM_MIN_VALUES))
                 reduces += [(k, n_buffers, c, width * p // pieces, width * (p + 1) // pieces)
                             for p in range(pieces)]
                 n_buffers += c

@@ -178,18 +178,26 @@ def _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out):
                 flat[i] = 0
             _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
                         items[j, ITEM_F0], items[j, ITEM_F1], h)
-    if reduces.shape[0] > 0:
-        chunk_sums = buffers.reshape((buffers.shape[0], -1))
-        sums = out.reshape((out.shape[0], -1))
+    if reduces.shape[0] == 1:
+        # one small reduction: on the calling thread, a parallel launch fewer
+        _reduce_item(buffers, out, reduces, 0)
+    elif reduces.shape[0] > 1:
         for j in nb.prange(reduces.shape[0]):
-            first = reduces[j, RED_FIRST]
-            n_chunks = reduces[j, RED_CHUNKS]
-            dst = sums[reduces[j, RED_NODE]]
-            for i in range(np.uintp(reduces[j, RED_LO]), np.uintp(reduces[j, RED_HI])):
-                acc = chunk_sums[first, i]
-                for c in range(1, n_chunks):
-                    acc += chunk_sums[first + c, i]
-                dst[i] = acc
+            _reduce_item(buffers, out, reduces, j)
+
+
+@nb.njit(inline="always")
+def _reduce_item(buffers, out, reduces, j):
+    """Reduction item j of `build_histograms`: its node's chunk sums added in chunk order."""
+    chunk_sums = buffers.reshape((buffers.shape[0], -1))
+    dst = out[reduces[j, RED_NODE]].reshape(-1)
+    first = reduces[j, RED_FIRST]
+    n_chunks = reduces[j, RED_CHUNKS]
+    for i in range(np.uintp(reduces[j, RED_LO]), np.uintp(reduces[j, RED_HI])):
+        acc = chunk_sums[first, i]
+        for c in range(1, n_chunks):
+            acc += chunk_sums[first + c, i]
+        dst[i] = acc
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
