@@ -301,3 +301,23 @@ def test_scale_to_float_parallel_and_serial(parallel, channels):
     scale = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
     scale(sums, scales, got)
     np.testing.assert_array_equal(got, sums.astype(np.float64) * scales)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_gradient_bounds_are_the_largest_magnitudes(n_threads):
+    """(max |g|, max |h|) on the serial (NumPy) and the parallel (`quantize.pair_bounds`)
+    path; a NaN gradient gives a NaN bound, as NumPy's max does."""
+    if n_threads > 1 and nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    rng = np.random.default_rng(n_threads)
+    n = 5000
+    be = CPUBackend(np.zeros((n, 1), np.uint8), np.array([0, 2]), n_threads=n_threads)
+    gh = rng.standard_normal((1, n, 2)).astype(np.float32)
+    gh[0, 17, 1] = -40.0  # a negative hessian (custom objective) counts by magnitude
+    with forced_paths(False):
+        be.set_gradients(gh)
+        assert be.gradient_bounds(0) == (float(np.abs(gh[0, :, 0]).max()), 40.0)
+        gh[0, 4000, 0] = np.nan
+        be.set_gradients(gh)
+        g, h = be.gradient_bounds(0)
+    assert np.isnan(g) and h == 40.0

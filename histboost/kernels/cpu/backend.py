@@ -266,8 +266,9 @@ class CPUBackend(ComposedSteps):
             blocks = np.empty((threads, 2), np.float64)
             quantize.pair_bounds(gh, threads, blocks)
             top = blocks.max(axis=0)
-        else:  # two passes, no temporary
-            top = np.maximum(gh.max(axis=0), -gh.min(axis=0))
+        else:  # NumPy over each column, no temporary (a reduction over axis 0 of the (n, 2)
+            # array runs an inner loop of 2: ten times slower)
+            top = [max(gh[:, c].max(), -gh[:, c].min()) for c in range(2)]
         return float(top[0]), float(top[1])
 
     # -- one tree -------------------------------------------------------------------------
