@@ -4,8 +4,13 @@
 #
 #   bash bench/cpu_check.sh [bench,dist2,firstrun] [bench/cpu.py options]   (default: bench)
 #
+#   warm      first write 24 GiB once: a freshly started virtual machine backs its memory on
+#             the first touch of each page, which made the first benchmark of a run up to 2x
+#             slower (measured: 7.6 s, then 2.4 s, for the same 20 rounds in one call)
 #   bench     bench/cpu.py: histboost's three configurations against LightGBM, XGBoost and
 #             scikit-learn on 1M x 28 higgs_like, all 16 cores
+#   two       bench/cpu.py's histboost configurations and LightGBM on two cores (taskset, 2
+#             threads, 50 rounds)
 #   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
 #             2 processes x 1 thread, the issue's communication target; then the latency
 #             and bandwidth of the collectives on those two cores (bench/collective.py)
@@ -31,6 +36,9 @@ for pkg in np cpu; do
 done
 export PYTHONPATH="$site$PWD"
 status=0
+if [[ $what == *warm* ]]; then
+    python3 -c "import numpy as np; a = np.ones(3 << 30); print('warm', a.sum())" || status=1
+fi
 if [[ $what == *firstrun* ]]; then
     for run in first second; do
         [[ $run == first ]] && rm -rf /tmp/numba-first
@@ -50,6 +58,11 @@ if [[ $what == *old* && -d shared/old/histboost ]]; then
     PYTHONPATH="$site$PWD/shared/old:$PWD" NUMBA_CACHE_DIR=/tmp/numba-old timeout 400 \
         python3 bench/cpu.py --libs histboost,histboost-depthwise,histboost-quantized "$@" \
         2>&1 | tee "$OUT/cpu-old.txt" || status=1
+fi
+if [[ $what == *two* ]]; then
+    NUMBA_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py --threads 2 --rounds 50 --libs \
+        histboost,histboost-depthwise,histboost-quantized,lightgbm "$@" \
+        2>&1 | tee "$OUT/cpu-two.txt" || status=1
 fi
 if [[ $what == *dist2* ]]; then
     timeout 400 taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 50000 \

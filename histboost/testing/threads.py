@@ -1,38 +1,58 @@
 """Force the CPU backend's multi-thread paths on small test data.
 
-The backend (`histboost.kernels.cpu.backend`) picks its code path by node size, with module
-constants named ``*_MIN_ROWS``: ``*CHUNKED_MIN_ROWS`` (a node this large is split into chunks
-built / partitioned by all threads) and others (a call this large runs multi-threaded at all).
-`forced_paths` lowers them for the duration of a ``with`` block and counts the chunked kernel
-calls, so a test can check that the path it means to cover really ran, whatever the constants
-are called.
+The backend (`histboost.kernels.cpu.backend`) picks its code path by the size of the work,
+with module constants: ``*CHUNKED_MIN_ROWS`` (a node this large is summed in row chunks, a
+call this large is partitioned in chunks by all threads) and others ending in ``_MIN_ROWS``,
+``_MIN_VALUES`` or ``_MIN_SLOTS`` (a call this large runs multi-threaded, a work item holds at
+least this much) or ``_MIN_FEATURES`` (a feature block holds at least this many features).
+`forced_paths` lowers them for the duration of a ``with`` block and counts the parallel
+kernel calls that cut a node into several row chunks, so a test can check that the path it
+means to cover really ran, whatever the constants are called.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 
 from ..kernels.cpu import backend as cpu_backend
+from ..kernels.cpu import histogram, partition
 
-_CHUNKED_KERNELS = (("histogram", "build_histogram_chunked"),
-                    ("partition", "partition_node_chunked"))
+
+def _histogram_chunked(args) -> bool:
+    """A `histogram.build_histograms` call adding up row chunks of a node."""
+    return args[4].shape[0] > 0
+
+
+def _partition_chunked(args) -> bool:
+    """A `partition.partition_nodes` call cutting a node into several chunks."""
+    nodes = args[7][:, partition.PART_NODE]
+    return nodes.shape[0] > np.unique(nodes).shape[0]
+
+
+# (module, parallel kernel, Counter key, predicate on its positional arguments)
+_CHUNKED_KERNELS = ((histogram, "build_histograms", "histogram_chunked", _histogram_chunked),
+                    (partition, "partition_nodes", "partition_chunked", _partition_chunked))
+_THRESHOLD = re.compile(r"^_[A-Z_]+_MIN_(ROWS|VALUES|SLOTS|FEATURES)$")
 
 
 def _thresholds() -> list[str]:
     return [n for n, v in vars(cpu_backend).items()
-            if n.startswith("_") and n.endswith("_MIN_ROWS") and isinstance(v, int)]
+            if _THRESHOLD.match(n) and isinstance(v, int)]
 
 
 @contextmanager
 def forced_paths(chunked: bool, min_rows: int = 1) -> Iterator[Counter]:
-    """Within the block, calls on at least `min_rows` rows run multi-threaded and, when
-    `chunked`, nodes of at least `min_rows` rows use the chunked kernels (otherwise those stay
-    at their defaults, far above test sizes). Yields a Counter of chunked-kernel calls keyed by
-    kernel name."""
+    """Within the block, calls on at least `min_rows` rows (values, slots) run
+    multi-threaded, feature blocks may hold one feature and, when `chunked`, nodes of at
+    least `min_rows` rows are summed and partitioned in chunks (otherwise those stay at their
+    defaults, far above test sizes). Yields a Counter of the parallel kernel calls that
+    chunked a node: keys "histogram_chunked" and "partition_chunked"."""
     names = _thresholds()
     if not any("CHUNKED" in n for n in names):
         raise AssertionError(f"no *CHUNKED_MIN_ROWS constant in {cpu_backend.__name__}: "
@@ -41,16 +61,14 @@ def forced_paths(chunked: bool, min_rows: int = 1) -> Iterator[Counter]:
     with pytest.MonkeyPatch.context() as mp:
         for n in names:
             if chunked or "CHUNKED" not in n:
-                mp.setattr(cpu_backend, n, min_rows)
-        if chunked and hasattr(cpu_backend, "_PARTITION_CHUNKED_MIN_THREADS"):
-            mp.setattr(cpu_backend, "_PARTITION_CHUNKED_MIN_THREADS", 2)
-        for module, fn in _CHUNKED_KERNELS:
-            mod = getattr(cpu_backend, module)
-            orig = getattr(mod, fn)
+                mp.setattr(cpu_backend, n, 1 if n.endswith("_FEATURES") else min_rows)
+        for module, fn, key, chunks in _CHUNKED_KERNELS:
+            orig = getattr(module, fn)
 
-            def spy(*args, _orig=orig, _name=fn, **kwargs):
-                calls[_name] += 1
+            def spy(*args, _orig=orig, _key=key, _chunks=chunks, **kwargs):
+                if _chunks(args):
+                    calls[_key] += 1
                 return _orig(*args, **kwargs)
 
-            mp.setattr(mod, fn, spy)
+            mp.setattr(module, fn, spy)
         yield calls

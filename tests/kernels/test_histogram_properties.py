@@ -35,15 +35,15 @@ MODES = [(1, False), (2, False), (2, True)]
 
 @contextmanager
 def _paths(n_threads: int, chunked: bool, rows_per_node: list[int]):
-    """Run the block on the path of a mode, and check afterwards that the chunked kernels ran
-    exactly when asked (for every non-empty node)."""
+    """Run the block on the path of a mode, and check afterwards that the parallel kernels
+    chunked a node exactly when asked (when some node has rows)."""
     if n_threads > 1 and nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs at least 2 Numba threads")
     with forced_paths(chunked) as calls:
         yield
     if chunked:
-        assert calls["build_histogram_chunked"] + calls["partition_node_chunked"] >= sum(
-            1 for r in rows_per_node if r > 0)
+        assert calls["histogram_chunked"] + calls["partition_chunked"] >= min(
+            1, sum(1 for r in rows_per_node if r > 0))
     else:
         assert not calls
 
@@ -239,23 +239,53 @@ def test_unpack_parallel_and_serial(parallel):
     np.testing.assert_array_equal(got[..., 1], (packed & 0xFFFFFFFF) * 0.25)
 
 
-@pytest.mark.parametrize("n_chunks", [2, 4, 8])
-def test_chunked_phases_add_chunks_alike(n_chunks):
-    """The chunked kernel's phase 2 (chunks added on the calling thread) and phases 0 + 1
-    (added in parallel) give the serial chunked kernel's float sums exactly."""
-    rng = np.random.default_rng(n_chunks)
+def _items(starts, ends, chunks, blocks, offsets):
+    """Work items and reduction items of `histogram.build_histograms`: node k in chunks[k]
+    row chunks, every chunk in `blocks` feature blocks; the reductions in 3 pieces."""
+    F = offsets.size - 1
+    cuts = [F * b // blocks for b in range(blocks + 1)]
+    width = 2 * int(offsets[-1])
+    items, reduces, n_buf = [], [], 0
+    for k, (s, e, c) in enumerate(zip(starts, ends, chunks, strict=True)):
+        for ci in range(c):
+            lo, hi = s + (e - s) * ci // c, s + (e - s) * (ci + 1) // c
+            items += [(k, lo, hi, f0, f1, -1 if c == 1 else n_buf + ci, offsets[f0],
+                       offsets[f1]) for f0, f1 in zip(cuts[:-1], cuts[1:], strict=True)]
+        if c > 1:
+            reduces += [(k, n_buf, c, width * p // 3, width * (p + 1) // 3) for p in range(3)]
+            n_buf += c
+    return (np.array(items, np.int64).reshape(-1, histogram.ITEM_WIDTH),
+            np.array(reduces, np.int64).reshape(-1, histogram.RED_WIDTH), n_buf)
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_work_items_sum_chunks_in_order(blocks, parallel):
+    """Histograms of several nodes from work items (row chunks x feature blocks, in any item
+    order) equal, bit for bit, each chunk summed in row order then the chunks added in
+    chunk order: the feature blocks, the item order and the threads change no float sum."""
+    rng = np.random.default_rng(blocks)
     n, F, B = 5000, 3, 7
-    slots = (rng.integers(0, B, (n, F)) + np.arange(F) * B).astype(np.uint16)
-    gh = rng.standard_normal((n, 2)).astype(np.float32)
+    offsets = np.arange(F + 1, dtype=np.int64) * B
+    slots = (rng.integers(0, B, (n, F)) + offsets[:F]).astype(np.uint16)
+    gh = (rng.standard_normal((n, 2)) * 10.0 ** rng.uniform(-6, 6, (n, 1))).astype(np.float32)
     rows = np.sort(rng.choice(n, 3000, replace=False)).astype(np.int32)
-    buffers = np.zeros((n_chunks, F * B, 2))
-    want = np.zeros((F * B, 2))
-    histogram.build_histogram_chunked_serial(slots, gh, rows, 100, 2900, n_chunks,
-                                             np.zeros((F * B, 2)), want)
-    for phases in [(2,), (0, 1)]:
-        got = np.full((F * B, 2), np.nan)
-        for phase in phases:
-            histogram.build_histogram_chunked(phase, slots, gh, rows, 100, 2900, buffers, got)
+    starts, ends, chunks = [100, 2900, 2950], [2900, 2950, 3000], [8, 1, 2]
+    want = np.zeros((3, F * B, 2))
+    for k, (s, e, c) in enumerate(zip(starts, ends, chunks, strict=True)):
+        for ci in range(c):
+            part = np.zeros((F * B, 2))
+            r = rows[s + (e - s) * ci // c:s + (e - s) * (ci + 1) // c]
+            for ch in range(2):  # np.add.at adds in index order: row order per slot
+                np.add.at(part[:, ch], slots[r].ravel(),
+                          np.repeat(gh[r, ch].astype(np.float64), F))
+            want[k] = part if ci == 0 else want[k] + part
+    items, reduces, n_buf = _items(starts, ends, chunks, blocks, offsets)
+    kernel = histogram.build_histograms if parallel else histogram.build_histograms_serial
+    for order in (slice(None), slice(None, None, -1)):
+        got = np.full((3, F * B, 2), np.nan)
+        buffers = np.full((n_buf, F * B, 2), np.nan)  # zeroed by the items themselves
+        kernel(slots, gh, rows, np.ascontiguousarray(items[order]), reduces, 3, buffers, got)
         np.testing.assert_array_equal(got, want)
 
 
@@ -271,3 +301,23 @@ def test_scale_to_float_parallel_and_serial(parallel, channels):
     scale = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
     scale(sums, scales, got)
     np.testing.assert_array_equal(got, sums.astype(np.float64) * scales)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_gradient_bounds_are_the_largest_magnitudes(n_threads):
+    """(max |g|, max |h|) on the serial (NumPy) and the parallel (`quantize.pair_bounds`)
+    path; a NaN gradient gives a NaN bound, as NumPy's max does."""
+    if n_threads > 1 and nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    rng = np.random.default_rng(n_threads)
+    n = 5000
+    be = CPUBackend(np.zeros((n, 1), np.uint8), np.array([0, 2]), n_threads=n_threads)
+    gh = rng.standard_normal((1, n, 2)).astype(np.float32)
+    gh[0, 17, 1] = -40.0  # a negative hessian (custom objective) counts by magnitude
+    with forced_paths(False):
+        be.set_gradients(gh)
+        assert be.gradient_bounds(0) == (float(np.abs(gh[0, :, 0]).max()), 40.0)
+        gh[0, 4000, 0] = np.nan
+        be.set_gradients(gh)
+        g, h = be.gradient_bounds(0)
+    assert np.isnan(g) and h == 40.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numba as nb
 import numpy as np
@@ -13,45 +14,92 @@ from ...tree.tree import Tree
 from ..backend import ComposedSteps
 from ..nodes import HistogramStore, NodeRanges
 from . import gradients, histogram, partition, predict, quantize, split
-from ._threads import run_ranges
 
-# Every call splits into units of work proportional to its size (at most nthread), and calls
-# of one unit run serial kernels: waking the threads of a parallel region costs tens of
-# microseconds on a many-core machine, as much as building a small node's histogram, and on
-# a busy machine every parallel region waits for a time slice on each of its cores.
+# Every call is cut into work items sized from the thread count and the work, all run in one
+# parallel region (a step of several nodes included), and calls too small to pay for a
+# parallel region run the same kernel body serially: waking the threads of a parallel region
+# costs tens of microseconds on a many-core machine, as much as building a small node's
+# histogram, and on a busy machine every parallel region waits for a time slice on each of
+# its cores.
 #
 # Histograms: a node of n >= _CHUNKED_MIN_ROWS rows is summed in row chunks, each in row order,
-# then the chunks in chunk order, by one thread per chunk up to nthread. The chunk count is the
-# largest power of two whose square is at most 4n / _CHUNKED_MIN_ROWS (2 at 4k rows, 4 at 16k,
-# 8 at 64k, 16 at 256k; at most _MAX_SUM_CHUNKS): it follows from the node's size alone, so
-# float histograms, and the models, are the same for any thread count. Each chunk costs a
-# zeroed scratch histogram and its share of the reduction (~6 us at 28 x 256 slots, ~10% of a
-# 2k-row chunk's sums): the square root keeps chunks of 2-4k rows on small nodes, where
-# threads must pay off early, and grows them on large ones, where the overhead would add up.
-# Powers of two split evenly over 2, 4, 8... threads (3 chunks on 2 threads take as long as 2
-# on one: measured 10% more histogram time).
+# then the chunks in chunk order. The chunk count is the largest power of two whose square is
+# at most 4n / _CHUNKED_MIN_ROWS (2 at 4k rows, 4 at 16k, 8 at 64k, 16 at 256k; at most
+# _MAX_SUM_CHUNKS): it follows from the node's size alone, so float histograms, and the
+# models, are the same for any thread count. Each chunk costs a zeroed scratch histogram and
+# its share of the reduction (~6 us at 28 x 256 slots, ~10% of a 2k-row chunk's sums): the
+# square root keeps chunks of 2-4k rows on small nodes and grows them on large ones, where the
+# overhead would add up. The threads' work items split a node's chunks further into feature
+# blocks (each item sums its chunk's rows into its block's slots: no reduction, no change to
+# any sum), as many as the thread count asks of the node's share of the call's rows: a small
+# node of a best-first step keeps every thread busy.
 _CHUNKED_MIN_ROWS = 4_096
 _MAX_SUM_CHUNKS = 64
 _MAX_CHUNK_BUFFER_BYTES = 256 << 20
-# up to this many chunks, the chunk histograms are added on the calling thread (~20 us for 4
-# chunks of 28 x 256 slots, less than a second parallel launch on a busy machine)
-_SERIAL_ADD_MAX_CHUNKS = 4
-# nodes below _CHUNKED_MIN_ROWS go one thread per node, several nodes at once, with one
-# thread per this many rows of the call
+# a call builds its histograms in parallel when that saves the time of this many rows, the
+# rows all threads but one take off the calling thread (about a parallel region's cost:
+# 4k rows on 2 threads, 2.2k on 16)
 _HISTOGRAM_THREAD_MIN_ROWS = 2_048
-# measured on 2 threads: from 16k rows the one-pass chunked partition beats the serial one
-# (1.2 vs 1.7 ns/row at 16k-64k rows, 0.9 vs 1.4 ns/row on the root); one chunk (thread) per
-# this many rows. Partitions are exact, so their chunking may follow the thread count.
+# work items per thread of a parallel histogram call (threads take them dynamically, largest
+# first), at least this many (row, feature) values each and at least this many features a
+# block (a row's slots are read once per block: more blocks, more reads of each row)
+_HISTOGRAM_ITEMS_PER_THREAD = 1
+_HISTOGRAM_ITEM_MIN_VALUES = 8_192
+_HISTOGRAM_BLOCK_MIN_FEATURES = 3
+# a chunked node's chunk sums are added in pieces of at least this many values per thread;
+# a call's only reduction of up to _REDUCE_SERIAL_MAX_VALUES values (4 chunks of 28 x 256
+# slots of float pairs) runs on the calling thread (~20 us, less than a parallel launch)
+_REDUCE_ITEM_MIN_VALUES = 8_192
+_REDUCE_SERIAL_MAX_VALUES = 65_536
+# partition: a call of at least this many rows runs in parallel, its nodes cut into chunks of
+# at least _PARTITION_THREAD_MIN_ROWS rows, about one per thread (measured on 2 threads: from
+# 16k rows the one-pass chunked partition beats the serial one, 1.2 vs 1.7 ns/row at 16k-64k
+# rows). Partitions are exact, so their chunking may follow the thread count.
 _PARTITION_CHUNKED_MIN_ROWS = 16_384
-_PARTITION_THREAD_MIN_ROWS = 8_192
-# split search: one thread per this many histogram slots scanned, at most one per node (a
-# slot costs about as much as histogramming a row: 20-40 us for a node of 28 x 256 slots)
+_PARTITION_THREAD_MIN_ROWS = 4_096
+# split search: (node, feature) items in parallel when that saves scanning this many
+# histogram slots (as for histograms: a slot costs about as much as histogramming a row, 20-40
+# us for a node of 28 x 256 slots)
 _SPLIT_THREAD_MIN_SLOTS = 4_096
 # once-a-tree row kernels (gradients, quantisation, margin updates): one thread per this many
 # rows (a parallel loop wakes the whole pool: only once half of it has rows)
 _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
+# histogram arrays kept for reuse (`_HistogramBuffers`), those in use included
+_HISTOGRAM_POOL_BYTES = 256 << 20
+
+
+class _HistogramBuffers:
+    """Histogram-sized arrays for reuse, by shape and dtype. A fresh array of a few hundred
+    KiB comes from mmap, or from heap the allocator has just given back, and pays a page
+    fault per 4 KiB on its first writes: measured 120 us for a pair of 28 x 256-slot
+    histograms, ten times the subtraction that fills them. An array is free again once
+    nothing else refers to it (the histogram store released its nodes). Free arrays are
+    dropped once the pool holds more than _HISTOGRAM_POOL_BYTES (steps of varying node
+    counts make many shapes)."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple, list[np.ndarray]] = {}
+        self._bytes = 0
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        bufs = self._bufs.setdefault((shape, dtype.str), [])
+        for buf in bufs:
+            # references: the list, this loop's name and getrefcount's argument
+            if sys.getrefcount(buf) <= 3:
+                return buf
+        buf = np.empty(shape, dtype)
+        if self._bytes + buf.nbytes > _HISTOGRAM_POOL_BYTES:
+            self._drop_free()
+        bufs.append(buf)
+        self._bytes += buf.nbytes
+        return buf
+
+    def _drop_free(self) -> None:
+        for bufs in self._bufs.values():
+            bufs[:] = [b for b in bufs if sys.getrefcount(b) > 3]
+        self._bytes = sum(b.nbytes for bufs in self._bufs.values() for b in bufs)
 
 
 class CPUBackend(ComposedSteps):
@@ -106,6 +154,7 @@ class CPUBackend(ComposedSteps):
         self._margin = np.zeros((self.n_rows, self.n_outputs), np.float64)
         self._pairs = np.zeros((self.n_outputs, self.n_rows, 2), np.float32)
         self._quantised = np.zeros((0, 2), np.int32)
+        self._packed = np.zeros(0, np.int64)
         self._all_rows = np.arange(self.n_rows, dtype=np.int32)
         self.rows = np.zeros(0, np.int32)
         self._scratch = np.zeros(0, np.int32)
@@ -116,9 +165,17 @@ class CPUBackend(ComposedSteps):
         self.hist_dtype = np.dtype(np.float64)
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._hists = HistogramStore(np.stack)
+        self._hist_buffers = _HistogramBuffers()
         self._float_memo: tuple[tuple[int, ...], np.ndarray] | None = None
         self._ranges = NodeRanges()
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
+        self._offsets_list: list[int] = self.offsets.tolist()
+        self._hist_width = self.total_bins * 2
+        # the work item of one node over all features (its rows set per call), and an empty
+        # reduction table
+        self._one_item = np.array([[0, 0, 0, 0, self.n_features, -1, 0, self.total_bins]],
+                                  np.int64)
+        self._no_reduces = np.zeros((0, histogram.RED_WIDTH), np.int64)
         self._max_chunks = 1
         self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
 
@@ -139,7 +196,7 @@ class CPUBackend(ComposedSteps):
         setting it costs ~5 us, several times per split."""
         nb.set_num_threads(self._pool())
 
-    def _run_rows(self, kernels: tuple, n: int, *args) -> None:
+    def _run_rows(self, kernels: tuple, n: int, *args):
         """A once-a-tree row kernel over rows [0, n): kernels = (serial, parallel), called
         as serial(0, n, *args) on this thread for small n, else parallel(*args). Numba's
         parallel loops, not the Python thread pool: they run right after the split kernels'
@@ -148,9 +205,8 @@ class CPUBackend(ComposedSteps):
         serial, parallel = kernels
         team = self._team(n // _ROW_KERNEL_THREAD_MIN_ROWS)
         if team > 1 and 2 * team >= self._pool():
-            parallel(*args)
-        else:
-            serial(0, n, *args)
+            return parallel(*args)
+        return serial(0, n, *args)
 
     def _pool(self) -> int:
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
@@ -167,6 +223,7 @@ class CPUBackend(ComposedSteps):
 
     def release(self) -> None:
         self._hists.clear()
+        self._hist_buffers = _HistogramBuffers()
         self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
 
@@ -203,24 +260,25 @@ class CPUBackend(ComposedSteps):
         gh = self._pairs[output]
         if gh.shape[0] == 0:
             return 0.0, 0.0
-        return float(np.abs(gh[:, 0]).max()), float(np.abs(gh[:, 1]).max())
+        threads = self._team(gh.shape[0] // _ROW_KERNEL_THREAD_MIN_ROWS)
+        if threads > 1 and 2 * threads >= self._pool():
+            # one parallel loop, right after the gradients' (see `_run_rows`)
+            blocks = np.empty((threads, 2), np.float64)
+            quantize.pair_bounds(gh, threads, blocks)
+            top = blocks.max(axis=0)
+        else:  # NumPy over each column, no temporary (a reduction over axis 0 of the (n, 2)
+            # array runs an inner loop of 2: ten times slower)
+            top = [max(gh[:, c].max(), -gh[:, c].min()) for c in range(2)]
+        return float(top[0]), float(top[1])
 
     # -- one tree -------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None,
                    bounds: tuple[float, float] | None = None) -> int:
         # bounds: unused, float trees sum the float pairs themselves (row_rounding = 0)
-        gh = self._pairs[output]
         self._claim_pool()
-        if quantisation is not None:
-            if self._quantised.shape != gh.shape:
-                self._quantised = np.empty(gh.shape, np.int32)
-            self._run_rows((quantize.quantize_gradients, quantize.quantize_gradients_parallel),
-                           gh.shape[0], gh, self.row_ids,
-                           quantisation.g_inv_scale, quantisation.h_inv_scale,
-                           np.uint64(quantisation.key), self._quantised)
-            gh = self._quantised
-        self._begin(gh, self._all_rows if rows is None else rows, quantisation)
+        self._begin(self._pairs[output], self._all_rows if rows is None else rows,
+                    quantisation)
         self._uses_all_rows = rows is None
         self._growing = True
         self._hists.clear()
@@ -230,28 +288,18 @@ class CPUBackend(ComposedSteps):
 
     def _begin(self, gh: np.ndarray, rows: np.ndarray, quantisation: Quantisation | None
                ) -> None:
-        """Take the tree's pairs (float32 (n, 2), or int32 (n, 2) when quantised, packed here
-        when their sums fit) and rows (int32 sorted)."""
+        """Take the tree's pairs and rows (int32 sorted): float32 (n, 2) pairs as they are;
+        with a quantisation, float32 pairs are rounded to int32 (n, 2), packed into one int64
+        per row when their sums fit; int32 (n, 2) pairs are taken as rounded already."""
         self._quantisation = quantisation
-        if quantisation is not None and not self.count_rows and self.pack:
-            # packed sums are exact while every node's |sum g| < 2**31 and sum h < 2**32;
-            # all rows bound any sample of them, without a gather
-            if self.pack_rows > 0:  # every worker's rows (hessians are >= 0)
-                fits = (quantisation.max_value + 1) * self.pack_rows < 2**31
-            else:
-                fits = (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31
-                        and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
-                        and int(gh[:, 1].min(initial=0)) >= 0)
-            if fits:
-                packed = np.empty(gh.shape[0], np.int64)
-                self._run_rows((histogram.pack_pairs, histogram.pack_pairs_parallel),
-                               gh.shape[0], gh, packed)
-                gh = packed
+        if quantisation is not None:
+            gh = self._quantise(gh, quantisation)
         self.gh = gh
         self.hist_dtype = np.dtype(np.float64 if quantisation is None else np.int64)
         self._hist_shape = ((self.total_bins,) if gh.ndim == 1
                             else (self.total_bins, self._channels))
-        slot_bytes = int(np.prod(self._hist_shape)) * self.hist_dtype.itemsize
+        self._hist_width = int(np.prod(self._hist_shape))
+        slot_bytes = self._hist_width * self.hist_dtype.itemsize
         cap = max(1, min(_MAX_SUM_CHUNKS, _MAX_CHUNK_BUFFER_BYTES // slot_bytes))
         self._max_chunks = 1 << (cap.bit_length() - 1)
         if (self._chunk_buffers.shape[1:] != self._hist_shape
@@ -264,26 +312,48 @@ class CPUBackend(ComposedSteps):
             self._scratch = np.empty(rows.shape, np.int32)
         np.copyto(self.rows, rows)
 
-    def _build_chunked(self, start: int, end: int, chunks: int, out: np.ndarray) -> None:
-        """Histogram of one node into out (total_bins[, C]), in `chunks` row chunks."""
-        if self._chunk_buffers.shape[0] < chunks:  # as many as the largest node needs
-            self._chunk_buffers = np.zeros((chunks, *self._hist_shape), self.hist_dtype)
-        if self._team(chunks) > 1:
-            # few chunks: added on this thread, in the same call (one parallel launch)
-            phases = (2,) if chunks <= _SERIAL_ADD_MAX_CHUNKS else (0, 1)
-            for phase in phases:
-                histogram.build_histogram_chunked(phase, self.slots, self.gh, self.rows, start,
-                                                  end, self._chunk_buffers[:chunks], out)
+    def _quantise(self, gh: np.ndarray, q: Quantisation) -> np.ndarray:
+        """The tree's integer pairs of gh (float32 (n, 2) rounded here, or int32 (n, 2)):
+        packed int64 (n,) when every node's |sum g| < 2**31 and sum h < 2**32 (all rows
+        bound any sample of them), else int32 (n, 2). Rounded straight into the packed
+        layout, one pass, when the a priori bound (max_value + 1) x rows allows it (pack_rows
+        > 0: every worker's rows, so that workers choose alike) and no hessian is negative."""
+        n = gh.shape[0]
+        packable = not self.count_rows and self.pack
+        a_priori = (q.max_value + 1) * (self.pack_rows if self.pack_rows > 0 else n) < 2**31
+        if gh.dtype == np.float32:
+            if packable and a_priori:
+                if self._packed.shape[0] != n:
+                    self._packed = np.empty(n, np.int64)
+                # a distributed worker keeps the layout all workers chose (hessians >= 0)
+                if self._round(gh, q, self._packed) == 0 or self.pack_rows > 0:
+                    return self._packed
+            if self._quantised.shape != gh.shape:
+                self._quantised = np.empty(gh.shape, np.int32)
+            self._round(gh, q, self._quantised)
+            gh = self._quantised
+        if not packable:
+            return gh
+        if self.pack_rows > 0:
+            fits = a_priori
         else:
-            histogram.build_histogram_chunked_serial(self.slots, self.gh, self.rows, start, end,
-                                                     chunks, self._chunk_buffers[0], out)
+            fits = (int(np.abs(gh[:, 0], dtype=np.int64).sum()) < 2**31
+                    and int(gh[:, 1].sum(dtype=np.int64)) < 2**32
+                    and int(gh[:, 1].min(initial=0)) >= 0)
+        if not fits:
+            return gh
+        if self._packed.shape[0] != n:
+            self._packed = np.empty(n, np.int64)
+        np.left_shift(gh[:, 0], 32, out=self._packed, dtype=np.int64)
+        self._packed += gh[:, 1]
+        return self._packed
 
-    def _build_batch(self, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
-        """Histograms of nodes of one chunk each, one thread per node."""
-        threads = self._team(min(starts.shape[0],
-                                 int((ends - starts).sum()) // _HISTOGRAM_THREAD_MIN_ROWS))
-        kernel = histogram.build_histograms if threads > 1 else histogram.build_histograms_serial
-        kernel(self.slots, self.gh, self.rows, starts, ends, out)
+    def _round(self, gh: np.ndarray, q: Quantisation, out: np.ndarray) -> int:
+        """Stochastic rounding of float32 pairs gh into out (see `quantize`); returns the
+        number of negative rounded hessians."""
+        return int(self._run_rows(
+            (quantize.quantize_gradients, quantize.quantize_gradients_parallel), gh.shape[0],
+            gh, self.row_ids, q.g_inv_scale, q.h_inv_scale, np.uint64(q.key), out))
 
     def build_histograms(self, nodes: list[int]) -> np.ndarray:
         bounds = self._ranges.bounds(nodes)
@@ -294,30 +364,85 @@ class CPUBackend(ComposedSteps):
         return out
 
     def _build_ranges(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Histograms (k, *hist_shape) of the row ranges [starts[j], ends[j]) (int64)."""
-        out = np.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
-        if starts.shape[0] == 1:  # best-first growth: one node a call, without batching
-            start, end = int(starts[0]), int(ends[0])
-            chunks = self._sum_chunks(end - start)
-            if chunks > 1:
-                self._build_chunked(start, end, chunks, out[0])
-            else:
-                histogram.build_histograms_serial(self.slots, self.gh, self.rows, starts, ends,
-                                                  out)
+        """Histograms (k, *hist_shape) of the row ranges [starts[j], ends[j]) (int64), in
+        groups of nodes whose chunk scratch fits _MAX_CHUNK_BUFFER_BYTES, one kernel call
+        each."""
+        out = self._hist_buffers.empty((starts.shape[0], *self._hist_shape), self.hist_dtype)
+        starts_l, ends_l = starts.tolist(), ends.tolist()
+        sizes = [e - s for s, e in zip(starts_l, ends_l, strict=True)]
+        chunks = [self._sum_chunks(n) for n in sizes]
+        if len(sizes) == 1:
+            self._build_group(starts_l, sizes, chunks, out)
             return out
-        chunks = [self._sum_chunks(int(e - s)) for s, e in zip(starts, ends, strict=True)]
-        batch = [k for k, c in enumerate(chunks) if c == 1]
-        for k, c in enumerate(chunks):
-            if c > 1:
-                self._build_chunked(int(starts[k]), int(ends[k]), c, out[k])
-        if len(batch) == len(chunks):
-            self._build_batch(starts, ends, out)
-        elif batch:
-            idx = np.array(batch)
-            sub = np.empty((idx.size, *self._hist_shape), self.hist_dtype)
-            self._build_batch(starts[idx], ends[idx], sub)
-            out[idx] = sub
+        cap = max(self._max_chunks, _MAX_CHUNK_BUFFER_BYTES
+                  // (self._hist_width * self.hist_dtype.itemsize))
+        first = 0
+        while first < len(sizes):
+            last, need = first, 0
+            while last < len(sizes) and (last == first or need + chunks[last] <= cap):
+                need += chunks[last] if chunks[last] > 1 else 0
+                last += 1
+            self._build_group(starts_l[first:last], sizes[first:last], chunks[first:last],
+                              out[first:last])
+            first = last
         return out
+
+    def _build_group(self, starts: list[int], sizes: list[int], chunks: list[int],
+                     out: np.ndarray) -> None:
+        """One `histogram.build_histograms` call for nodes (starts, sizes, chunk counts)."""
+        n_features = self.n_features
+        offsets = self._offsets_list
+        total = sum(sizes)
+        threads = self._pool()
+        parallel = threads > 1 and total - total // threads >= _HISTOGRAM_THREAD_MIN_ROWS
+        if not parallel and len(sizes) == 1 and chunks[0] == 1:
+            # one small node (best-first growth): one item over all features
+            item = self._one_item
+            item[0, histogram.ITEM_ROW_LO] = starts[0]
+            item[0, histogram.ITEM_ROW_HI] = starts[0] + sizes[0]
+            histogram.build_histograms_serial(self.slots, self.gh, self.rows, item,
+                                              self._no_reduces, 1, self._chunk_buffers, out)
+            return
+        item_values = max(_HISTOGRAM_ITEM_MIN_VALUES,
+                          total * n_features // (threads * _HISTOGRAM_ITEMS_PER_THREAD))
+        max_blocks = max(1, n_features // _HISTOGRAM_BLOCK_MIN_FEATURES)
+        width = self._hist_width
+        items: list[tuple[int, ...]] = []
+        reduces: list[tuple[int, ...]] = []
+        n_buffers = 0
+        for k, (start, n, c) in enumerate(zip(starts, sizes, chunks, strict=True)):
+            blocks = 1
+            if parallel:
+                wanted = -(-n * n_features // item_values)
+                blocks = min(max_blocks, max(1, -(-wanted // c)))
+            cuts = [n_features * b // blocks for b in range(blocks + 1)]
+            for ci in range(c):
+                lo, hi = start + n * ci // c, start + n * (ci + 1) // c
+                dst = -1 if c == 1 else n_buffers + ci
+                items += [(k, lo, hi, f0, f1, dst, offsets[f0], offsets[f1])
+                          for f0, f1 in zip(cuts[:-1], cuts[1:], strict=True)]
+            if c > 1:
+                # one piece (added on the calling thread, no second parallel launch) when it
+                # is the call's only reduction and small
+                pieces = 1
+                if parallel and (len(sizes) > 1 or c * width > _REDUCE_SERIAL_MAX_VALUES):
+                    pieces = min(threads, max(1, c * width // _REDUCE_ITEM_MIN_VALUES))
+                reduces += [(k, n_buffers, c, width * p // pieces, width * (p + 1) // pieces)
+                            for p in range(pieces)]
+                n_buffers += c
+        if self._chunk_buffers.shape[0] < n_buffers:  # as many as the largest call needs
+            self._chunk_buffers = np.zeros((n_buffers, *self._hist_shape), self.hist_dtype)
+        reduce_table = (np.array(reduces, np.int64) if reduces else self._no_reduces)
+        if parallel and len(items) > 1:
+            # largest first, the threads take them in turns: items differ in size
+            items.sort(key=lambda it: (it[2] - it[1]) * (it[3] - it[4]))
+            histogram.build_histograms(self.slots, self.gh, self.rows,
+                                       np.array(items, np.int64), reduce_table, threads,
+                                       self._chunk_buffers, out)
+        else:
+            histogram.build_histograms_serial(self.slots, self.gh, self.rows,
+                                              np.array(items, np.int64), reduce_table, 1,
+                                              self._chunk_buffers, out)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -334,11 +459,14 @@ class CPUBackend(ComposedSteps):
                         target_rows: list[int]) -> np.ndarray:
         """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
         k = a.shape[0]
-        out = np.empty((2 * k, *a.shape[1:]), a.dtype)
-        run_ranges(histogram.subtract_pairs, k, a.reshape(k, -1), b.reshape(k, -1),
-                   np.array(built_rows, np.int64), np.array(target_rows, np.int64),
-                   out.reshape(2 * k, -1), threads=self._pool(),
-                   min_rows=max(1, _ELEMENTWISE_THREAD_MIN_VALUES // max(1, a[0].size)))
+        out = self._hist_buffers.empty((2 * k, *a.shape[1:]), a.dtype)
+        m = a[0].size
+        threads = self._pool()
+        parallel = threads > 1 and k * m >= _ELEMENTWISE_THREAD_MIN_VALUES
+        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES)) if parallel else 1
+        kernel = histogram.subtract_pairs if parallel else histogram.subtract_pairs_serial
+        kernel(a.reshape(k, -1), b.reshape(k, -1), np.array(built_rows, np.int64),
+               np.array(target_rows, np.int64), pieces, out.reshape(2 * k, -1))
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
@@ -361,12 +489,12 @@ class CPUBackend(ComposedSteps):
         parallel = self._team(min(hists.shape[0],
                                   hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
         if hists.ndim == 2:  # packed quantised sums
-            out = np.empty((*hists.shape, 2), np.float64)
+            out = self._hist_buffers.empty((*hists.shape, 2), np.dtype(np.float64))
             kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
             kernel(hists, q.g_scale, q.h_scale, out)
             return out
         # scales are powers of two, so these products and all later sums are exact
-        out = np.empty(hists.shape, np.float64)
+        out = self._hist_buffers.empty(hists.shape, np.dtype(np.float64))
         scales = np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
         kernel = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
         kernel(np.ascontiguousarray(hists), scales, out)
@@ -386,14 +514,10 @@ class CPUBackend(ComposedSteps):
         if monotone is not None:
             return split.monotone_search(hists, totals, self.offsets, feature_masks, reg,
                                          monotone)
-        threads = self._team(min(k, k * self.total_bins // _SPLIT_THREAD_MIN_SLOTS))
-        # a parallel region wakes the whole pool: worth it when half of it has a node to search
-        # (measured with 16 threads on 2 cores: split time 1.0 s parallel, 0.47 s on teams
-        # of 2, for two nodes a call)
-        if 2 * threads < self._pool():
-            threads = 1
+        slots = k * self.total_bins
+        parallel = slots - slots // self._pool() >= _SPLIT_THREAD_MIN_SLOTS
         out = np.zeros((k, split.REC_WIDTH), np.float64)
-        kernel = split.find_best_splits if threads > 1 else split.find_best_splits_serial
+        kernel = split.find_best_splits if parallel else split.find_best_splits_serial
         kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
                np.ascontiguousarray(feature_masks, np.bool_), reg, out)
         return out
@@ -420,12 +544,25 @@ class CPUBackend(ComposedSteps):
         return left
 
     def _partition_chunks(self, n_rows: int) -> int:
-        """Chunks (threads) of a node's partition; 1: the serial kernel."""
-        if n_rows < _PARTITION_CHUNKED_MIN_ROWS or self.n_threads < 2:
+        """Chunks (threads) of a lone node's partition; 1: the serial kernel (the sparse
+        backend's rule; this backend cuts a whole call at once, `_partition_items`)."""
+        if n_rows < _PARTITION_CHUNKED_MIN_ROWS or self._pool() < 2:
             return 1
-        chunks = min(self.n_threads, max(2, n_rows // _PARTITION_THREAD_MIN_ROWS))
-        # a parallel region wakes the whole pool: worth it when half of it has a chunk
-        return chunks if 2 * chunks >= self._pool() else 1
+        return min(self._pool(), max(2, n_rows // _PARTITION_THREAD_MIN_ROWS))
+
+    def _partition_items(self, starts: list[int], ends: list[int]) -> np.ndarray:
+        """Work items int64 (m, PART_WIDTH) of partitioning the nodes [starts[k], ends[k])
+        in parallel: each node cut into chunks of about the call's rows / threads, at least
+        _PARTITION_THREAD_MIN_ROWS rows each."""
+        threads = self._pool()
+        chunk_rows = max(_PARTITION_THREAD_MIN_ROWS,
+                         -(-sum(e - s for s, e in zip(starts, ends, strict=True)) // threads))
+        items = []
+        for k, (s, e) in enumerate(zip(starts, ends, strict=True)):
+            n = e - s
+            c = max(1, min(threads, n // chunk_rows))
+            items += [(k, s + n * j // c, s + n * (j + 1) // c) for j in range(c)]
+        return np.array(items, np.int64)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
@@ -437,38 +574,32 @@ class CPUBackend(ComposedSteps):
 
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        if len(bounds) == 1 and self._partition_chunks(bounds[0][1] - bounds[0][0]) == 1:
-            # one node that chunks would not speed up (best-first growth splits one at a
-            # time): the serial kernel, without the bookkeeping below
+        """Partition the nodes' ranges `bounds`: in parallel from _PARTITION_CHUNKED_MIN_ROWS
+        rows a call, else on this thread."""
+        total = sum(e - s for s, e in bounds)
+        parallel = self._pool() > 1 and total >= _PARTITION_CHUNKED_MIN_ROWS
+        if len(bounds) == 1 and not parallel:
+            # one node on one thread (best-first growth splits one at a time): the range
+            # kernel, without an item table
             f = int(features[0])
             n = partition.partition_range(self.columns[f], self.rows, bounds[0][0],
                                           bounds[0][1], int(split_bins[0]),
                                           int(self.missing_bins[f]), bool(default_left[0]),
                                           self._scratch)
             return np.array([n], np.int64)
-        starts = np.array([b[0] for b in bounds], np.int64)
-        ends = np.array([b[1] for b in bounds], np.int64)
-        n_left = np.zeros(starts.shape[0], np.int64)
-        small = []
-        for k in range(starts.shape[0]):
-            chunks = self._partition_chunks(int(ends[k] - starts[k]))
-            if chunks == 1:
-                small.append(k)
-                continue
-            f = features[k]
-            n_left[k] = partition.partition_node_chunked(
-                self.columns[f], self.rows, starts[k], ends[k], split_bins[k],
-                self.missing_bins[f], default_left[k], chunks, self._scratch,
-                self._partition_counts)
-        if small:
-            idx = np.array(small)
-            sub = np.zeros(idx.size, np.int64)
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_THREAD_MIN_ROWS))
-            kernel = partition.partition_nodes if threads > 1 else partition.partition_nodes_serial
-            kernel(self.columns, self.rows, starts[idx], ends[idx], features[idx],
-                   split_bins[idx], self.missing_bins, default_left[idx], self._scratch, sub)
-            n_left[idx] = sub
+        starts = [b[0] for b in bounds]
+        if parallel:
+            items = self._partition_items(starts, [b[1] for b in bounds])
+        else:
+            items = np.array([(k, s, e) for k, (s, e) in enumerate(bounds)], np.int64)
+        n_left = np.zeros(len(bounds), np.int64)
+        args = (self.columns, self.rows, np.array(starts, np.int64), features, split_bins,
+                self.missing_bins, default_left, items, self._pool() if parallel else 1,
+                self._scratch, n_left)
+        if parallel:
+            partition.partition_nodes(*args)
+        else:
+            partition.partition_nodes_serial(*args)
         return n_left
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
@@ -495,9 +626,10 @@ class CPUBackend(ComposedSteps):
         sub = np.ascontiguousarray(self.slots[:, features])
         bounds = self._ranges.bounds(nodes)
         out = np.empty((len(nodes), *self._hist_shape), self.hist_dtype)
-        histogram.build_histograms_serial(sub, self.gh, self.rows,
-                                          np.array([b[0] for b in bounds], np.int64),
-                                          np.array([b[1] for b in bounds], np.int64), out)
+        items = np.array([(j, lo, hi, 0, features.shape[0], -1, 0, self.total_bins)
+                          for j, (lo, hi) in enumerate(bounds)], np.int64)
+        histogram.build_histograms_serial(sub, self.gh, self.rows, items,
+                                          self._no_reduces, 1, self._chunk_buffers, out)
         for j, node in enumerate(nodes):
             h = self._hists.histogram(node)
             for f in features.tolist():

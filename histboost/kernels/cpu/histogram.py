@@ -34,45 +34,43 @@ _LOW32 = np.int64(0xFFFFFFFF)
 _PREFETCH_DISTANCE = 16
 
 
-def _accumulate(slots, gh, rows, start, end, hist):
-    """hist += sums of gh over rows[start:end], in row order (layout chosen at compile time by
-    hist.ndim)."""
+def _accumulate(slots, gh, rows, start, end, f0, f1, hist):
+    """hist += sums of gh over rows[start:end] for the slots of features [f0, f1), in row
+    order (layout chosen at compile time by hist.ndim)."""
 
 
 @overload(_accumulate, inline="always")
-def _accumulate_impl(slots, gh, rows, start, end, hist):
+def _accumulate_impl(slots, gh, rows, start, end, f0, f1, hist):
     if hist.ndim == 1:
-        def packed(slots, gh, rows, start, end, hist):
-            n_features = slots.shape[1]
+        def packed(slots, gh, rows, start, end, f0, f1, hist):
             for k in range(start, end):
                 if k + _PREFETCH_DISTANCE < end:
                     ahead = rows[k + _PREFETCH_DISTANCE]
-                    prefetch(slots[ahead], 0)
-                    prefetch(slots[ahead], n_features - 1)
+                    prefetch(slots[ahead], f0)
+                    prefetch(slots[ahead], f1 - 1)
                     prefetch(gh, ahead)
                 r = rows[k]
                 v = gh[r]
                 s = slots[r]
-                for f in range(n_features):
+                for f in range(np.uintp(f0), np.uintp(f1)):
                     hist[s[f]] += v
         return packed
 
-    def pairs(slots, gh, rows, start, end, hist):
-        n_features = slots.shape[1]
+    def pairs(slots, gh, rows, start, end, f0, f1, hist):
         # row counts too, only when min_data_in_leaf needs them (a branch taken the same way
         # for the whole call, so it costs nothing in the loop)
         counted = hist.shape[1] == 3
         for k in range(start, end):
             if k + _PREFETCH_DISTANCE < end:
                 ahead = rows[k + _PREFETCH_DISTANCE]
-                prefetch(slots[ahead], 0)
-                prefetch(slots[ahead], n_features - 1)
+                prefetch(slots[ahead], f0)
+                prefetch(slots[ahead], f1 - 1)
                 prefetch(gh[ahead], 0)
             r = rows[k]
             g = gh[r, 0]
             h = gh[r, 1]
             s = slots[r]
-            for f in range(n_features):
+            for f in range(np.uintp(f0), np.uintp(f1)):
                 idx = s[f]
                 add_pair(hist, idx, g, h)
                 if counted:
@@ -117,115 +115,117 @@ def write_columns(new, first, offsets, bins, slots, columns):
                 col[r] = new[r, j]
 
 
-@nb.njit(cache=True, nogil=True)
-def subtract_pairs(lo, hi, parents, built, built_rows, target_rows, out):
-    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
-    out[built_rows[j]] = built[j], in one pass, for pairs j in [lo, hi) (`run_ranges`).
-    parents, built: (k, m); out: (2k, m); built_rows, target_rows: int64 (k,) rows of out
-    (see `HistogramStore.pair_layout`)."""
-    for j in range(lo, hi):
-        b = out[built_rows[j]]
-        t = out[target_rows[j]]
-        p = parents[j]
-        c = built[j]
-        for i in range(p.shape[0]):
+@nb.njit(inline="always")
+def _subtract_items(parents, built, built_rows, target_rows, pieces, out):
+    """The body of `subtract_pairs` and `subtract_pairs_serial`."""
+    m = parents.shape[1]
+    for j in nb.prange(parents.shape[0] * pieces):
+        pair = j // pieces
+        piece = j - pair * pieces
+        b = out[built_rows[pair]]
+        t = out[target_rows[pair]]
+        p = parents[pair]
+        c = built[pair]
+        # unsigned indices: no negative-index wraparound, so the loop vectorises
+        for i in range(np.uintp(m * piece // pieces), np.uintp(m * (piece + 1) // pieces)):
             v = c[i]
             b[i] = v
             t[i] = p[i] - v
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histograms(slots, gh, rows, starts, ends, out):
-    """One histogram per node, nodes in parallel, each summed in row order.
-
-    slots: (n, F) global slot indices (`global_slots`); gh: gradient pairs in one of the
-    module's layouts; rows: int32 row indices, node k owning ``rows[starts[k]:ends[k]]``;
-    out: (k, total_bins[, 2 or 3]) float64 or int64, overwritten.
-    """
-    for k in nb.prange(starts.shape[0]):
-        h = out[k]
-        h[...] = 0
-        _accumulate(slots, gh, rows, starts[k], ends[k], h)
+def subtract_pairs(parents, built, built_rows, target_rows, pieces, out):
+    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
+    out[built_rows[j]] = built[j], in one pass, each pair in `pieces` value ranges run in
+    parallel. parents, built: (k, m); out: (2k, m); built_rows, target_rows: int64 (k,) rows
+    of out (see `HistogramStore.pair_layout`)."""
+    _subtract_items(parents, built, built_rows, target_rows, pieces, out)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histograms_serial(slots, gh, rows, starts, ends, out):
-    """`build_histograms` on the calling thread, without a parallel launch."""
-    for k in range(starts.shape[0]):
-        h = out[k]
-        h[...] = 0
-        _accumulate(slots, gh, rows, starts[k], ends[k], h)
+def subtract_pairs_serial(parents, built, built_rows, target_rows, pieces, out):
+    """`subtract_pairs` on the calling thread, without a parallel launch."""
+    _subtract_items(parents, built, built_rows, target_rows, pieces, out)
+
+
+# columns of a histogram work item (rows `build_histograms` sums in one thread's turn)
+ITEM_NODE, ITEM_ROW_LO, ITEM_ROW_HI, ITEM_F0, ITEM_F1, ITEM_DST, ITEM_ZERO_LO, ITEM_ZERO_HI = (
+    range(8))
+ITEM_WIDTH = 8
+# columns of a reduction item (one node's chunk sums added over a range of its values)
+RED_NODE, RED_FIRST, RED_CHUNKS, RED_LO, RED_HI = range(5)
+RED_WIDTH = 5
 
 
 @nb.njit(inline="always")
-def _add_chunks(flat, dst, lo, hi):
-    """dst[i] = sum of flat[:, i] in chunk order, for i in [lo, hi)."""
-    for i in range(lo, hi):
-        acc = flat[0, i]
-        for c in range(1, flat.shape[0]):
-            acc += flat[c, i]
+def _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out):
+    """The body of `build_histograms` and `build_histograms_serial`: one compiled loop nest
+    for both (a prange is a range in the serial one). Worker w of `workers` (the thread
+    count) takes items w, w + workers, ... (Numba's parallel loops hand each thread one
+    contiguous block of iterations: items listed largest first are shared out more evenly in
+    turns)."""
+    m = items.shape[0]
+    workers = max(1, min(workers, m))
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            node = items[j, ITEM_NODE]
+            dst = items[j, ITEM_DST]
+            h = out[node] if dst < 0 else buffers[dst]
+            flat = h.reshape(-1)
+            width = flat.shape[0] // h.shape[0]
+            for i in range(np.uintp(items[j, ITEM_ZERO_LO] * width),
+                           np.uintp(items[j, ITEM_ZERO_HI] * width)):
+                flat[i] = 0
+            _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
+                        items[j, ITEM_F0], items[j, ITEM_F1], h)
+    if reduces.shape[0] == 1:
+        # one small reduction: on the calling thread, a parallel launch fewer
+        _reduce_item(buffers, out, reduces, 0)
+    elif reduces.shape[0] > 1:
+        for j in nb.prange(reduces.shape[0]):
+            _reduce_item(buffers, out, reduces, j)
+
+
+@nb.njit(inline="always")
+def _reduce_item(buffers, out, reduces, j):
+    """Reduction item j of `build_histograms`: its node's chunk sums added in chunk order."""
+    chunk_sums = buffers.reshape((buffers.shape[0], -1))
+    dst = out[reduces[j, RED_NODE]].reshape(-1)
+    first = reduces[j, RED_FIRST]
+    n_chunks = reduces[j, RED_CHUNKS]
+    for i in range(np.uintp(reduces[j, RED_LO]), np.uintp(reduces[j, RED_HI])):
+        acc = chunk_sums[first, i]
+        for c in range(1, n_chunks):
+            acc += chunk_sums[first + c, i]
         dst[i] = acc
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histogram_chunked(phase, slots, gh, rows, start, end, buffers, out):
-    """One histogram of a large node: its rows split into ``buffers.shape[0]`` equal chunks
-    built in parallel, each summed in row order (phase 0), then added in chunk order, slices
-    of the slots in parallel (phase 1, a second call); phase 2 builds the chunks and adds
-    them on the calling thread, in one call (a parallel loop fewer: few chunks add up in
-    less time than a parallel launch takes on a busy machine). The float result depends on
-    the chunk count only, not on the threads or the phases. buffers: (n_chunks,) +
-    out.shape scratch of out's dtype (summing chunk 0 straight into out measured 5% slower
-    at 8+ chunks). Both parallel phases share one loop: a kernel compiles once per loop."""
-    n_chunks = buffers.shape[0]
-    n = end - start
-    flat = buffers.reshape((n_chunks, -1))
-    dst = out.reshape(-1)
-    m = dst.shape[0]
-    for c in nb.prange(n_chunks):
-        if phase != 1:
-            b = buffers[c]
-            b[...] = 0
-            _accumulate(slots, gh, rows, start + n * c // n_chunks,
-                        start + n * (c + 1) // n_chunks, b)
-        else:
-            _add_chunks(flat, dst, m * c // n_chunks, m * (c + 1) // n_chunks)
-    if phase == 2:
-        _add_chunks(flat, dst, 0, m)
+def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out):
+    """Histograms of several nodes, work items in parallel, then their chunk sums added.
+
+    Item j (int64 (m, ITEM_WIDTH) `items`) sums gh over ``rows[ITEM_ROW_LO:ITEM_ROW_HI]``, in
+    row order, into the slots of features ITEM_F0 .. ITEM_F1 - 1 of ``out[ITEM_NODE]``
+    (ITEM_DST -1) or of the chunk scratch ``buffers[ITEM_DST]``, after zeroing its slots
+    ITEM_ZERO_LO .. ITEM_ZERO_HI - 1 there. A node summed in several row chunks (each into
+    its own buffer) is then added up by reduction items (int64 (r, RED_WIDTH) `reduces`):
+    flat values RED_LO .. RED_HI - 1 of ``out[RED_NODE]`` = the sum of the RED_CHUNKS
+    buffers from RED_FIRST on, in chunk order. Items write disjoint slots, so the threads,
+    the feature blocks and the order in which items run change no sum: a float histogram
+    depends on its row chunks only.
+
+    slots: (n, F) global slot indices (`global_slots`); gh: gradient pairs in one of the
+    module's layouts; rows: int32 row indices; buffers: (b, *out.shape[1:]) scratch of out's
+    dtype; out: (k, total_bins[, 2 or 3]) float64 or int64.
+    """
+    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histogram_chunked_serial(slots, gh, rows, start, end, n_chunks, buffer, out):
-    """`build_histogram_chunked` on the calling thread, without a parallel launch: the same
-    chunks added in the same order, so the same sums, with chunk 0 summed into out and each
-    later chunk into one reused buffer (out.shape, out's dtype) then added to out, which keeps
-    the scratch in cache."""
-    n = end - start
-    out[...] = 0
-    _accumulate(slots, gh, rows, start, start + n // n_chunks, out)
-    src = buffer.reshape(-1)
-    dst = out.reshape(-1)
-    for c in range(1, n_chunks):
-        buffer[...] = 0
-        _accumulate(slots, gh, rows, start + n * c // n_chunks, start + n * (c + 1) // n_chunks,
-                    buffer)
-        for i in range(dst.shape[0]):
-            dst[i] += src[i]
-
-
-@nb.njit(cache=True, nogil=True)
-def pack_pairs(lo, hi, gh, out):
-    """out[i] = gh[i, 0] * 2**32 + gh[i, 1]: int32 (n, 2) pairs (hessian >= 0) to int64 (n,),
-    rows i in [lo, hi)."""
-    for i in range(lo, hi):
-        out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def pack_pairs_parallel(gh, out):
-    """`pack_pairs` of all rows, in parallel."""
-    for i in nb.prange(gh.shape[0]):
-        out[i] = (np.int64(gh[i, 0]) << 32) + np.int64(gh[i, 1])
+def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, out):
+    """`build_histograms` on the calling thread, without a parallel launch: the same items,
+    the same sums."""
+    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
 
 
 @nb.njit(inline="always")

@@ -73,68 +73,77 @@ def partition_range(column, rows, start, end, threshold_bin, missing_bin, defaul
     return n_left
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def partition_nodes(columns, rows, starts, ends, features, threshold_bins, missing_bins,
-                    default_left, scratch, n_left):
-    """Partition several nodes in parallel (one thread per node).
+# columns of a partition work item: node index, row range (a chunk of the node's range)
+PART_NODE, PART_LO, PART_HI = range(3)
+PART_WIDTH = 3
 
-    columns: (F, n) uint8/uint16 bins, column-major; rows: int32 (n,), node k owns
-    rows[starts[k]:ends[k]]; features, threshold_bins: int32 (k,);
-    missing_bins: int32 (F,) missing slot of each feature; default_left: uint8 (k,);
-    scratch: int32 (n,); n_left: int64 (k,) out, rows going left per node.
+
+@nb.njit(inline="always")
+def _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
+                     default_left, items, workers, scratch, n_left):
+    """The body of `partition_nodes` and `partition_nodes_serial` (a prange is a range in the
+    serial one). Worker w of `workers` (the thread count) takes items w, w + workers, ...: a
+    large node's consecutive chunks go to different threads."""
+    m = items.shape[0]
+    workers = max(1, min(workers, m))
+    counts = np.empty(m, np.int64)
+    # each chunk partitioned on its own (`_scatter`: lefts in place, rights to scratch); a
+    # node's later chunks park their lefts behind their rights in scratch
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            k = items[j, PART_NODE]
+            lo = items[j, PART_LO]
+            hi = items[j, PART_HI]
+            f = features[k]
+            c = _scatter(columns[f], rows, lo, hi, np.int64(threshold_bins[k]),
+                         np.int64(missing_bins[f]), default_left[k] != 0, scratch)
+            counts[j] = c
+            if lo > starts[k]:
+                _copy(rows, lo, scratch, hi - c, c)
+    # where each chunk's lefts go: a node's chunks are consecutive items, in row order
+    positions = np.empty(m, np.int64)
+    for k in range(n_left.shape[0]):
+        n_left[k] = 0
+    for j in range(m):
+        k = items[j, PART_NODE]
+        positions[j] = starts[k] + n_left[k]
+        n_left[k] += counts[j]
+    for w in nb.prange(workers):
+        for j in range(w, m, workers):
+            k = items[j, PART_NODE]
+            lo = items[j, PART_LO]
+            hi = items[j, PART_HI]
+            c = counts[j]
+            lpos = positions[j]
+            n_right = hi - lo - c
+            if lo > starts[k]:
+                _copy(scratch, lo + n_right, rows, lpos, c)
+            # rights of the node's earlier chunks: lo - lpos
+            _copy(scratch, lo, rows, starts[k] + n_left[k] + (lo - lpos), n_right)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def partition_nodes(columns, rows, starts, features, threshold_bins, missing_bins,
+                    default_left, items, workers, scratch, n_left):
+    """Partition several nodes, work items in parallel, in one pass over their rows.
+
+    Item j (int64 (m, PART_WIDTH) `items`) is the chunk ``rows[PART_LO:PART_HI]`` of node
+    PART_NODE; a node's chunks are consecutive items in row order and cover its range. Each
+    chunk is partitioned on its own (`partition_range`'s scatter), then every chunk copies its
+    lefts and rights to their final places: a stable partition of each node whatever the
+    chunks. workers: threads of the loop (items are dealt to them in turns). columns: (F, n)
+    uint8/uint16 bins, column-major; rows: int32 (n,); starts: int64
+    (k,) first row of each node; features, threshold_bins: int32 (k,); missing_bins: int32
+    (F,) missing slot of each feature; default_left: uint8 (k,); scratch: int32 (n,);
+    n_left: int64 (k,) out, rows going left per node.
     """
-    for k in nb.prange(starts.shape[0]):
-        f = features[k]
-        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k],
-                                    np.int64(threshold_bins[k]), np.int64(missing_bins[f]),
-                                    default_left[k] != 0, scratch)
+    _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
+                     default_left, items, workers, scratch, n_left)
 
 
 @nb.njit(cache=True, nogil=True)
-def partition_nodes_serial(columns, rows, starts, ends, features, threshold_bins, missing_bins,
-                           default_left, scratch, n_left):
+def partition_nodes_serial(columns, rows, starts, features, threshold_bins, missing_bins,
+                           default_left, items, workers, scratch, n_left):
     """`partition_nodes` on the calling thread, without a parallel launch."""
-    for k in range(starts.shape[0]):
-        f = features[k]
-        n_left[k] = partition_range(columns[f], rows, starts[k], ends[k],
-                                    np.int64(threshold_bins[k]), np.int64(missing_bins[f]),
-                                    default_left[k] != 0, scratch)
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def partition_node_chunked(column, rows, start, end, threshold_bin, missing_bin,
-                           default_left, n_chunks, scratch, counts):
-    """Partition one large node in n_chunks chunks run in parallel, in one pass over its rows.
-
-    Each chunk of rows[start:end] is partitioned on its own (`partition_range`'s scatter:
-    lefts in place, rights to scratch) and parks its lefts behind its rights in scratch; then
-    every chunk copies both runs to their final places in rows. Both phases run in parallel,
-    and past the scatter only sequential copies remain. column: (n,) bins of the split feature;
-    scratch: int32 (n,); counts: int64 (n_chunks,) scratch, rows going left per chunk.
-    Returns the number of rows going left.
-    """
-    n = end - start
-    left = default_left != 0
-    for c in nb.prange(n_chunks):
-        lo = start + n * c // n_chunks
-        hi = start + n * (c + 1) // n_chunks
-        counts[c] = _scatter(column, rows, lo, hi, threshold_bin, missing_bin, left, scratch)
-        # chunk c's rights now fill scratch[lo:hi - counts[c]]; park its lefts after them
-        # (chunk 0's lefts are already in place)
-        if c > 0:
-            _copy(rows, lo, scratch, hi - counts[c], counts[c])
-    total_left = 0
-    for c in range(n_chunks):
-        total_left += counts[c]
-    for c in nb.prange(n_chunks):
-        lo = start + n * c // n_chunks
-        hi = start + n * (c + 1) // n_chunks
-        lpos = start
-        for cc in range(c):
-            lpos += counts[cc]
-        n_right = hi - lo - counts[c]
-        if c > 0:
-            _copy(scratch, lo + n_right, rows, lpos, counts[c])
-        rpos = start + total_left + (lo - lpos)
-        _copy(scratch, lo, rows, rpos, n_right)
-    return total_left
+    _partition_items(columns, rows, starts, features, threshold_bins, missing_bins,
+                     default_left, items, workers, scratch, n_left)

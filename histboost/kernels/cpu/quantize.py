@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba.extending import overload
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -36,12 +37,32 @@ def _counter(i, row_ids):
     return np.uint64(row_ids[i]) if row_ids.shape[0] > 0 else np.uint64(i)
 
 
-@nb.njit(inline="always")
 def _round_row(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
-    u1 = uniform01(key, np.uint64(2) * counter)
-    u2 = uniform01(key, np.uint64(2) * counter + np.uint64(1))
-    out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
-    out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+    """Round row i's pair into out; returns 1 when its rounded hessian is negative (custom
+    objectives), else 0. Layout chosen at compile time by out.ndim."""
+
+
+@overload(_round_row, inline="always")
+def _round_row_impl(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
+    if out.ndim == 1:
+        # packed: the gradient in the high and the hessian in the low 32 bits (see
+        # `kernels.cpu.histogram`), for trees whose sums fit
+        def packed(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
+            u1 = uniform01(key, np.uint64(2) * counter)
+            u2 = uniform01(key, np.uint64(2) * counter + np.uint64(1))
+            g = np.int64(np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1)))
+            h = np.int64(np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2)))
+            out[i] = (g << 32) + h
+            return np.int64(h < 0)
+        return packed
+
+    def pairs(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
+        u1 = uniform01(key, np.uint64(2) * counter)
+        u2 = uniform01(key, np.uint64(2) * counter + np.uint64(1))
+        out[i, 0] = np.int32(np.floor(np.float64(gh[i, 0]) * g_inv_scale + u1))
+        out[i, 1] = np.int32(np.floor(np.float64(gh[i, 1]) * h_inv_scale + u2))
+        return np.int64(out[i, 1] < 0)
+    return pairs
 
 
 @nb.njit(cache=True, nogil=True)
@@ -51,13 +72,38 @@ def quantize_gradients(lo, hi, gh, row_ids, g_inv_scale, h_inv_scale, key, out):
     (row_ids[i], or i when row_ids is empty): unbiased stochastic rounding, and a worker
     holding some rows of a larger matrix rounds each as one process holding all would. Rows
     i in [lo, hi). gh: float32 (n, 2) pairs; row_ids: int64 (n,) or (0,); key: uint64;
-    out: int32 (n, 2)."""
+    out: int32 (n, 2), or int64 (n,) for the pairs packed as g * 2**32 + h. Returns the number
+    of rows whose rounded hessian is negative (a packed layout needs none)."""
+    negative = 0
     for i in range(lo, hi):
-        _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
+        negative += _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
+    return negative
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def quantize_gradients_parallel(gh, row_ids, g_inv_scale, h_inv_scale, key, out):
     """`quantize_gradients` of all rows, in parallel."""
+    negative = 0
     for i in nb.prange(gh.shape[0]):
-        _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
+        negative += _round_row(i, _counter(i, row_ids), gh, g_inv_scale, h_inv_scale, key, out)
+    return negative
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def pair_bounds(gh, n_blocks, out):
+    """out[b] = (max |g|, max |h|) over block b of n_blocks equal row blocks of gh (float32
+    (n, 2)), blocks in parallel; out: float64 (n_blocks, 2). NaN propagates (NumPy's max)."""
+    n = gh.shape[0]
+    for b in nb.prange(n_blocks):
+        g_top = 0.0
+        h_top = 0.0
+        for i in range(n * b // n_blocks, n * (b + 1) // n_blocks):
+            g = abs(np.float64(gh[i, 0]))
+            h = abs(np.float64(gh[i, 1]))
+            # a NaN, once taken, stays: no value compares above it
+            if g > g_top or g != g:
+                g_top = g
+            if h > h_top or h != h:
+                h_top = h
+        out[b, 0] = g_top
+        out[b, 1] = h_top

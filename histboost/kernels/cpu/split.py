@@ -109,78 +109,102 @@ def _count_per_hess(C, H):
     return C / H if H > 0.0 else 0.0
 
 
-@nb.njit(cache=True, nogil=True)
-def _best_split_node(hist, offsets, feature_mask, G, H, C, reg, rec):
-    parent = node_gain(G, H, reg)
-    cph = _count_per_hess(C, H)
-    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
+@nb.njit(cache=True, inline="always")
+def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, plain, rec):
+    """The best split of one node on feature f into rec (REC_FEATURE -1: no positive gain):
+    the first of the largest gains in scan order (missing right, then missing left; bins
+    ascending)."""
     counted = hist.shape[1] == 3
     best = 0.0
     rec[REC_GAIN] = 0.0
     rec[REC_FEATURE] = -1.0
+    o = offsets[f]
+    n_value_bins = offsets[f + 1] - o - 1
+    miss = o + n_value_bins
+    mg = hist[miss, 0]
+    mh = hist[miss, 1]
+    mc = hist[miss, 2] if counted else mh * cph
+    has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
+    # pass 0: missing values go right, left = value bins 0..b (b may take all value bins
+    # when there are missing values); pass 1: missing values go left as well
+    for miss_left in range(2 if has_missing else 1):
+        gl = mg if miss_left else 0.0
+        hl = mh if miss_left else 0.0
+        cl = mc if miss_left else 0.0
+        last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
+        for b in range(last):
+            gl += hist[o + b, 0]
+            hl += hist[o + b, 1]
+            cl = cl + hist[o + b, 2] if counted else hl * cph
+            gr = G - gl
+            hr = H - hl
+            cr = C - cl
+            if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
+                continue
+            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+            if gain > best:
+                best = gain
+                rec[REC_GAIN] = gain
+                rec[REC_FEATURE] = f
+                rec[REC_BIN] = b
+                # with no missing values here, unseen ones go to the heavier side
+                rec[REC_DEFAULT_LEFT] = 1.0 if (
+                    miss_left or (not has_missing and hl >= hr)) else 0.0
+                rec[REC_LEFT_G] = gl
+                rec[REC_LEFT_H] = hl
+                rec[REC_LEFT_C] = cl
+
+
+@nb.njit(inline="always")
+def _search_items(hists, totals, offsets, feature_masks, reg, out):
+    """The body of `find_best_splits` and `find_best_splits_serial`: (node, feature) items in
+    parallel (a prange is a range in the serial one), then each node's features in order."""
+    k = hists.shape[0]
     n_features = offsets.shape[0] - 1
-    for f in range(n_features):
-        if not feature_mask[f]:
+    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
+    recs = np.empty((k * n_features, REC_WIDTH), np.float64)
+    for j in nb.prange(k * n_features):
+        node = j // n_features
+        f = j - node * n_features
+        if not feature_masks[node, f]:
+            recs[j, REC_GAIN] = 0.0
+            recs[j, REC_FEATURE] = -1.0
             continue
-        o = offsets[f]
-        n_value_bins = offsets[f + 1] - o - 1
-        miss = o + n_value_bins
-        mg = hist[miss, 0]
-        mh = hist[miss, 1]
-        mc = hist[miss, 2] if counted else mh * cph
-        has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
-        # pass 0: missing values go right, left = value bins 0..b (b may take all value bins
-        # when there are missing values); pass 1: missing values go left as well
-        for miss_left in range(2 if has_missing else 1):
-            gl = mg if miss_left else 0.0
-            hl = mh if miss_left else 0.0
-            cl = mc if miss_left else 0.0
-            last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
-            for b in range(last):
-                gl += hist[o + b, 0]
-                hl += hist[o + b, 1]
-                cl = cl + hist[o + b, 2] if counted else hl * cph
-                gr = G - gl
-                hr = H - hl
-                cr = C - cl
-                if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
-                    continue
-                gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
-                if gain > best:
-                    best = gain
-                    rec[REC_GAIN] = gain
-                    rec[REC_FEATURE] = f
-                    rec[REC_BIN] = b
-                    # with no missing values here, unseen ones go to the heavier side
-                    rec[REC_DEFAULT_LEFT] = 1.0 if (
-                        miss_left or (not has_missing and hl >= hr)) else 0.0
-                    rec[REC_LEFT_G] = gl
-                    rec[REC_LEFT_H] = hl
-                    rec[REC_LEFT_C] = cl
+        G = totals[node, 0]
+        H = totals[node, 1]
+        C = totals[node, 2]
+        _best_split_feature(hists[node], offsets, f, G, H, C, node_gain(G, H, reg),
+                            _count_per_hess(C, H), reg, plain, recs[j])
+    # ties keep the lowest feature: a later one must gain strictly more
+    for node in range(k):
+        rec = out[node]
+        rec[REC_GAIN] = 0.0
+        rec[REC_FEATURE] = -1.0
+        for f in range(n_features):
+            r = recs[node * n_features + f]
+            if r[REC_FEATURE] >= 0.0 and r[REC_GAIN] > rec[REC_GAIN]:
+                for c in range(REC_WIDTH):
+                    rec[c] = r[c]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def find_best_splits(hists, totals, offsets, feature_masks, reg, out):
-    """Best split of each node.
+    """Best split of each node, (node, feature) pairs in parallel.
 
     hists: float64 (k, total_bins, 2 or 3); totals: float64 (k, 3) node sums (G, H, count);
     offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
     reg: float64 (5,) see P_*; out: float64 (k, REC_WIDTH) split records, feature -1 when no
     split has a positive gain. Ties keep the lowest feature, then the lowest bin, then
-    missing-right: a fixed order, so every worker picks the same split.
+    missing-right: a fixed order, so every worker (and thread count) picks the same split.
     """
-    for k in nb.prange(hists.shape[0]):
-        _best_split_node(hists[k], offsets, feature_masks[k], totals[k, 0], totals[k, 1],
-                         totals[k, 2], reg, out[k])
+    _search_items(hists, totals, offsets, feature_masks, reg, out)
 
 
 @nb.njit(cache=True, nogil=True)
 def find_best_splits_serial(hists, totals, offsets, feature_masks, reg, out):
     """`find_best_splits` on the calling thread, without a parallel launch (a node's search,
     tens of microseconds, is less than waking a team of threads)."""
-    for k in range(hists.shape[0]):
-        _best_split_node(hists[k], offsets, feature_masks[k], totals[k, 0], totals[k, 1],
-                         totals[k, 2], reg, out[k])
+    _search_items(hists, totals, offsets, feature_masks, reg, out)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
