@@ -100,7 +100,7 @@ def _grow(backend, p, pairs, params, margin0):
         q = make_quantisation(*backend.gradient_bounds(k), params.grad_quant_bits,
                               round_key(params.seed, 0, k))
         grown = grower.grow(k, None, q, np.random.default_rng(0))
-        backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+        backend.update_margin(grown.tree, *grown.margin_leaves(), k)
         trees.append(grown.tree.to_dict())
     return trees, backend.margin()
 
