@@ -367,15 +367,16 @@ class TreeGrower:
         splitting ahead changes no record. The queue of the committed tree's leaves pops
         nodes in exact order while the popped node is already split ("committed"); when it
         is not, the queue is played forward with what is known (children of leaves not yet
-        split taken as never splitting), and the first `best_first_batch` leaves not yet split
-        that it pops are split in one step. Children found later can only delay these
-        leaves, so a leaf whose played-forward commit fills the tree needs no search of its
-        children, and one that is overtaken is never committed. Splits never committed are
-        undone at the end: such a node is a leaf of the tree, holding the rows of the
-        backend's leaves below it. Node ids follow the commit order, as they do when one leaf
-        is split a step. One leaf a step where the children's column masks come from the
-        random stream in split order (colsample_bylevel / colsample_bynode) or a column
-        source changes columns after each split.
+        split taken as never splitting), and the first `best_first_batch` leaves not yet
+        split that it pops are split in one step. Children found later only add nodes to
+        that order, so a leaf is committed no earlier than played forward: one whose
+        played-forward commit fills the tree is committed last or never, and its children
+        need no search. Splits never committed are undone at the end: such a node is a leaf
+        of the tree, holding the rows of the backend's leaves below it. Node ids follow the
+        commit order, as they do when one leaf is split a step. One leaf a step where the
+        children's column masks come from the random stream in split order
+        (colsample_bylevel / colsample_bynode) or a column source changes columns after each
+        split (docs/growth.md).
 
         Returns the tree's nodes in best-first order and, per node, the backend nodes holding
         its rows (meaningful for leaves)."""
