@@ -599,8 +599,47 @@ def check_best_first_batches(make: Factory, seed: int) -> None:
     np.testing.assert_array_equal(many_margin, one_margin)
 
 
+def check_pruned_tree_margin(make: Factory, seed: int) -> None:
+    """Gamma pruning makes a leaf of a node whose children the backend split unevenly (one
+    child split further, the other a leaf): the margin update gives the rows of every
+    backend node below it the leaf's value."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    m0 = np.random.default_rng(seed).normal(size=(p.bins.shape[0], 1))
+    spec = {"max_depth": 4, "learning_rate": 0.5, "min_child_weight": 2}
+
+    def grow(gamma: float):
+        be = _with_gradients(make, p)
+        be.set_margin(m0)
+        grower = TreeGrower(be, parse_params({**spec, "gamma": gamma}), p.mapper)
+        grown = grower.grow(0, None, None, np.random.default_rng(0))
+        be.update_margin(grown.tree, *grown.margin_leaves(), 0)
+        return grown.tree, be.margin()
+
+    t, _ = grow(0.0)
+    left, right = t.left_child, t.right_child
+    parent = np.full(left.shape[0], -1)
+    inner = np.flatnonzero(left >= 0)
+    parent[left[inner]] = parent[right[inner]] = inner
+
+    def uneven_leaf(gamma: float) -> bool:
+        """Whether pruning at gamma leaves a leaf whose children had one split child."""
+        leaf = left < 0
+        for i in inner[::-1]:  # children after their parent
+            leaf[i] = leaf[left[i]] and leaf[right[i]] and t.gain[i] < gamma
+        return any(leaf[i] and (parent[i] < 0 or not leaf[parent[i]])
+                   and (left[left[i]] < 0) != (left[right[i]] < 0) for i in inner)
+
+    gamma = next((g for g in np.sort(t.gain[inner]) * (1 + 1e-9) if uneven_leaf(g)), None)
+    assert gamma is not None, "no gamma prunes a split of the shape the check needs"
+    tree, margin = grow(float(gamma))
+    assert tree.n_leaves < t.n_leaves
+    got = np.zeros((p.bins.shape[0], 1))
+    PackedForest([tree]).add_margin(p.X, got)
+    np.testing.assert_array_equal(margin, m0 + got)
+
+
 CHECKS = [check_gradients, check_root_histogram, check_quantised_histograms,
           check_partition_and_subtraction, check_split_search, check_split_and_search,
           check_oblivious_gains,
           check_monotone_split_search, check_grown_tree_and_margin,
-          check_best_first_batches]
+          check_best_first_batches, check_pruned_tree_margin]
