@@ -367,16 +367,16 @@ class TreeGrower:
         splitting ahead changes no record. The queue of the committed tree's leaves pops
         nodes in exact order while the popped node is already split ("committed"); when it
         is not, the queue is played forward with what is known (children of leaves not yet
-        split taken as never splitting), and the first `best_first_batch` leaves not yet
-        split that it pops are split in one step. Children found later only add nodes to
-        that order, so a leaf is committed no earlier than played forward: one whose
-        played-forward commit fills the tree is committed last or never, and its children
-        need no search. Splits never committed are undone at the end: such a node is a leaf
-        of the tree, holding the rows of the backend's leaves below it. Node ids follow the
-        commit order, as they do when one leaf is split a step. One leaf a step where the
-        children's column masks come from the random stream in split order
-        (colsample_bylevel / colsample_bynode) or a column source changes columns after each
-        split (docs/growth.md).
+        split taken as never splitting), and the leaves not yet split that it pops are split
+        in one step, up to `best_first_batch` of them whose children are searched. Children
+        found later only add nodes to that order, so a leaf is committed no earlier than
+        played forward: one whose played-forward commit fills the tree is committed last or
+        never, and its children need no search. Splits never committed are undone at the
+        end: such a node is a leaf of the tree, holding the rows of the backend's leaves
+        below it. Node ids follow the commit order, as they do when one leaf is split a
+        step. One leaf a step where the children's column masks come from the random stream
+        in split order (colsample_bylevel / colsample_bynode) or a column source changes
+        columns after each split (docs/growth.md).
 
         Returns the tree's nodes in best-first order and, per node, the backend nodes holding
         its rows (meaningful for leaves)."""
@@ -417,8 +417,11 @@ class TreeGrower:
                 parents: list[int] = []
                 search: list[bool] = []
                 ahead = list(queue)
-                leaves, commits = n_leaves, len(committed)
-                while ahead and leaves < max_leaves and len(parents) < batch:
+                leaves, commits, searched = n_leaves, len(committed), 0
+                # leaves whose children are not searched (max_depth, or the last split) cost
+                # a partition only: they do not count against the batch
+                while ahead and leaves < max_leaves and (
+                        searched < batch if batch > 1 else not parents):
                     j = heapq.heappop(ahead)[2]
                     leaves += 1
                     commits += 1
@@ -426,6 +429,7 @@ class TreeGrower:
                         parents.append(j)
                         search.append(leaves < max_leaves and (
                             p.max_depth == 0 or nodes.depth[j] + 1 < p.max_depth))
+                        searched += search[-1]
                     else:
                         push(ahead, j, commits)
                 self._split_ahead(nodes, parents, search, records, found, tree_mask, rng)
