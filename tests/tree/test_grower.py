@@ -108,17 +108,18 @@ def test_lossguide_respects_max_leaves_and_depth():
             assert max(leaves) <= min(ml, 2 ** md)
 
 
-def _undone_counting(monkeypatch):
-    """Count the leaves of grown trees that hold several backend nodes (splits undone)."""
-    undone = []
+def _held_counting(monkeypatch):
+    """Count the backend nodes beyond one a leaf that grown trees' leaves hold (splits
+    undone: made ahead of best-first order and not kept, or pruned)."""
+    extra = []
     grow = grower.TreeGrower.grow
 
     def counted(self, *args, **kw):
         grown = grow(self, *args, **kw)
-        undone.append(sum(len(held) > 1 for held in grown.leaves))
+        extra.append(sum(len(held) - 1 for held in grown.leaves))
         return grown
     monkeypatch.setattr(grower.TreeGrower, "grow", counted)
-    return undone
+    return extra
 
 
 @pytest.mark.parametrize("params,data,ahead", [
@@ -127,7 +128,7 @@ def _undone_counting(monkeypatch):
       "subsample": 0.7, "colsample_bytree": 0.8}, "bin", True),
     ({"objective": "multi:softprob", "num_class": 3, "max_leaves": 12, "quantized_grad": True,
       "min_data_in_leaf": 5}, "mc", True),
-    ({"objective": "reg:squarederror", "max_leaves": 20, "gamma": 0.3, "reg_alpha": 0.5,
+    ({"objective": "reg:squarederror", "max_leaves": 20, "gamma": 3.0, "reg_alpha": 0.5,
       "min_child_weight": 3}, "reg", True),
     ({"objective": "reg:squarederror", "max_leaves": 16, "monotone_constraints": (1, -1),
       "interaction_constraints": [[0, 1, 2], [2, 3, 4]]}, "reg", True),
@@ -140,13 +141,16 @@ def test_lossguide_batches_equal_one_leaf_a_step(monkeypatch, params, data, ahea
     some undone) trains the model of one leaf a step, byte for byte."""
     X, y = {"bin": (X_BIN, Y_BIN), "mc": (X_MC, Y_MC), "reg": (X_REG, Y_REG)}[data]
     params = {"grow_policy": "lossguide", "max_depth": 0, "learning_rate": 0.3, **params}
-    undone = _undone_counting(monkeypatch)
+    extra = _held_counting(monkeypatch)
     many = _train(params, X, y, 4).save_raw()
-    assert bool(sum(undone)) == ahead
+    extra_many = sum(extra)
     monkeypatch.setattr(grower, "BEST_FIRST_BATCH", 1)
-    undone.clear()
+    extra.clear()
     one = _train(params, X, y, 4).save_raw()
-    assert sum(undone) == 0
+    # more backend nodes below the leaves: splits were made ahead and undone
+    assert (extra_many > sum(extra)) == ahead
+    # one leaf a step undoes splits only by pruning (which the gamma case does)
+    assert (sum(extra) > 0) == ("gamma" in params)
     assert many == one
 
 
