@@ -465,7 +465,7 @@ class _Training:
                                            backend.margin()[:, k], self.y, self.w, rows,
                                            p.learning_rate)
             with timer("predict"):
-                backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+                backend.update_margin(grown.tree, *grown.margin_leaves(), k)
             # categorical combinations: the model's feature indices
             trees.append(grown.tree if self.ctr is None else self.ctr.finish_tree(grown.tree))
         self.booster.append_round(trees)

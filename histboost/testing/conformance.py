@@ -36,6 +36,7 @@ from ..tree.split import (
     REC_WIDTH,
     regularisation_vector,
 )
+from . import model_reference as mref
 from . import reference as ref
 
 Factory = Callable[..., object]
@@ -543,19 +544,95 @@ def check_grown_tree_and_margin(make: Factory, seed: int) -> None:
     got = np.zeros((p.bins.shape[0], 1))
     PackedForest([grown.tree]).add_margin(p.X, got)
     np.testing.assert_allclose(got[:, 0], want, rtol=1e-12, atol=1e-12)
-    be.update_margin(grown.tree, grown.leaves, grown.leaf_values, 0)
+    be.update_margin(grown.tree, *grown.margin_leaves(), 0)
     np.testing.assert_array_equal(be.margin(), m0 + got)
     # a row sample: rows outside it are updated by traversing the tree
     rows = np.arange(0, p.bins.shape[0], 3, dtype=np.int32)
     grown = grower.grow(0, rows, None, np.random.default_rng(1))
     before = be.margin().copy()
-    be.update_margin(grown.tree, grown.leaves, grown.leaf_values, 0)
+    be.update_margin(grown.tree, *grown.margin_leaves(), 0)
     add = np.zeros((p.bins.shape[0], 1))
     PackedForest([grown.tree]).add_margin(p.X, add)
     np.testing.assert_array_equal(be.margin(), before + add)
 
 
+def check_best_first_batches(make: Factory, seed: int) -> None:
+    """Best-first growth splitting many leaves a backend step (splits made ahead of their
+    turn, some of them undone) grows the brute-force best-first tree, and the margin update
+    gives the rows of an undone split its leaf's value; with gamma pruning too."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    g, h = p.gh[:, 0].astype(np.float64), p.gh[:, 1].astype(np.float64)
+    m0 = np.random.default_rng(seed).normal(size=(p.bins.shape[0], 1))
+    spec = {"grow_policy": "lossguide", "max_leaves": 8, "max_depth": 0, "learning_rate": 0.5,
+            "reg_alpha": 0.2, "min_child_weight": 0.5}
+
+    def grow(gamma: float):
+        be = _with_gradients(make, p)
+        be.set_margin(m0)
+        grower = TreeGrower(be, parse_params({**spec, "gamma": gamma}), p.mapper)
+        grower.best_first_batch = 64
+        grown = grower.grow(0, None, None, np.random.default_rng(0))
+        be.update_margin(grown.tree, *grown.margin_leaves(), 0)
+        got = np.zeros((p.bins.shape[0], 1))
+        PackedForest([grown.tree]).add_margin(p.X, got)
+        np.testing.assert_array_equal(be.margin(), m0 + got)
+        return grown, got[:, 0]
+
+    grown, got = grow(0.0)
+    assert any(len(held) > 1 for held in grown.leaves), \
+        "no split was made ahead and undone: the check would not bind"
+    want = mref.grow_lossguide(p.bins, g, h, p.n_slots, ref.Reg(1.0, 0.2, 0.5, 0), 8, 0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # gamma just above the smallest gain of a split into two leaves: it is pruned
+    t = grown.tree
+    inner = np.flatnonzero(t.left_child >= 0)
+    last = inner[(t.left_child[t.left_child[inner]] < 0)
+                 & (t.left_child[t.right_child[inner]] < 0)]
+    pruned, _ = grow(float(t.gain[last].min()) * (1 + 1e-9))
+    assert pruned.tree.n_leaves < 8, "gamma should prune"
+
+
+def check_pruned_tree_margin(make: Factory, seed: int) -> None:
+    """Gamma pruning makes a leaf of a node whose children the backend split unevenly (one
+    child split further, the other a leaf): the margin update gives the rows of every
+    backend node below it the leaf's value."""
+    p = make_problem(seed, exact_gradients=True, weighted=False)
+    m0 = np.random.default_rng(seed).normal(size=(p.bins.shape[0], 1))
+    spec = {"max_depth": 4, "learning_rate": 0.5, "min_child_weight": 2}
+
+    def grow(gamma: float):
+        be = _with_gradients(make, p)
+        be.set_margin(m0)
+        grower = TreeGrower(be, parse_params({**spec, "gamma": gamma}), p.mapper)
+        grown = grower.grow(0, None, None, np.random.default_rng(0))
+        be.update_margin(grown.tree, *grown.margin_leaves(), 0)
+        return grown.tree, be.margin()
+
+    t, _ = grow(0.0)
+    left, right = t.left_child, t.right_child
+    parent = np.full(left.shape[0], -1)
+    inner = np.flatnonzero(left >= 0)
+    parent[left[inner]] = parent[right[inner]] = inner
+
+    def uneven_leaf(gamma: float) -> bool:
+        """Whether pruning at gamma leaves a leaf whose children had one split child."""
+        leaf = left < 0
+        for i in inner[::-1]:  # children after their parent
+            leaf[i] = leaf[left[i]] and leaf[right[i]] and t.gain[i] < gamma
+        return any(leaf[i] and (parent[i] < 0 or not leaf[parent[i]])
+                   and (left[left[i]] < 0) != (left[right[i]] < 0) for i in inner)
+
+    gamma = next((g for g in np.sort(t.gain[inner]) * (1 + 1e-9) if uneven_leaf(g)), None)
+    assert gamma is not None, "no gamma prunes a split of the shape the check needs"
+    tree, margin = grow(float(gamma))
+    assert tree.n_leaves < t.n_leaves
+    got = np.zeros((p.bins.shape[0], 1))
+    PackedForest([tree]).add_margin(p.X, got)
+    np.testing.assert_array_equal(margin, m0 + got)
+
+
 CHECKS = [check_gradients, check_root_histogram, check_quantised_histograms,
           check_partition_and_subtraction, check_split_search, check_split_and_search,
           check_oblivious_gains,
-          check_monotone_split_search, check_grown_tree_and_margin]
+          check_monotone_split_search, check_grown_tree_and_margin,
+          check_best_first_batches, check_pruned_tree_margin]

@@ -9,6 +9,11 @@ histogram built from its rows and the other one by subtraction from the parent.
 A `ColumnSource` (categorical features, `histboost.categorical`) may change columns of the
 backend's matrix while a tree grows: after each split it may add columns (feature combinations)
 through `Backend.replace_columns`, and it says which features a node may split on.
+
+Best-first (loss-guided) growth splits leaves ahead of their turn, several in one backend step
+(`Backend.split_and_search`), and replays the exact best-first order on the host: a split
+record depends only on the node's rows and path, never on when the node is split, so the tree
+is the one that splitting one leaf a step grows (`_grow_lossguide`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ from .split import (
     regularisation_vector,
 )
 from .tree import Tree
+
+# Best-first growth: at most this many leaves split in one backend step (one parallel region
+# of partitions, histograms and searches instead of one per leaf). The leaves beyond the best
+# one are split ahead of their turn and undone when the tree is complete without them: more
+# per step means fewer steps but more undone work (`_grow_lossguide`).
+BEST_FIRST_BATCH = 32
 
 
 @dataclass
@@ -87,11 +98,21 @@ class ColumnSource(Protocol):
 
 @dataclass
 class GrownTree:
-    """A grown tree, the backend's node ids of its leaves and their values (float64)."""
+    """A grown tree and, per leaf in node order, the backend's nodes holding its rows (one
+    node, or several where the backend split the rows further: a split undone by pruning or
+    made ahead of best-first order and not kept) and its value (float64 (n_leaves,))."""
 
     tree: Tree
-    leaves: list[int]
+    leaves: list[list[int]]
     leaf_values: np.ndarray
+
+    def margin_leaves(self) -> tuple[list[int], np.ndarray]:
+        """(backend nodes, float64 values): every node holding a leaf's rows with the leaf's
+        value, the arguments of `Backend.update_margin`."""
+        nodes = [i for held in self.leaves for i in held]
+        values = np.repeat(np.asarray(self.leaf_values, np.float64),
+                           [len(held) for held in self.leaves])
+        return nodes, values
 
 
 class TreeGrower:
@@ -122,6 +143,8 @@ class TreeGrower:
         self._reg_floats = [float(v) for v in self.reg]
         self._leaf_weight = leaf_weight.py_func
         self.timer = timer or PhaseTimer()
+        # leaves split in one step of best-first growth (1: one leaf a step, no split ahead)
+        self.best_first_batch = BEST_FIRST_BATCH
         self.constraints = constraints  # monotone / interaction constraints (constraints.py)
         self.feature_weights = None  # weighted column sampling (params.feature_weights)
         if params.feature_weights:
@@ -186,12 +209,13 @@ class TreeGrower:
         if policy == "oblivious":
             return self._grow_oblivious(nodes, tree_mask, output, rng)
         if policy == "lossguide":
-            self._grow_lossguide(nodes, tree_mask, rng)
+            nodes, held = self._grow_lossguide(nodes, tree_mask, rng)
         else:
             self._grow_depthwise(nodes, tree_mask, rng)
+            held = [[i] for i in range(len(nodes.depth))]
         if self.params.gamma > 0:
-            self._prune(nodes)
-        return self._finish(nodes, output)
+            self._prune(nodes, held)
+        return self._finish(nodes, output, held)
 
     # -- shared steps --
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
@@ -332,33 +356,137 @@ class TreeGrower:
             frontier, recs = self._apply_and_search(nodes, parents, recs[ok], masks)
 
     # -- loss-guided --
-    def _grow_lossguide(self, nodes: _Nodes, tree_mask: np.ndarray,
-                        rng: np.random.Generator) -> None:
+    def _grow_lossguide(self, nodes: _Nodes, tree_mask: np.ndarray, rng: np.random.Generator
+                        ) -> tuple[_Nodes, list[list[int]]]:
+        """Best-first growth: the leaf of the highest gain is split next (ties: the lower node
+        id), until max_leaves leaves or no leaf has a positive gain.
+
+        The splits are made ahead of their turn, several leaves in one backend step, and
+        committed in exact best-first order on the host. A split record depends only on the
+        node's rows and path (constraints included), not on when the node is split, so
+        splitting ahead changes no record. The queue of the committed tree's leaves pops
+        nodes in exact order while the popped node is already split ("committed"); when it
+        is not, the queue is played forward with what is known (children of leaves not yet
+        split taken as never splitting), and the leaves not yet split that it pops are split
+        in one step, up to `best_first_batch` of them whose children are searched. Children
+        found later only add nodes to that order, so a leaf is committed no earlier than
+        played forward: one whose played-forward commit fills the tree is committed last or
+        never, and its children need no search. Splits never committed are undone at the
+        end: such a node is a leaf of the tree, holding the rows of the backend's leaves
+        below it. Node ids follow the commit order, as they do when one leaf is split a
+        step. One leaf a step where the children's column masks come from the random stream
+        in split order (colsample_bylevel / colsample_bynode) or a column source changes
+        columns after each split (docs/growth.md).
+
+        Returns the tree's nodes in best-first order and, per node, the backend nodes holding
+        its rows (meaningful for leaves)."""
         p = self.params
         max_leaves = p.max_leaves if p.max_leaves > 0 else np.iinfo(np.int64).max
-        heap: list[tuple[float, int]] = []
-        pending: dict[int, np.ndarray] = {}
+        one_a_step = (self.columns is not None or p.colsample_bylevel < 1.0
+                      or p.colsample_bynode < 1.0)
+        batch = 1 if one_a_step else max(1, self.best_first_batch)
+        records: dict[int, np.ndarray] = {}  # unsplit searched leaves with a positive gain
+        gains: dict[int, float] = {}  # every searched node with a positive gain
+        committed: list[int] = []
+        # the best-first queue: (-gain, id in commit numbering, backend id) of the leaves of
+        # the committed tree; the commit numbering orders ties as one split a step does
+        queue: list[tuple[float, int, int]] = []
 
-        def queue(ids: list[int], recs: np.ndarray) -> None:
+        def found(ids: list[int], recs: np.ndarray) -> None:
             for j, i in enumerate(ids):
                 if recs[j, REC_GAIN] > MIN_SPLIT_GAIN and recs[j, REC_FEATURE] >= 0:
-                    pending[i] = recs[j]
-                    heapq.heappush(heap, (-float(recs[j, REC_GAIN]), i))
+                    records[i] = recs[j]
+                    gains[i] = float(recs[j, REC_GAIN])
 
-        queue([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
+        def push(heap: list, i: int, n_commits: int) -> None:
+            """The children of the n_commits-th commit, node i, into `heap`."""
+            number = 2 * n_commits - 1
+            for c in (nodes.left_child[i], nodes.right_child[i]):
+                if c in gains:
+                    heapq.heappush(heap, (-gains[c], number, c))
+                number += 1
+
+        found([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
+        if 0 in gains:
+            queue.append((-gains[0], 0, 0))
         n_leaves = 1
-        while heap and n_leaves < max_leaves:
-            _, i = heapq.heappop(heap)
-            rec = pending.pop(i)
+        while queue and n_leaves < max_leaves:
+            if nodes.left_child[queue[0][2]] == -1:
+                # play the queue forward: the leaves to split, and whether their children
+                # may split after them
+                parents: list[int] = []
+                search: list[bool] = []
+                ahead = list(queue)
+                leaves, commits, searched = n_leaves, len(committed), 0
+                # leaves whose children are not searched (max_depth, or the last split) cost
+                # a partition only: they do not count against the batch
+                while ahead and leaves < max_leaves and (
+                        searched < batch if batch > 1 else not parents):
+                    j = heapq.heappop(ahead)[2]
+                    leaves += 1
+                    commits += 1
+                    if nodes.left_child[j] == -1:
+                        parents.append(j)
+                        search.append(leaves < max_leaves and (
+                            p.max_depth == 0 or nodes.depth[j] + 1 < p.max_depth))
+                        searched += search[-1]
+                    else:
+                        push(ahead, j, commits)
+                self._split_ahead(nodes, parents, search, records, found, tree_mask, rng)
+            i = heapq.heappop(queue)[2]
+            committed.append(i)
             n_leaves += 1
-            # children are searched (and need histograms) only if they may split later
-            may_split = n_leaves < max_leaves and (p.max_depth == 0
-                                                   or nodes.depth[i] + 1 < p.max_depth)
-            if may_split:
-                queue(*self._apply_and_search(nodes, [i], rec[None, :],
-                                              self._node_masks(tree_mask, 2, rng, True)))
-            else:
-                self._apply(nodes, [i], rec[None, :], histograms=False)
+            push(queue, i, len(committed))
+        return self._commit_order(nodes, committed)
+
+    def _split_ahead(self, nodes: _Nodes, parents: list[int], search: list[bool],
+                     records: dict[int, np.ndarray], found, tree_mask: np.ndarray,
+                     rng: np.random.Generator) -> None:
+        """Split `parents` by records[parent] (taken out) in one backend step; search the
+        children of those with `search`, passing them to found(children, records)."""
+        recs = np.stack([records.pop(j) for j in parents])
+        if any(search):
+            idx = [j for j, s in enumerate(search) if s]
+            found(*self._apply_and_search(
+                nodes, [parents[j] for j in idx], recs[idx],
+                self._node_masks(tree_mask, 2 * len(idx), rng, True)))
+        if not all(search):
+            idx = [j for j, s in enumerate(search) if not s]
+            self._apply(nodes, [parents[j] for j in idx], recs[idx], histograms=False)
+
+    @staticmethod
+    def _commit_order(nodes: _Nodes, committed: list[int]) -> tuple[_Nodes, list[list[int]]]:
+        """The tree of the `committed` splits of `nodes` numbered in commit order (the root,
+        then the children of each committed split, left before right); other splits are
+        undone. Returns it and, per node, the leaves of `nodes` below it (the backend nodes
+        holding its rows)."""
+        order = [0]
+        for i in committed:
+            order += (nodes.left_child[i], nodes.right_child[i])
+        out = _Nodes(**{name: [col[i] for i in order]
+                        for name, col in vars(nodes).items()})
+        new_id = {i: q for q, i in enumerate(order)}
+        kept = set(committed)
+        held: list[list[int]] = []
+        for q, i in enumerate(order):
+            held.append([i])
+            if i in kept:
+                out.left_child[q] = new_id[nodes.left_child[i]]
+                out.right_child[q] = new_id[nodes.right_child[i]]
+                continue
+            if nodes.left_child[i] == -1:
+                continue
+            # split ahead and not kept: a leaf over the backend's leaves below it
+            out.left_child[q] = out.right_child[q] = out.split_feature[q] = -1
+            out.gain[q] = 0.0
+            below, held[q] = [i], []
+            while below:
+                j = below.pop()
+                if nodes.left_child[j] == -1:
+                    held[q].append(j)
+                else:
+                    below += (nodes.right_child[j], nodes.left_child[j])
+        return out, held
 
     # -- oblivious --
     def _grow_oblivious(self, nodes: _Nodes, tree_mask: np.ndarray, class_index: int,
@@ -405,19 +533,20 @@ class TreeGrower:
         if not levels["level_feature"]:
             # no split: a one-leaf normal tree (the predictors tell oblivious trees by their
             # levels; one without any crashed them)
-            return self._finish(nodes, class_index)
+            return self._finish(nodes, class_index, [[0]])
         leaf_totals = np.stack([nodes.totals[i] for i in frontier])
         values = np.array([nodes.value[i] for i in frontier])
         levels["leaf_value"] = values
         levels["leaf_cover"] = leaf_totals[:, 1]
         levels["leaf_count"] = np.rint(leaf_totals[:, 2]).astype(np.int64)
         tree = Tree.oblivious(levels, class_index)
-        return GrownTree(tree, list(frontier), values)
+        return GrownTree(tree, [[i] for i in frontier], values)
 
     # -- pruning and output --
-    def _prune(self, nodes: _Nodes) -> None:
+    def _prune(self, nodes: _Nodes, held: list[list[int]]) -> None:
         """Bottom-up: a split whose children are leaves and whose gain is below gamma is undone
-        (XGBoost's pruning rule)."""
+        (XGBoost's pruning rule); the node then holds its children's backend nodes (`held`,
+        per node)."""
         for i in range(len(nodes.depth) - 1, -1, -1):
             l, r = nodes.left_child[i], nodes.right_child[i]
             if l == -1:
@@ -427,8 +556,10 @@ class TreeGrower:
                 nodes.left_child[i] = nodes.right_child[i] = -1
                 nodes.split_feature[i] = -1
                 nodes.gain[i] = 0.0
+                held[i] = held[l] + held[r]
 
-    def _finish(self, nodes: _Nodes, class_index: int) -> GrownTree:
+    def _finish(self, nodes: _Nodes, class_index: int, held: list[list[int]]) -> GrownTree:
+        """The `Tree` of `nodes`; held: per node, the backend nodes holding its rows."""
         # renumber reachable nodes in creation order (pruning can orphan nodes)
         reachable = np.zeros(len(nodes.depth), bool)
         reachable[0] = True
@@ -454,4 +585,5 @@ class TreeGrower:
                 arrays["default_left"][j] = 0
         tree = Tree.from_nodes(arrays, class_index)
         leaves = [int(i) for i in old if nodes.left_child[i] == -1]
-        return GrownTree(tree, leaves, np.array([nodes.value[i] for i in leaves], np.float64))
+        return GrownTree(tree, [held[i] for i in leaves],
+                         np.array([nodes.value[i] for i in leaves], np.float64))

@@ -77,6 +77,28 @@ def test_sparse_equals_dense_with_options(extra):
     _check_same({"grow_policy": "lossguide", "max_leaves": 10, **extra}, y=y * 1.0)
 
 
+@pytest.mark.parametrize("quantised", [False, True])
+def test_sparse_lossguide_batches_equal_one_leaf_a_step(monkeypatch, quantised):
+    """Best-first splits made ahead on the sparse layout (some undone, their nodes' live
+    features refined) give the model of one leaf a step."""
+    from histboost.tree import grower
+
+    undone = []
+    grow = grower.TreeGrower.grow
+
+    def counted(self, *args, **kw):
+        grown = grow(self, *args, **kw)
+        undone.append(sum(len(held) > 1 for held in grown.leaves))
+        return grown
+    monkeypatch.setattr(grower.TreeGrower, "grow", counted)
+    params = {"grow_policy": "lossguide", "max_leaves": 20, "max_depth": 0,
+              "quantized_grad": quantised, "min_child_weight": 5}
+    many = _train(params, X_S, Y)
+    assert sum(undone) > 0
+    monkeypatch.setattr(grower, "BEST_FIRST_BATCH", 1)
+    assert _train(params, X_S, Y).save_raw() == many.save_raw()
+
+
 def test_sparse_equals_dense_with_weights_and_nan_rule():
     w = np.random.default_rng(3).uniform(0.2, 2.0, X_D.shape[0])
     _check_same({"grow_policy": "depthwise"}, weight=w)

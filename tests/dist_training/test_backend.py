@@ -89,18 +89,21 @@ def _shares(world: int, layout: str) -> list[np.ndarray]:
     return [np.flatnonzero(owner == r) for r in range(world)]
 
 
-def _grow(backend, p, pairs, params, margin0):
+def _grow(backend, p, pairs, params, margin0, best_first_batch=None):
     """One quantised tree per output, as `train()` grows round 0; returns the trees' dicts
-    and the backend's margins after the updates."""
+    and the backend's margins after the updates. best_first_batch: the grower's (None: its
+    default)."""
     backend.set_margin(margin0)
     backend.set_gradients(pairs)
     grower = TreeGrower(backend, params, p.mapper)
+    if best_first_batch is not None:
+        grower.best_first_batch = best_first_batch
     trees = []
     for k in range(pairs.shape[0]):
         q = make_quantisation(*backend.gradient_bounds(k), params.grad_quant_bits,
                               round_key(params.seed, 0, k))
         grown = grower.grow(k, None, q, np.random.default_rng(0))
-        backend.update_margin(grown.tree, grown.leaves, grown.leaf_values, k)
+        backend.update_margin(grown.tree, *grown.margin_leaves(), k)
         trees.append(grown.tree.to_dict())
     return trees, backend.margin()
 
@@ -133,7 +136,8 @@ class _Skip(DistributedBackend):
 
 def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
                    skip: str = "", timeout: float = 30.0, pack_rows: int = 0,
-                   divide_search: bool | None = None) -> None:
+                   divide_search: bool | None = None,
+                   one_leaf_a_step: bool = False) -> None:
     p, pairs = _problem(n_outputs)
     params = parse_params({"quantized_grad": True, "learning_rate": 0.3, "seed": 5,
                            **POLICIES[policy]})
@@ -141,7 +145,8 @@ def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
     margin0 = np.random.default_rng(1).normal(size=(N, n_outputs))
     # one process on all rows, with the default (packed when it fits) histograms
     one = CPUBackend(p.bins, p.offsets, 2, n_outputs=n_outputs, count_rows=count_rows)
-    want_trees, want_margin = _grow(one, p, pairs, params, margin0)
+    want_trees, want_margin = _grow(one, p, pairs, params, margin0,
+                                    1 if one_leaf_a_step else None)
     assert any(t.get("split_feature", t.get("level_feature")) for t in want_trees)
     assert sum(len(t.get("value", t.get("leaf_value", []))) for t in want_trees) > 2 * n_outputs
     shares = _shares(world, layout)
@@ -190,6 +195,13 @@ def test_divided_search_equals_one_process(policy):
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])
 def test_multiclass_trees_equal_one_process(policy):
     _check_workers(3, "contiguous", policy, n_outputs=3)
+
+
+@pytest.mark.parametrize("policy", ["lossguide", "lossguide_min_data"])
+def test_best_first_batches_equal_one_process_one_leaf_a_step(policy):
+    """Workers splitting many leaves a step (best-first splits made ahead, some undone) grow
+    the tree and margins of one process splitting one leaf a step."""
+    _check_workers(3, "random", policy, n_outputs=2, one_leaf_a_step=True)
 
 
 @pytest.mark.parametrize("skip", ["bounds", "root_count", "histograms", "child_counts",

@@ -19,6 +19,7 @@ from histboost.testing import model_reference as mref
 from histboost.testing import reference as ref
 from histboost.testing.data import make_classification, make_regression
 from histboost.testing.threads import forced_paths
+from histboost.tree import grower
 from histboost.tree.quantize import sample_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -105,6 +106,52 @@ def test_lossguide_respects_max_leaves_and_depth():
         else:
             assert max(t.depth for t in b.trees) <= md
             assert max(leaves) <= min(ml, 2 ** md)
+
+
+def _held_counting(monkeypatch):
+    """Count the backend nodes beyond one a leaf that grown trees' leaves hold (splits
+    undone: made ahead of best-first order and not kept, or pruned)."""
+    extra = []
+    grow = grower.TreeGrower.grow
+
+    def counted(self, *args, **kw):
+        grown = grow(self, *args, **kw)
+        extra.append(sum(len(held) - 1 for held in grown.leaves))
+        return grown
+    monkeypatch.setattr(grower.TreeGrower, "grow", counted)
+    return extra
+
+
+@pytest.mark.parametrize("params,data,ahead", [
+    ({"objective": "binary:logistic", "max_leaves": 24}, "bin", True),
+    ({"objective": "binary:logistic", "max_leaves": 11, "max_depth": 4, "nthread": 3,
+      "subsample": 0.7, "colsample_bytree": 0.8}, "bin", True),
+    ({"objective": "multi:softprob", "num_class": 3, "max_leaves": 12, "quantized_grad": True,
+      "min_data_in_leaf": 5}, "mc", True),
+    ({"objective": "reg:squarederror", "max_leaves": 20, "gamma": 3.0, "reg_alpha": 0.5,
+      "min_child_weight": 3}, "reg", True),
+    ({"objective": "reg:squarederror", "max_leaves": 16, "monotone_constraints": (1, -1),
+      "interaction_constraints": [[0, 1, 2], [2, 3, 4]]}, "reg", True),
+    # children's column masks drawn in split order: one leaf a step
+    ({"objective": "binary:logistic", "max_leaves": 16, "colsample_bynode": 0.6}, "bin",
+     False),
+])
+def test_lossguide_batches_equal_one_leaf_a_step(monkeypatch, params, data, ahead):
+    """Best-first growth splitting up to BEST_FIRST_BATCH leaves a step (splits made ahead,
+    some undone) trains the model of one leaf a step, byte for byte."""
+    X, y = {"bin": (X_BIN, Y_BIN), "mc": (X_MC, Y_MC), "reg": (X_REG, Y_REG)}[data]
+    params = {"grow_policy": "lossguide", "max_depth": 0, "learning_rate": 0.3, **params}
+    extra = _held_counting(monkeypatch)
+    many = _train(params, X, y, 4).save_raw()
+    extra_many = sum(extra)
+    monkeypatch.setattr(grower, "BEST_FIRST_BATCH", 1)
+    extra.clear()
+    one = _train(params, X, y, 4).save_raw()
+    # more backend nodes below the leaves: splits were made ahead and undone
+    assert (extra_many > sum(extra)) == ahead
+    # one leaf a step undoes splits only by pruning (which the gamma case does)
+    assert (sum(extra) > 0) == ("gamma" in params)
+    assert many == one
 
 
 @pytest.mark.parametrize("depth", [1, 2, 5])
