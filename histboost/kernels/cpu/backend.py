@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numba as nb
 import numpy as np
@@ -81,6 +82,7 @@ class CPUBackend(ComposedSteps):
                  row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
         self.bins = bins
         self.columns = np.ascontiguousarray(bins.T)
+        self._stale = np.zeros(bins.shape[1], bool)  # columns behind bins (replace_columns)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
@@ -437,6 +439,8 @@ class CPUBackend(ComposedSteps):
 
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        if self._stale.any():
+            self._fresh_columns(features)
         if len(bounds) == 1 and self._partition_chunks(bounds[0][1] - bounds[0][0]) == 1:
             # one node that chunks would not speed up (best-first growth splits one at a
             # time): the serial kernel, without the bookkeeping below
@@ -471,7 +475,8 @@ class CPUBackend(ComposedSteps):
             n_left[idx] = sub
         return n_left
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         f = np.asarray(features, np.int64)
         if bins.shape != (self.n_rows, f.shape[0]):
             raise ValueError(f"bins must have shape ({self.n_rows}, {f.shape[0]}), got "
@@ -480,28 +485,46 @@ class CPUBackend(ComposedSteps):
             return
         if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
             histogram.write_columns(np.ascontiguousarray(bins, self.bins.dtype), int(f[0]),
-                                    self.offsets[f], self.bins, self.slots, self.columns)
+                                    self.offsets[f], self.bins, self.slots)
         else:
             self.bins[:, f] = bins
-            self.columns[f] = bins.T
             self.slots[:, f] = bins + self.offsets[f].astype(self.slots.dtype)
+        # the column-major copy (read by the partition only, for the split's feature) is
+        # brought up to date when a split uses the column: a tree splits on few of them
+        self._stale[f] = True
         held = self._hists.nodes() if self._growing else []
         if held:
-            self._rebuild_columns(held, f)
+            self._rebuild_columns(held, f, combine)
         self._float_memo = None
 
-    def _rebuild_columns(self, nodes: list[int], features: np.ndarray) -> None:
-        """Histograms of `nodes` rebuilt from their rows for the slots of `features`."""
+    def _fresh_columns(self, features: np.ndarray) -> None:
+        """The column-major copies of `features` made current (see replace_columns)."""
+        for f in np.unique(features[self._stale[features]]).tolist():
+            self.columns[f] = self.bins[:, f]
+            self._stale[f] = False
+
+    def _rebuild_columns(self, nodes: list[int], features: np.ndarray,
+                         combine: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """Histograms of `nodes` rebuilt from their rows for the slots of `features`
+        (`combine`: see replace_columns)."""
         sub = np.ascontiguousarray(self.slots[:, features])
         bounds = self._ranges.bounds(nodes)
         out = np.empty((len(nodes), *self._hist_shape), self.hist_dtype)
         histogram.build_histograms_serial(sub, self.gh, self.rows,
                                           np.array([b[0] for b in bounds], np.int64),
                                           np.array([b[1] for b in bounds], np.int64), out)
+        ranges = [(int(self.offsets[f]), int(self.offsets[f + 1])) for f in features.tolist()]
+        if combine is not None:
+            parts = np.ascontiguousarray(np.concatenate([out[:, lo:hi] for lo, hi in ranges],
+                                                        axis=1))
+            parts = combine(parts)
+            at = 0
+            for lo, hi in ranges:
+                out[:, lo:hi] = parts[:, at:at + hi - lo]
+                at += hi - lo
         for j, node in enumerate(nodes):
             h = self._hists.histogram(node)
-            for f in features.tolist():
-                lo, hi = int(self.offsets[f]), int(self.offsets[f + 1])
+            for lo, hi in ranges:
                 h[lo:hi] = out[j, lo:hi]
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,

@@ -1,0 +1,104 @@
+"""Categorical features in data-parallel training (`histboost.distributed.categorical`):
+rows split across 2-3 thread ranks give the one-process model bit for bit (quantised), with
+ordered statistics, frequencies, one-hot columns and combinations, for the three growers and
+both tree learners."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import histboost as hb
+from histboost.collective.testing import run_threads
+
+N = 500
+CATS = ["a", "b", "o"]
+
+
+def _frame(objective: str, seed: int = 5) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 12, N)
+    b = rng.integers(0, 7, N)
+    frame = pd.DataFrame({"x0": rng.normal(size=N), "a": a,
+                          "b": [f"s{v}" for v in b],  # strings
+                          "o": rng.integers(0, 2, N),  # two categories: one-hot
+                          "x1": np.round(rng.normal(size=N), 1)})
+    frame.loc[rng.random(N) < 0.05, "b"] = None  # missing: a category of its own
+    signal = (a % 3 == b % 3).astype(float) + 0.3 * frame["x0"].to_numpy()
+    noisy = signal + rng.normal(scale=0.3, size=N)
+    if objective == "binary:logistic":
+        y = (noisy > 0.5).astype(np.float64)
+    elif objective == "multi:softprob":
+        y = np.digitize(noisy, [0.2, 0.9]).astype(np.float64)
+    else:
+        y = np.round(noisy * 4)  # integer labels: exact sums, so one process's intercept
+    return frame, y
+
+
+def _strip(model: dict) -> dict:
+    model.pop("histboost_version", None)
+    model.get("params", {}).pop("tree_learner", None)
+    return model
+
+
+def _ranks(params: dict, frame: pd.DataFrame, y: np.ndarray, world: int, rounds: int,
+           shuffle: bool = False) -> list[dict]:
+    rows = np.arange(N)
+    if shuffle:  # rows in any order on any rank, named by Dataset(row_ids=)
+        rows = np.random.default_rng(world).permutation(N)
+    blocks = np.array_split(rows, [N // 5, N // 2][:world - 1])
+
+    def body(comm):
+        b = blocks[comm.rank]
+        d = hb.Dataset(frame.iloc[b].reset_index(drop=True), label=y[b],
+                       categorical_features=CATS, row_ids=b if shuffle else None)
+        return _strip(hb.train(params, d, rounds, verbose_eval=False, comm=comm).to_dict())
+
+    return run_threads(world, body)
+
+
+CASES = [
+    ("binary:logistic", "depthwise", "data", 2),
+    ("binary:logistic", "lossguide", "reduce_scatter", 3),
+    ("binary:logistic", "oblivious", "data", 3),
+    ("multi:softprob", "depthwise", "reduce_scatter", 2),
+    ("multi:softprob", "oblivious", "data", 3),
+    ("multi:softprob", "lossguide", "data", 2),
+    ("reg:squarederror", "depthwise", "data", 2),
+]
+
+
+@pytest.mark.parametrize("objective,policy,learner,world", CASES, ids=str)
+def test_categorical_model_equals_one_process(objective, policy, learner, world):
+    frame, y = _frame(objective)
+    params = {"objective": objective, "quantized_grad": True, "max_depth": 3,
+              "grow_policy": policy, "max_leaves": 6, "learning_rate": 0.3, "seed": 7,
+              "nthread": 1, "tree_learner": learner, "max_ctr_complexity": 2,
+              "n_permutations": 2, "min_data_in_leaf": 5}
+    if objective == "multi:softprob":
+        params["num_class"] = 3
+    if objective == "reg:squarederror":
+        params["ctr_target_borders"] = 2  # the labels' quantiles, from every rank's labels
+    rounds = 3
+    want = _strip(hb.train(params, hb.Dataset(frame, label=y, categorical_features=CATS),
+                           rounds, verbose_eval=False).to_dict())
+    cat = want["learner"]["categorical"]
+    assert any(len(t["columns"]) == 2 for t in cat["tables"]), "no combination was used"
+    assert any(d["kind"] == "onehot" for d in cat["derived"])
+    for rank, got in enumerate(_ranks(params, frame, y, world, rounds)):
+        assert got == want, f"rank {rank}: model differs from one process's"
+
+
+def test_shuffled_rows_and_mean_statistics_equal_one_process():
+    """Rows spread over the ranks in random order (Dataset(row_ids=)), regression by the
+    label mean (float label sums, added in one process's order)."""
+    frame, y = _frame("reg:squarederror")
+    y = y / 3.0  # not integers: float sums
+    params = {"objective": "reg:squarederror", "quantized_grad": True, "max_depth": 3,
+              "seed": 2, "nthread": 1, "max_ctr_complexity": 2, "base_score": 0.5,
+              "ctr_target_borders": 0}
+    want = _strip(hb.train(params, hb.Dataset(frame, label=y, categorical_features=CATS), 3,
+                           verbose_eval=False).to_dict())
+    for got in _ranks(params, frame, y, 3, 3, shuffle=True):
+        assert got == want
