@@ -80,7 +80,11 @@ class CPUBackend(ComposedSteps):
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
                  row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
-        self.bins = bins
+        self._bins = bins
+        # replaced columns not yet copied into _bins: (features, their bins (n, k)); the
+        # histograms read slots, so the row-major bins are needed only to traverse a tree
+        # over sampled rows and to refresh a column-major copy (see replace_columns)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.columns = np.ascontiguousarray(bins.T)
         self._stale = np.zeros(bins.shape[1], bool)  # columns behind bins (replace_columns)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
@@ -171,6 +175,7 @@ class CPUBackend(ComposedSteps):
         self._hists.clear()
         self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
+        self._pending = []
 
     # -- margins and gradients ------------------------------------------------------------
     def set_margin(self, margin: np.ndarray) -> None:
@@ -440,7 +445,7 @@ class CPUBackend(ComposedSteps):
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
         if self._stale.any():
-            self._fresh_columns(features)
+            self._fresh_columns(np.asarray(features, np.int64))
         if len(bounds) == 1 and self._partition_chunks(bounds[0][1] - bounds[0][0]) == 1:
             # one node that chunks would not speed up (best-first growth splits one at a
             # time): the serial kernel, without the bookkeeping below
@@ -483,24 +488,66 @@ class CPUBackend(ComposedSteps):
                              f"{bins.shape}")
         if f.size == 0:
             return
+        # older pending writes of these columns must not win: dropped when this one covers
+        # them (the per-tree statistics block replaces the last tree's), else written now
+        self._pending = [(fs, b) for fs, b in self._pending if not np.isin(fs, f).all()]
+        self._sync_bins(f)
         if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
-            histogram.write_columns(np.ascontiguousarray(bins, self.bins.dtype), int(f[0]),
-                                    self.offsets[f], self.bins, self.slots)
+            new = np.ascontiguousarray(bins, self._bins.dtype)
+            histogram.write_slots(new, self.offsets[f], self.slots, int(f[0]),
+                                  threads=self._pool())
         else:
-            self.bins[:, f] = bins
-            self.slots[:, f] = bins + self.offsets[f].astype(self.slots.dtype)
-        # the column-major copy (read by the partition only, for the split's feature) is
-        # brought up to date when a split uses the column: a tree splits on few of them
+            new = np.asarray(bins, self._bins.dtype)
+            self.slots[:, f] = new + self.offsets[f].astype(self.slots.dtype)
+        # the row-major bins and the column-major copy (read by the partition for the split's
+        # feature only: a tree splits on few of the replaced columns) are brought up to date
+        # when needed; the backend keeps a reference to `bins` until then (callers do not
+        # modify a matrix they passed)
+        self._pending.append((f, new))
         self._stale[f] = True
         held = self._hists.nodes() if self._growing else []
         if held:
             self._rebuild_columns(held, f, combine)
         self._float_memo = None
 
+    @property
+    def bins(self) -> np.ndarray:
+        """The binned matrix (n_rows, F), current."""
+        self._sync_bins()
+        return self._bins
+
+    @bins.setter
+    def bins(self, value: np.ndarray) -> None:
+        self._bins = value
+        self._pending = []
+
+    def _sync_bins(self, features: np.ndarray | None = None) -> None:
+        """Copy pending replaced columns into the row-major bins (those among `features`, or
+        all)."""
+        if not self._pending:
+            return
+        keep = []
+        for f, new in self._pending:
+            if features is not None and not np.isin(f, features).any():
+                keep.append((f, new))
+            elif np.array_equal(f, np.arange(f[0], f[0] + f.size)):
+                self._bins[:, f[0]:f[0] + f.size] = new
+            else:
+                self._bins[:, f] = new
+        self._pending = keep
+
     def _fresh_columns(self, features: np.ndarray) -> None:
         """The column-major copies of `features` made current (see replace_columns)."""
-        for f in np.unique(features[self._stale[features]]).tolist():
-            self.columns[f] = self.bins[:, f]
+        stale = np.unique(features[self._stale[features]])
+        if stale.size == 0:
+            return
+        for f in stale.tolist():
+            # the latest write of f: a pending replaced block, else the row-major bins
+            source = next(((fs, new) for fs, new in reversed(self._pending) if f in fs), None)
+            if source is None:
+                self.columns[f] = self._bins[:, f]
+            else:
+                self.columns[f] = source[1][:, int(np.flatnonzero(source[0] == f)[0])]
             self._stale[f] = False
 
     def _rebuild_columns(self, nodes: list[int], features: np.ndarray,
