@@ -276,7 +276,7 @@ class CtrTrainer:
             count, sums = ordered_statistics(self.ids[c], self.n_ids[c], order, self.targets)
             k = slice(j * per_table, (j + 1) * per_table)
             cuts[k] = self.statistic_cuts(count, sums)
-            bins[:, k] = self.bin_statistics(count, sums, cuts[k])
+            self.bin_statistics(count, sums, cuts[k], out=bins[:, k])
 
         workers = min(len(self.ctr_tables), self.n_threads, os.cpu_count() or 1)
         if workers > 1:
@@ -296,11 +296,15 @@ class CtrTrainer:
                                                          sums[self.cut_rows]))
 
     def bin_statistics(self, count: np.ndarray, sums: np.ndarray, cuts: np.ndarray,
-                       dtype: np.dtype | None = None) -> np.ndarray:
+                       dtype: np.dtype | None = None, out: np.ndarray | None = None
+                       ) -> np.ndarray:
         """(n, n_stats) bins of the statistics of every row (one fused pass), of the
-        matrix's dtype (or `dtype`)."""
+        matrix's dtype (or `dtype`), written into `out` when given (a view of a wider
+        matrix: no copy)."""
         chan, add, den = self.settings.terms()
-        out = np.empty((count.shape[0], chan.size), self.bins.dtype if dtype is None else dtype)
+        if out is None:
+            out = np.empty((count.shape[0], chan.size),
+                           self.bins.dtype if dtype is None else dtype)
         bin_statistics(count, sums, chan, add, den, np.ascontiguousarray(cuts), out)
         return out
 

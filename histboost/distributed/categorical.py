@@ -55,7 +55,10 @@ def permutation_order(seed: int, row_ids: np.ndarray) -> np.ndarray:
     """int64 (n,): the rows (local indices) in the order of the permutation of hash seed
     `seed` (`permutation_seed`): by ``row_hash(seed, global index)``, ties by the global
     index. row_ids: int64 (n,) global indices of the rows."""
-    return np.lexsort((row_ids, row_hash(seed, row_ids))).astype(np.int64)
+    keys = row_hash(seed, row_ids)
+    if np.all(row_ids[1:] > row_ids[:-1]):  # ties by position are ties by index: one key
+        return np.argsort(keys, kind="stable").astype(np.int64)
+    return np.lexsort((row_ids, keys)).astype(np.int64)
 
 
 @dataclass

@@ -494,8 +494,8 @@ class CPUBackend(ComposedSteps):
         self._sync_bins(f)
         if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
             new = np.ascontiguousarray(bins, self._bins.dtype)
-            histogram.write_slots(new, self.offsets[f], self.slots, int(f[0]),
-                                  threads=self._pool())
+            histogram.write_slots(new, self.offsets[f].astype(self.slots.dtype), self.slots,
+                                  int(f[0]))
         else:
             new = np.asarray(bins, self._bins.dtype)
             self.slots[:, f] = new + self.offsets[f].astype(self.slots.dtype)
