@@ -5,6 +5,10 @@ both tree learners."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,3 +106,35 @@ def test_shuffled_rows_and_mean_statistics_equal_one_process():
                            verbose_eval=False).to_dict())
     for got in _ranks(params, frame, y, 3, 3, shuffle=True):
         assert got == want
+
+
+def test_cli_processes_with_categorical_columns(tmp_path):
+    """`histboost train --categorical` on two real processes (torch.distributed, shared
+    memory): the model rank 0 writes equals the one-process model."""
+    pytest.importorskip("torch.distributed")
+    import json
+    import time
+
+    from .test_processes import REPO, _finish, _launch, _log
+
+    frame, y = _frame("binary:logistic")
+    frame.insert(0, "label", y.astype(int))
+    path = tmp_path / "train.csv"
+    frame.to_csv(path, index=False)
+    out = tmp_path / "model.json"
+    params = ["objective=binary:logistic", "quantized_grad=true", "max_depth=3", "nthread=1",
+              "max_ctr_complexity=2", "seed=3"]
+    cmd = [sys.executable, "-m", "histboost", "train", str(path), "--model-out", str(out),
+           "--num-round", "3", "--timeout", "60", "--categorical", "a,b,o", "--param", *params]
+    procs = _launch(2, cmd, tmp_path)
+    one = tmp_path / "one.json"
+    single = subprocess.run(cmd[:6] + [str(one)] + cmd[7:], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k not in (
+                                "RANK", "WORLD_SIZE", "LOCAL_RANK")}, timeout=300,
+                            cwd=str(REPO))
+    assert single.returncode == 0, single.stderr
+    codes = _finish(procs, time.monotonic() + 240)
+    assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
+    got, want = json.loads(out.read_text()), json.loads(one.read_text())
+    assert got["trees"] == want["trees"] and got["learner"] == want["learner"]
+    assert any(len(t["columns"]) == 2 for t in want["learner"]["categorical"]["tables"])
