@@ -138,3 +138,27 @@ def test_cli_processes_with_categorical_columns(tmp_path):
     got, want = json.loads(out.read_text()), json.loads(one.read_text())
     assert got["trees"] == want["trees"] and got["learner"] == want["learner"]
     assert any(len(t["columns"]) == 2 for t in want["learner"]["categorical"]["tables"])
+
+
+def test_evaluation_sets_split_across_ranks_give_one_process_metrics():
+    frame, y = _frame("binary:logistic")
+    test, yt = _frame("binary:logistic", seed=6)
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 3,
+              "seed": 1, "nthread": 1, "eval_metric": ["logloss", "auc"]}
+    want: dict = {}
+    hb.train(params, hb.Dataset(frame, label=y, categorical_features=CATS), 3,
+             evals=[(hb.Dataset(test, label=yt, categorical_features=CATS), "test")],
+             evals_result=want, verbose_eval=False)
+    blocks, test_blocks = np.array_split(np.arange(N), 2), np.array_split(np.arange(N), 2)
+
+    def body(comm):
+        b, tb = blocks[comm.rank], test_blocks[comm.rank]
+        log: dict = {}
+        hb.train(params, hb.Dataset(frame.iloc[b], label=y[b], categorical_features=CATS), 3,
+                 evals=[(hb.Dataset(test.iloc[tb], label=yt[tb], categorical_features=CATS),
+                         "test")], evals_result=log, verbose_eval=False, comm=comm)
+        return log
+
+    for log in run_threads(2, body):
+        assert log["test"]["auc"] == want["test"]["auc"]
+        np.testing.assert_allclose(log["test"]["logloss"], want["test"]["logloss"], rtol=1e-12)
