@@ -1,5 +1,5 @@
 """Categorical features in data-parallel training (`histboost.distributed.categorical`):
-rows split across 2-3 thread ranks give the one-process model bit for bit (quantised), with
+rows split across 2-4 thread ranks give the one-process model bit for bit (quantised), with
 ordered statistics, frequencies, one-hot columns and combinations, for the three growers and
 both tree learners."""
 
@@ -51,7 +51,7 @@ def _ranks(params: dict, frame: pd.DataFrame, y: np.ndarray, world: int, rounds:
     rows = np.arange(N)
     if shuffle:  # rows in any order on any rank, named by Dataset(row_ids=)
         rows = np.random.default_rng(world).permutation(N)
-    blocks = np.array_split(rows, [N // 5, N // 2][:world - 1])
+    blocks = np.array_split(rows, [N // 5, N // 2, N // 2 + 40][:world - 1])
 
     def body(comm):
         b = blocks[comm.rank]
@@ -68,7 +68,7 @@ CASES = [
     ("binary:logistic", "oblivious", "data", 3),
     ("multi:softprob", "depthwise", "reduce_scatter", 2),
     ("multi:softprob", "oblivious", "data", 3),
-    ("multi:softprob", "lossguide", "data", 2),
+    ("multi:softprob", "lossguide", "data", 4),
     ("reg:squarederror", "depthwise", "data", 2),
 ]
 
