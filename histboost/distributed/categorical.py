@@ -23,10 +23,11 @@ target channels, P: permutations, d: the owner's categories):
 - the number of categories (one int64 allreduce), then every owner's part of the final table,
   allgathered: d x 8 (2 + m) bytes per owner (the model stores the table on every rank);
   a column with at most ``one_hot_max_size`` categories sends only its hashes instead;
-- the cuts (`global_padded_cuts`): the statistics of the rows in the cut sample (about 50,000
-  rows in all, whatever the rank count) go to the rank computing the cuts of that statistic
-  (8 bytes per value, each value to one rank), and the cuts come back in one allgather
-  (k x 16 x 8 bytes for k statistics).
+- the quantile cuts (`global_padded_cuts`: the frequency, and the statistics of the label
+  mean; statistics of 0/1 channels have fixed cuts): the values of the rows in the cut sample
+  (about 50,000 rows in all, whatever the rank count) go to the rank computing that column's
+  cuts (8 bytes per value, each value to one rank), and the cuts come back in one allgather
+  (k x 16 x 8 bytes for k columns).
 
 Every call goes through the communicator with its timeout.
 """
