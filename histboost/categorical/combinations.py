@@ -195,6 +195,10 @@ class CombinationSlots:
         if key not in self._binned:
             tr = self.trainer
             cmb = self._combination(combo)
+            if key not in self._binned and tr.comm is not None:
+                # emptied cache (a decision every rank takes alike): all permutations again
+                del self._combos[combo]
+                cmb = self._distributed_combination(combo)
             if key not in self._binned:  # one process: this permutation only
                 count, sums = ordered_statistics(cmb.ids, cmb.n_ids, tr.perms[self._perm],
                                                  tr.targets)

@@ -316,10 +316,10 @@ def battery(comm) -> dict:
         check(f"large/reduce/{alg}", got, want if r == 0 else None, same_on_all=False)
     # --- alltoall: rows (r, d, i) from every rank r to every rank d, uneven and empty -------
     for rows in (0, 2, 700):
-        def counts_of(q):
+        def counts_of(q, rows=rows):
             return [(q + 2 * d) % 3 * rows // 2 for d in range(p)]
 
-        def block(q, d):
+        def block(q, d, counts_of=counts_of):
             n = counts_of(q)[d]
             return np.column_stack([np.full(n, q), np.full(n, d), np.arange(n)]).astype(
                 np.int64)

@@ -162,3 +162,18 @@ def test_evaluation_sets_split_across_ranks_give_one_process_metrics():
     for log in run_threads(2, body):
         assert log["test"]["auc"] == want["test"]["auc"]
         np.testing.assert_allclose(log["test"]["logloss"], want["test"]["logloss"], rtol=1e-12)
+
+
+def test_emptied_combination_cache_recomputes_alike_on_every_rank(monkeypatch):
+    """A combination cache that fills up is emptied on every rank at the same call (its size
+    counts the rows of all ranks), and the combinations come back through the collectives."""
+    import histboost.categorical.combinations as combinations
+
+    monkeypatch.setattr(combinations, "_CACHE_BYTES", 20_000)
+    frame, y = _frame("binary:logistic")
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "seed": 7, "nthread": 1, "max_ctr_complexity": 3, "n_permutations": 3}
+    want = _strip(hb.train(params, hb.Dataset(frame, label=y, categorical_features=CATS), 6,
+                           verbose_eval=False).to_dict())
+    for got in _ranks(params, frame, y, 3, 6):
+        assert got == want
