@@ -282,3 +282,14 @@ def test_alltoall_rejects_counts_that_do_not_cover_the_rows():
         return comm.alltoall(np.arange(2.0), [1, 1])[1]
 
     assert [list(c) for c in run_threads(2, body, timeout=20)] == [[1, 1], [1, 1]]
+
+
+def test_alltoall_times_out_when_a_rank_does_not_call():
+    def body(comm):
+        if comm.rank == 1:
+            return None
+        with pytest.raises(hc.CollectiveTimeout, match="alltoall"):
+            comm.alltoall(np.arange(4.0), [2, 2], timeout=1.0)
+        return "raised"
+
+    assert run_threads(2, body, timeout=20)[0] == "raised"
