@@ -91,7 +91,8 @@ def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
     world = comm.world_size
     keys = np.ascontiguousarray(keys, np.uint64)
     n, m = targets.shape
-    dest = (keys % np.uint64(world)).astype(np.int64)
+    # small integers: NumPy's stable sort is then a radix sort
+    dest = (keys % np.uint64(world)).astype(np.uint16 if world <= 1 << 16 else np.int64)
     by_dest = np.argsort(dest, kind="stable")
     payload = np.empty((n, 2 + m), np.uint64)
     payload[:, 0] = keys[by_dest]
