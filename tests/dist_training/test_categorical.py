@@ -177,3 +177,16 @@ def test_emptied_combination_cache_recomputes_alike_on_every_rank(monkeypatch):
                            verbose_eval=False).to_dict())
     for got in _ranks(params, frame, y, 3, 6):
         assert got == want
+
+
+def test_permutation_order_breaks_hash_ties_by_global_index(monkeypatch):
+    """Permutations sort rows by a hash of their global index, ties (a 64-bit collision)
+    by the index, whatever order the rows come in."""
+    from histboost.distributed import categorical as dc
+
+    ids = np.array([7, 3, 9, 1, 4], np.int64)
+    monkeypatch.setattr(dc, "row_hash", lambda seed, r: np.asarray(r) % 3)  # ties
+    np.testing.assert_array_equal(ids[dc.permutation_order(0, ids)], [3, 9, 1, 4, 7])
+    monkeypatch.undo()
+    keys = dc.row_hash(5, ids)
+    np.testing.assert_array_equal(dc.permutation_order(5, ids), np.argsort(keys))
