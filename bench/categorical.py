@@ -4,6 +4,14 @@ against CatBoost (cat_features), LightGBM (categorical_feature) and XGBoost
 high-cardinality categorical columns), in one run.
 
     python bench/categorical.py [--sets adult,ctr200k,ctr1m] [--depth 6] [--threads 0]
+    python bench/categorical.py --device cuda --libs histboost,histboost:cpu,lightgbm,xgboost
+
+`--device cuda` trains histboost on the GPU (statistics, combinations and trees on the device;
+a library name `histboost:cpu` / `histboost:cuda` picks the device for that row, so both can be
+timed in one run). CatBoost's GPU mode (`task_type="GPU"`) is timed with `--libs catboost:gpu`
+where CatBoost is installed; the lent GPU machines do not carry CatBoost (its wheel does not
+fit the device tool's carry limit beside the other packages), so CatBoost GPU figures are not
+measured there.
 
 Depth 6, learning rate 0.1; Adult 300 rounds, ctr_like 100 rounds (80/20 split). Every
 library gets the raw categorical columns its own way (LightGBM and XGBoost: pandas category
@@ -66,12 +74,16 @@ def as_category(X: pd.DataFrame, Xt: pd.DataFrame, cats: list[str]
 def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
     X, y, Xt, yt, cats, rounds = data
     threads = a.threads or os.cpu_count()
-    if lib == "histboost":
+    extra: dict = {}
+    if lib.split(":")[0] == "histboost":
         import histboost
 
+        device = lib.split(":")[1] if ":" in lib else a.device
         params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": a.depth,
                   "grow_policy": policy, "reg_lambda": 3.0, "nthread": threads,
-                  "max_ctr_complexity": a.complexity}
+                  "max_ctr_complexity": a.complexity, "device": device}
+        if a.quantized:
+            params["quantized_grad"] = True
         histboost.train(params, histboost.Dataset(X.iloc[:2000], label=y[:2000],
                                                   categorical_features=cats), 2,
                         verbose_eval=False)
@@ -80,12 +92,15 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
                             rounds, verbose_eval=False)
         t, cpu = time.perf_counter() - t0, time.process_time() - c0
         p = b.predict(Xt)
-    elif lib == "catboost":
+        extra = {"phases": {k: round(v, 2) for k, v in b.timings.items()}}
+    elif lib.split(":")[0] == "catboost":
         import catboost
 
+        gpu = lib == "catboost:gpu"
         m = catboost.CatBoostClassifier(iterations=rounds, learning_rate=0.1, depth=a.depth,
                                         thread_count=threads, verbose=False,
-                                        allow_writing_files=False)
+                                        allow_writing_files=False,
+                                        **({"task_type": "GPU"} if gpu else {}))
         Xc, Xtc = X.copy(), Xt.copy()
         for c in cats:  # CatBoost takes strings or integers; NaN must be a string
             Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
@@ -118,7 +133,8 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
     else:
         raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
     p = np.asarray(p, np.float64)
-    return {"lib": lib, "seconds": t, "cpu": cpu, "auc": auc(yt, p), "logloss": logloss(yt, p)}
+    return {"lib": lib, "seconds": t, "cpu": cpu, "auc": auc(yt, p), "logloss": logloss(yt, p),
+            **extra}
 
 
 def main() -> None:
@@ -129,14 +145,17 @@ def main() -> None:
     ap.add_argument("--policy", default="oblivious", help="histboost's grow_policy")
     ap.add_argument("--complexity", type=int, default=1, help="histboost max_ctr_complexity")
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    ap.add_argument("--device", default="cpu", help="histboost's device (cpu, cuda)")
+    ap.add_argument("--quantized", action="store_true", help="histboost quantized_grad=True")
     a = ap.parse_args()
     for name in a.sets.split(","):
         data = load(name)
         results = [run(lib, data, a, a.policy) for lib in a.libs.split(",")]
-        base = next((r["seconds"] for r in results if r["lib"] == "histboost"), None)
+        base = next((r["seconds"] for r in results if r["lib"].startswith("histboost")), None)
         print(f"\n### {name}: {len(data[1])} train / {len(data[3])} test rows, "
               f"{len(data[4])} categorical columns, {data[5]} rounds, depth {a.depth}\n")
-        cpu_base = next((r["cpu"] for r in results if r["lib"] == "histboost"), None)
+        cpu_base = next((r["cpu"] for r in results if r["lib"].startswith("histboost")),
+                        None)
         print("| library | train s | ratio to histboost | CPU s | CPU ratio | test AUC | "
               "test logloss |")
         print("|---|---|---|---|---|---|---|")
@@ -145,6 +164,9 @@ def main() -> None:
             cpu_ratio = f"{r['cpu'] / cpu_base:.2f}" if cpu_base else "-"
             print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['cpu']:.2f} | {cpu_ratio} | "
                   f"{r['auc']:.4f} | {r['logloss']:.4f} |", flush=True)
+        for r in results:
+            if "phases" in r:
+                print(f"\n{r['lib']} phases (s): {r['phases']}")
 
 
 if __name__ == "__main__":

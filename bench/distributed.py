@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -40,6 +41,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process, all its threads (user + system)."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -69,10 +76,11 @@ def worker(args: argparse.Namespace) -> None:
               "tree_learner": args.learner, "device": device, "seed": 0}
     hb.train(params, d, 1, comm=comm)  # compile, warm the caches
     comm.barrier()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _cpu_seconds()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
-    Path(f"{args.result}.{rank}").write_text(json.dumps(booster.timings))
+    timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start)
+    Path(f"{args.result}.{rank}").write_text(json.dumps(timings))
     if rank == 0:
         model = booster.save_raw()
         sha = hashlib.sha256(json.dumps(json.loads(model)["trees"]).encode()).hexdigest()
@@ -140,7 +148,8 @@ def main() -> None:
             r = launch(args, world, learner, threads)
             base.setdefault(learner, r)
             per_tree = {k: v / args.rounds for k, v in (r["traffic"] or {}).items()}
-            rows.append((learner, world, threads, r["seconds"] / args.rounds * 1e3,
+            cpu = sum(t["cpu"] for t in r["rank_timings"]) / args.rounds * 1e3
+            rows.append((learner, world, threads, r["seconds"] / args.rounds * 1e3, cpu,
                          base[learner]["seconds"] / r["seconds"],
                          sum(per_tree.values()) / 2**20, r["auc"],
                          r["model_sha"] == base[learner]["model_sha"]))
@@ -149,13 +158,14 @@ def main() -> None:
             waits = ", ".join(f"{t.get('collectives', 0) / args.rounds * 1e3:.1f}"
                               for t in r["rank_timings"])
             print(f"  done: {learner} x{world}; ms/round by phase (rank 0; collectives are "
-                  f"within the others): {phases}; in collectives by rank: {waits}", flush=True)
-    print("\n| learner | processes | threads each | ms/round | speed-up vs 1 | MiB sent/tree "
-          "(rank 0) | test AUC | model = 1 process |")
-    print("|---|---|---|---|---|---|---|---|")
-    for learner, world, threads, ms, speed, mib, a, same in rows:
-        print(f"| {learner} | {world} | {threads} | {ms:.1f} | {speed:.2f} | {mib:.2f} | "
-              f"{a:.5f} | {'yes' if same else 'no'} |")
+                  f"within the others): {phases}; in collectives by rank: {waits}; CPU of all "
+                  f"processes {cpu:.1f}", flush=True)
+    print("\n| learner | processes | threads each | ms/round | CPU ms/round (all processes) | "
+          "speed-up vs 1 | MiB sent/tree (rank 0) | test AUC | model = 1 process |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for learner, world, threads, ms, cpu, speed, mib, a, same in rows:
+        print(f"| {learner} | {world} | {threads} | {ms:.1f} | {cpu:.1f} | {speed:.2f} | "
+              f"{mib:.2f} | {a:.5f} | {'yes' if same else 'no'} |")
 
 
 if __name__ == "__main__":

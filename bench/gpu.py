@@ -78,9 +78,26 @@ def _histboost_root(cfg: str, a: argparse.Namespace, data: str) -> dict:
     return _root_histogram(d, a)
 
 
+def _time_ms(fn, reps: int = 12) -> float:
+    """Median device time of fn() over reps calls (the first two dropped)."""
+    import torch
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    times = []
+    for _ in range(reps):
+        ev[0].record()
+        fn()
+        ev[1].record()
+        torch.cuda.synchronize()
+        times.append(ev[0].elapsed_time(ev[1]))
+    return float(np.median(times[2:]))
+
+
 def _root_histogram(d, a: argparse.Namespace) -> dict:
     """Median time of the root histogram kernel, and the memory floor: the bytes it must
-    read once (bins, integer pairs, row indices) over the measured copy bandwidth."""
+    read once (bins, integer pairs) over the measured copy bandwidth. Then a sweep of the
+    kernel's launch (threads per block, blocks per call, shared memory per block: 48 KiB
+    takes two feature groups at 28 x 256 bins), each checked to give the same histogram,
+    and the root read through the row-index buffer (as every deeper node is)."""
     import torch
 
     from histboost.kernels.backend import make_backend
@@ -88,30 +105,36 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     be = make_backend("cuda", d.bins, d.bin_mapper.bin_offsets, n_threads=1, label=d.label,
                       weight=None, n_outputs=1, count_rows=False)
     be.compute_gradients("logistic")
-    be.begin_tree(0, None, make_quantisation(*be.gradient_bounds(0), 8, 1))
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    times = []
-    for _ in range(12):
-        ev[0].record()
-        be.build_histograms([0])
-        ev[1].record()
-        torch.cuda.synchronize()
-        times.append(ev[0].elapsed_time(ev[1]))
+    quant = make_quantisation(*be.gradient_bounds(0), 8, 1)
+
+    def root(rows=None):
+        be.begin_tree(0, rows, quant)
+        return _time_ms(lambda: be.build_histograms([0]))
+
+    kernel_ms = root()
+    want = be.build_histograms([0]).clone()
     n, f = d.bins.shape
-    read = n * f * d.bins.itemsize + n * 8 + n * 4
+    read = n * f * d.bins.itemsize + n * 8
     buf = torch.empty(1 << 28, dtype=torch.float32, device="cuda")  # 1 GiB
     dst = torch.empty_like(buf)
-    copies = []
-    for _ in range(6):
-        ev[0].record()
-        dst.copy_(buf)
-        ev[1].record()
-        torch.cuda.synchronize()
-        copies.append(ev[0].elapsed_time(ev[1]))
-    bandwidth = 2 * buf.numel() * 4 / (float(np.median(copies[1:])) * 1e-3)
-    kernel_ms = float(np.median(times[2:]))
+    bandwidth = 2 * buf.numel() * 4 / (_time_ms(lambda b=buf, o=dst: o.copy_(b), 6) * 1e-3)
+    del buf, dst
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sweep = {}
+    for threads, blocks, shared in ((512, 3, None), (512, 6, None), (512, 12, None),
+                                    (256, 6, None), (512, 3, 48 << 10)):
+        name = f"threads={threads} blocks/SM={blocks} shared={shared or 'max'}"
+        try:
+            be._set_histogram_launch(threads, shared, blocks * sms)
+            ms = root()
+            sweep[name] = (ms, bool(torch.equal(be.build_histograms([0]), want)))
+        except Exception as e:  # a launch the device refuses
+            print(f"{name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+    from histboost.kernels.cuda.histogram import HIST_THREADS
+    be._set_histogram_launch(HIST_THREADS, None, None)
+    indirect = root(np.arange(n))
     return {"root_ms": kernel_ms, "floor_ms": 1e3 * read / bandwidth,
-            "copy_GBs": bandwidth / 1e9}
+            "copy_GBs": bandwidth / 1e9, "sweep": sweep, "root_via_rows_ms": indirect}
 
 
 def _xgboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
@@ -275,6 +298,10 @@ def main() -> None:
     if "root_ms" in q:
         print(f"\nroot histogram: {q['root_ms']:.3f} ms, memory floor {q['floor_ms']:.3f} ms "
               f"({q['root_ms'] / q['floor_ms']:.1f}x; copy {q['copy_GBs']:.0f} GB/s)")
+        if "sweep" in q:
+            print(f"root read through the row-index buffer: {q['root_via_rows_ms']:.3f} ms")
+            for name, (ms, same) in q["sweep"].items():
+                print(f"  {name}: {ms:.3f} ms{'' if same else '  HISTOGRAM DIFFERS'}")
 
 
 if __name__ == "__main__":

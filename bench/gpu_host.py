@@ -66,12 +66,12 @@ class _Probe:
         probe = self
         plain_launch = launch.CudaKernel.launch
 
-        def timed_launch(kernel, grid, block, device, *args):
+        def timed_launch(kernel, grid, block, device, *args, shared_bytes=0):
             probe.counts["launches"] += probe.on
             launch.flatten_args(kernel.name, kernel.spec, args, device)  # host work, as on a GPU
             t0 = time.perf_counter()
             with _disable_current_modes():  # the simulator's own tensor handling
-                plain_launch(kernel, grid, block, device, *args)
+                plain_launch(kernel, grid, block, device, *args, shared_bytes=shared_bytes)
             probe.kernel_seconds += time.perf_counter() - t0
         launch.CudaKernel.launch = timed_launch
         for cls, name, key in ((cuda_backend.CUDABackend, "_upload", "uploads"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +17,41 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "shared" / "bench"), str(HERE.parent.parent / "shared" / "bench")]
 
 
+def _trace(histboost, params: dict, d, path: str) -> None:
+    """A Chrome trace of two rounds (host gaps between kernels, per level), and the host's
+    Python time per function over five rounds (cProfile, by own time)."""
+    import cProfile
+    import gzip
+    import io
+    import pstats
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        histboost.train(params, d, 2, verbose_eval=False)
+        torch.cuda.synchronize()
+    raw = f"{path}.tmp.json"
+    prof.export_chrome_trace(raw)
+    with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
+        dst.write(src.read())
+    Path(raw).unlink()
+    pr = cProfile.Profile()
+    pr.enable()
+    histboost.train(params, d, 5, verbose_eval=False)
+    torch.cuda.synchronize()
+    pr.disable()
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(35)
+    print("\n== host Python, depthwise, 5 rounds (ingest included), by own time\n"
+          + out.getvalue()[-9000:])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--trace", help="write a gzipped Chrome trace of two depth-wise rounds "
+                    "here, and a Python profile of the host side beside the tables")
     a = ap.parse_args()
     import torch
     from synth import higgs_like
@@ -35,14 +67,32 @@ def main() -> None:
         histboost.train(p, histboost.Dataset(X[:20_000], label=y[:20_000]), 2,
                         verbose_eval=False)
         rounds = a.rounds if policy["grow_policy"] == "depthwise" else max(1, a.rounds // 4)
+        t0 = time.perf_counter()
+        plain = histboost.train(p, d, rounds, verbose_eval=False)
+        torch.cuda.synchronize()
+        wall = 1e3 * (time.perf_counter() - t0 - plain.timings.get("binning", 0.0)) / rounds
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            b = histboost.train({**p, "verbosity": 2}, d, rounds, verbose_eval=False)
+            histboost.train(p, d, rounds, verbose_eval=False)
             torch.cuda.synchronize()
-        print(f"\n== {policy['grow_policy']}, {rounds} rounds: phases (s) "
-              f"{ {k: round(v, 3) for k, v in b.timings.items()} }")
+        b = histboost.train({**p, "verbosity": 2}, d, rounds, verbose_eval=False)
         ka = prof.key_averages()
-        print(ka.table(sort_by="self_cuda_time_total", row_limit=14, max_name_column_width=50))
-        print(ka.table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=50))
+        # ingest (the raw matrix's upload from pageable memory, binning) is left out
+        kernels = sorted((e for e in ka if e.self_device_time_total > 0
+                          and "Pageable" not in e.key and "bin_matrix" not in e.key),
+                         key=lambda e: -e.self_device_time_total)
+        busy = sum(e.self_device_time_total for e in kernels) / 1e3 / rounds
+        print(f"\n== {policy['grow_policy']}, {rounds} rounds: {wall:.2f} ms/round (wall, "
+              f"unprofiled), device busy {busy:.2f} ms/round, idle (host) "
+              f"{wall - busy:.2f} ms/round")
+        print("phases at verbosity 2 (device-synchronised; ms/round): "
+              f"{ {k: round(1e3 * v / rounds, 2) for k, v in b.timings.items()} }")
+        print("| kernel / device op | calls/round | ms/round |\n|---|---|---|")
+        for e in kernels[:16]:
+            print(f"| {e.key[:60]} | {e.count / rounds:.1f} | "
+                  f"{e.self_device_time_total / 1e3 / rounds:.3f} |")
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=50))
+        if a.trace and policy["grow_policy"] == "depthwise":
+            _trace(histboost, p, d, a.trace)
         del d
     np.asarray(0)
 

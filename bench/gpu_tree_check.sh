@@ -9,7 +9,8 @@
 # cannot import the image's numpy 2.5), and xgb.tar.xz, the xgboost wheel's tree (the peer);
 # each is unpacked to /tmp and put first on PYTHONPATH. Steps:
 #   tests  the CUDA backend on the GPU: conformance suite, GPU == CPU quantised models,
-#          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py)
+#          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py); categorical
+#          features on the device (tests/categorical/test_cuda_categorical_gpu.py)
 #   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler)
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
 set -uo pipefail
@@ -44,10 +45,11 @@ status=0
 [[ $what == all ]] && what=tests,bench
 if [[ $what == *tests* ]]; then
     timeout 900 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
-        tests/kernels/test_cuda_backend_gpu.py 2>&1 | tee "$OUT/tests.txt" || status=1
+        tests/kernels/test_cuda_backend_gpu.py tests/categorical/test_cuda_categorical_gpu.py \
+        2>&1 | tee "$OUT/tests.txt" || status=1
 fi
 if [[ $what == *profile* ]]; then
-    timeout 300 python3 bench/gpu_profile.py 2>&1 | tee "$OUT/profile.txt" || status=1
+    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" 2>&1 | tee "$OUT/profile.txt" || status=1
 fi
 if [[ $what == *bench* ]]; then
     python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1

@@ -147,9 +147,6 @@ class _EvalSet:
 
 def _check_categorical(p: TrainParams, objective: Objective, xgb_model: Any) -> None:
     """Raise for what categorical features do not support yet."""
-    if p.device != "cpu":
-        raise ValueError(f"categorical features train on the CPU for now (device={p.device!r}); "
-                         "train with device='cpu'")
     if xgb_model is not None:
         raise ValueError("continuing training (xgb_model) with categorical features is not "
                          "supported yet")
@@ -269,6 +266,9 @@ class _Training:
             from .distributed import training as dist
 
             dist.check_supported(p)
+            n_threads = dist.prepare_rank(comm, p.nthread)  # the ranks of a host share it
+        else:
+            n_threads = p.n_threads
         timer = PhaseTimer()
         try:
             if obj is not None and not callable(obj):
@@ -279,6 +279,8 @@ class _Training:
             objective.check_label(y)
             if isinstance(objective, HostObjective):
                 objective.bind(y, w, dtrain.group)
+            if dist is not None:
+                dist.check_ranking_weights(objective, w)
             if comm is None and w is not None and not np.any(w > 0):
                 raise ValueError("all weights are zero")
             if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
@@ -313,7 +315,10 @@ class _Training:
         mapper = dtrain.bin_mapper
         ctr = None  # categorical features: the derived columns (histboost.categorical)
         if dtrain.categorical is not None:
-            from .categorical.training import CtrTrainer
+            if p.device == "cpu":
+                from .categorical.training import CtrTrainer
+            else:  # statistics on the device (histboost.categorical.cuda)
+                from .categorical.cuda import CudaCtrTrainer as CtrTrainer
 
             _check_categorical(p, objective, xgb_model)
             with timer("binning"):
@@ -376,10 +381,11 @@ class _Training:
 
         with timer("binning"):
             # interval labels (survival:aft) only feed host gradients: the backend holds none
-            backend_args = dict(n_threads=p.n_threads, label=y if y.ndim == 1 else None,
+            backend_args = dict(n_threads=n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data, mapper=mapper)
-            bins = (dtrain.bins if ctr is None else ctr.bins) if p.device == "cpu" else None
+            # with categorical features, the matrix with their static columns (uploaded)
+            bins = ctr.bins if ctr is not None else dtrain.bins if p.device == "cpu" else None
             if dist is None:
                 backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
             else:
@@ -481,7 +487,10 @@ class _Training:
                 y_e, w_e = es.labels, es.data.weight
                 for m, fn in self.metric_fns.items():
                     pred = _metric_input(objective, es.margin, m)
-                    if m in RANKING:
+                    if m in RANKING and dist is not None:
+                        value = dist.global_ranking_metric(comm, fn, y_e, pred,
+                                                           es.data.group)
+                    elif m in RANKING:
                         value = fn(y_e, pred, w_e, group=es.data.group)
                     elif dist is None:
                         value = fn(y_e, pred, w_e)
@@ -499,6 +508,9 @@ class _Training:
 
     def release(self) -> None:
         """Free the backend (device memory, worker threads)."""
+        release_ctr = getattr(self.ctr, "release", None)  # statistics held on the device
+        if release_ctr is not None:
+            release_ctr()
         self.backend.release()
 
 

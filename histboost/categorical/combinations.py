@@ -214,7 +214,8 @@ class CombinationSlots:
         if self._cache_bytes > _CACHE_BYTES:  # start over: the recent ones come back
             self._binned.clear()
             self._combos = {k: v for k, v in self._combos.items() if k in self._tree}
-            self._cache_bytes = sum((v.ids.itemsize if v.ids.size else 0)
+            # ids (none kept in distributed training) and the frequency column, per row
+            self._cache_bytes = sum((v.ids.itemsize if v.ids.shape[0] else 0)
                                     + v.freq_bins.itemsize
                                     for v in self._combos.values()) * self.trainer.n_total
 

@@ -42,6 +42,7 @@ from .algorithms import allreduce as _ar
 from .algorithms import broadcast as _bc
 from .algorithms import reduce as _rd
 from .algorithms import reduce_scatter as _rs
+from .algorithms import shared as _sh
 from .arrays import DEVICE_CODES, DTYPE_NAMES, as_input, device_type, dtype_code, dtype_name
 from .errors import CollectiveError, MetadataMismatchError
 from .ops import Reducer, as_reducer
@@ -52,11 +53,13 @@ Op = str | Callable[[Any, Any], Any] | Reducer
 NATIVE_REDUCIBLE_DTYPES = frozenset(
     {"float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64"})
 
+# "shared": through one memory segment that all ranks map (`algorithms.shared`), where the
+# communicator has one (`Communicator.shares_memory`)
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("native", *_ar.ALGORITHMS, "auto"),
-    "reduce_scatter": ("native", *_rs.ALGORITHMS, "auto"),
-    "allgather": ("native", *_ag.ALGORITHMS, "auto"),
-    "broadcast": ("native", *_bc.ALGORITHMS, "auto"),
+    "allreduce": ("native", *_ar.ALGORITHMS, _sh.ALGORITHM, "auto"),
+    "reduce_scatter": ("native", *_rs.ALGORITHMS, _sh.ALGORITHM, "auto"),
+    "allgather": ("native", *_ag.ALGORITHMS, _sh.ALGORITHM, "auto"),
+    "broadcast": ("native", *_bc.ALGORITHMS, _sh.ALGORITHM, "auto"),
     "reduce": ("native", *_rd.ALGORITHMS, "auto"),
     "barrier": ("auto",),
     "alltoall": ("pairwise", "auto"),
@@ -218,6 +221,7 @@ class Communicator(ABC):
         if algorithm == "native" and not self._has_native():
             raise ValueError("allgather: this communicator has no native engine")
         arg = Operand.of(x)
+        self._check_shared(algorithm, "allgather", arg)
         if not arg.shape:
             arg.x = arg.x.reshape(1)
             arg.shape = (1,)
@@ -238,6 +242,7 @@ class Communicator(ABC):
             raise ValueError("broadcast: this communicator has no native engine")
         root = self._check_root(root)
         arg = Operand.of(x)
+        self._check_shared(algorithm, "broadcast", arg)
         if inplace:
             _check_writable(arg)
         with self._call("broadcast", algorithm, timeout) as call:
@@ -333,6 +338,16 @@ class Communicator(ABC):
     def _has_native(self) -> bool:
         return True
 
+    def _has_shared(self) -> bool:
+        return True
+
+    @property
+    def shares_memory(self) -> bool:
+        """Whether ``algorithm="shared"`` is available for CPU arrays: every rank maps one
+        memory segment (the shared-memory transport; world size 1 trivially). Then "auto"
+        takes it for CPU arrays."""
+        return self._has_shared()
+
     def prefers_native(self, x: Any) -> bool:
         """Whether ``algorithm="native"`` (the engine's collective) is the faster choice for
         small, latency-bound calls on arrays like ``x``: true where one point-to-point message
@@ -357,6 +372,7 @@ class Communicator(ABC):
         """Reject, before any message, what the native engine cannot do (every rank raises
         alike, so the communicator stays usable)."""
         _check_algorithm(name, algorithm)
+        self._check_shared(algorithm, name, arg)
         if algorithm != "native":
             return
         if not self._has_native():
@@ -371,6 +387,12 @@ class Communicator(ABC):
                 f"{name}: native reductions support {sorted(NATIVE_REDUCIBLE_DTYPES)}, not "
                 f"{arg.dtype}; use another algorithm (or 'auto')"
             )
+
+    def _check_shared(self, algorithm: str, name: str, arg: Operand) -> None:
+        if algorithm == _sh.ALGORITHM and not (self._has_shared() and arg.device == "cpu"):
+            raise ValueError(
+                f"{name}: algorithm 'shared' needs CPU arrays and ranks that share a memory "
+                "segment (the shared-memory transport; see Communicator.shares_memory)")
 
     def _check_root(self, root: int) -> int:
         root = int(root)

@@ -13,6 +13,7 @@ from .algorithms import allreduce as _ar
 from .algorithms import broadcast as _bc
 from .algorithms import reduce as _rd
 from .algorithms import reduce_scatter as _rs
+from .algorithms import shared as _sh
 from .algorithms.context import Ctx, Scratch, Transport
 from .algorithms.layout import offsets_of, split_counts
 from .arrays import Buffer, as_input, device_type, is_structured
@@ -43,10 +44,22 @@ class DistributedCommunicator(Communicator):
         self.meta_device = meta_device
         self._scratch = Scratch()
         self._on_close = on_close
+        # the shared-memory transport's segment, for algorithm "shared" on CPU arrays
+        self._segment = getattr(transport, "segment", None)
 
     # --- plumbing -----------------------------------------------------------------------
     def _has_native(self) -> bool:
         return self.native is not None
+
+    def _has_shared(self) -> bool:
+        return self._segment is not None
+
+    def _shared(self, algorithm: str, buf: Buffer, rec: int, pieces: int = 1) -> bool:
+        """Whether this call runs through the shared segment: asked for, or "auto" on a CPU
+        buffer; and a slot holds ``pieces`` pieces of one record (else the point-to-point
+        algorithms run it)."""
+        return (algorithm in ("auto", _sh.ALGORITHM) and self._segment is not None
+                and buf.device.type == "cpu" and _sh.fits(self._segment, buf, rec, pieces))
 
     def prefers_native(self, x: Any) -> bool:
         if self.native is None:
@@ -94,7 +107,12 @@ class DistributedCommunicator(Communicator):
         out = torch.zeros(p * META_LEN, dtype=torch.int64, device=self.meta_device)
         out[self.rank * META_LEN:(self.rank + 1) * META_LEN] = torch.from_numpy(vec)
         buf = Buffer(out, p * META_LEN, 1, "torch", None)
-        _ag.run("bruck", self._ctx(call, "metadata"), buf, [META_LEN] * p)
+        if self._shared("auto", buf, META_LEN):
+            # the size only: disagreements are the metadata check's to report
+            _sh.allgather(self._ctx(call, "metadata"), self._segment, buf, [META_LEN] * p,
+                          (0, out.numel() * 8))
+        else:
+            _ag.run("bruck", self._ctx(call, "metadata"), buf, [META_LEN] * p)
         return out.cpu().numpy().reshape(p, META_LEN)
 
     # --- collectives --------------------------------------------------------------------
@@ -108,7 +126,11 @@ class DistributedCommunicator(Communicator):
         if buf.n and self.world_size > 1:
             bred = red.bind(arg.shape, is_structured(arg.x, arg.kind))
             alg = call.algorithm
-            if alg == "auto":
+            if self._shared(alg, buf, bred.rec_size):
+                _sh.allreduce(self._ctx(call, _sh.ALGORITHM), self._segment, buf, bred,
+                              (call.seq, self._nbytes(buf)))
+                return arg.x if inplace else buf.to_user(arg.shape)
+            if alg in ("auto", _sh.ALGORITHM):
                 alg = _ar.choose(self.world_size, buf.n // bred.rec_size, self._nbytes(buf))
             ctx = self._ctx(call, alg)
             work = self._stage(buf)
@@ -142,7 +164,11 @@ class DistributedCommunicator(Communicator):
             _ar.run(alg, ctx, work, bred)
             result.seg(0, counts[r]).copy_(work.seg(off[r], off[r + 1]))
             return result.to_user(out_shape)
-        if alg == "auto":
+        if self._shared(alg, src, bred.rec_size, p):
+            _sh.reduce_scatter(self._ctx(call, _sh.ALGORITHM), self._segment, src, counts,
+                               bred, result, (call.seq, self._nbytes(src), arg.shape[0]))
+            return result.to_user(out_shape)
+        if alg in ("auto", _sh.ALGORITHM):
             alg = _rs.choose(p, self._nbytes(src))
         ctx = self._ctx(call, alg)
         work = self._stage(self._working_copy(ctx, src))
@@ -166,7 +192,11 @@ class DistributedCommunicator(Communicator):
         out.copy_(off[r], src, 0, counts[r])
         if off[-1] and p > 1:
             alg = call.algorithm
-            if alg == "auto":
+            if self._shared(alg, out, 1):
+                _sh.allgather(self._ctx(call, _sh.ALGORITHM), self._segment, out, counts,
+                              (call.seq, self._nbytes(out)))
+                return out.to_user((sum(lengths), *arg.shape[1:]))
+            if alg in ("auto", _sh.ALGORITHM):
                 alg = _ag.choose(p, self._nbytes(out))
             ctx = self._ctx(call, alg)
             work = self._stage(out)
@@ -187,7 +217,11 @@ class DistributedCommunicator(Communicator):
                 buf.copy_(0, src, 0, src.n)
         if buf.n and self.world_size > 1:
             alg = call.algorithm
-            if alg == "auto":
+            if self._shared(alg, buf, 1):
+                _sh.broadcast(self._ctx(call, _sh.ALGORITHM), self._segment, buf, root,
+                              (call.seq, self._nbytes(buf), root))
+                return arg.x if inplace else buf.to_user(arg.shape)
+            if alg in ("auto", _sh.ALGORITHM):
                 alg = _bc.choose(self.world_size, self._nbytes(buf))
             ctx = self._ctx(call, alg)
             work = self._stage(buf)

@@ -130,6 +130,18 @@ class BoundReducer:
                 so[i] = res
 
 
+    def into(self, a: Any, b: Any, out: Any) -> bool:
+        """Store ``f(a, b)`` into a third array ``out`` for the built-in operators (one pass,
+        no copy); returns False, having done nothing, for user functions."""
+        if self.reducer.fn is not None:
+            return False
+        if isinstance(a, np.ndarray):
+            _NUMPY_UFUNCS[self.reducer.name](a, b, out=out)
+        else:
+            _torch_builtin(self.reducer.name, a, b, out)
+        return True
+
+
 def _torch_builtin(name: str, a: Any, b: Any, out: Any) -> None:
     import torch
 

@@ -65,12 +65,18 @@ from ._atomics import (
     store_release,
     store_seq_cst,
 )
+from .errors import MetadataMismatchError
 from .transport import fail
 
 SHM_DIR = "/dev/shm"
 FILE_PREFIX = "histboost-coll-"
 _MAGIC = 0x48424D454D31  # "HBMEM1"
-_BELLS_AT = 512  # then per rank 128 bytes: its bell (int64) at 0, its sleeping word at 64
+_BELLS_AT = 512
+# then per rank _RANK_BYTES: its bell (int64) at 0, its sleeping word at 64, the count of
+# shared-segment barriers it has reached at 128, and the descriptors of its shared-segment
+# steps (one per half of the stage, 4 int64 each) at 192 and 256
+_RANK_BYTES = 320
+_ARRIVED_AT, _DESC_AT, DESC_WORDS = 128, 192, 4
 # channel control: written counter at byte 0 and read counter at byte 128 (each on its own
 # cache lines), at 256 the sender's flag "waiting for a free slot"
 _CTRL_BYTES = 384
@@ -79,6 +85,9 @@ SLOTS = 8
 # bytes of ring per ordered pair of ranks: the total budget shared out, within these bounds
 _RING_BUDGET = 32 << 20
 _MIN_RING, _MAX_RING = 64 << 10, 1 << 20
+# bytes of shared-segment stage (`SharedSegment`) for the whole group, and the bounds per slot
+_STAGE_BUDGET = 16 << 20
+_MIN_STAGE, _MAX_STAGE = 256 << 10, 4 << 20
 
 # Spin this long without progress before sleeping when this host runs no more ranks (the
 # group's, or LOCAL_WORLD_SIZE) than this process may use cores, else SPIN_OVERSUBSCRIBED_S:
@@ -87,10 +96,12 @@ SPIN_S = 30e-6
 SPIN_OVERSUBSCRIBED_S = 5e-6
 LIVENESS_S = 10e-3
 
-# words of the setup broadcast: ok, token, host, slot_bytes, slots, then the file name
-_I_OK, _I_TOKEN, _I_HOST, _I_SLOT_BYTES, _I_SLOTS = range(5)
+# words of the setup broadcast: ok, token, host, slot_bytes, slots, stage_bytes, then the file
+# name
+_I_OK, _I_TOKEN, _I_HOST, _I_SLOT_BYTES, _I_SLOTS, _I_STAGE_BYTES = range(6)
+_I_NAME = 6
 _NAME_WORDS = 8
-_INFO_WORDS = 5 + _NAME_WORDS
+_INFO_WORDS = _I_NAME + _NAME_WORDS
 
 
 def ring_bytes(size: int) -> int:
@@ -104,6 +115,27 @@ def ring_bytes(size: int) -> int:
     return min(_MAX_RING, max(_MIN_RING, 1 << (share.bit_length() - 1)))
 
 
+def spin_seconds(dedicated: bool) -> float:
+    """How long a waiting rank polls before it sleeps: ``HISTBOOST_COLLECTIVE_SHM_SPIN_US``
+    (microseconds) if set, else `SPIN_S` when this host runs no more ranks than this process
+    may use cores (``dedicated``), `SPIN_OVERSUBSCRIBED_S` otherwise."""
+    env = os.environ.get("HISTBOOST_COLLECTIVE_SHM_SPIN_US")
+    if env:
+        return max(float(env), 0.0) * 1e-6
+    return SPIN_S if dedicated else SPIN_OVERSUBSCRIBED_S
+
+
+def stage_bytes(size: int) -> int:
+    """Bytes of each rank's stage slot (two per rank: one per half) for the shared-segment
+    collectives: ``HISTBOOST_COLLECTIVE_SHM_STAGE_BYTES`` if set (tests use tiny slots), else
+    16 MiB shared by the ``2 * size`` slots, a multiple of 4 KiB within [256 KiB, 4 MiB]."""
+    env = os.environ.get("HISTBOOST_COLLECTIVE_SHM_STAGE_BYTES")
+    if env:
+        return _round_up(max(int(env), 64), 64)
+    share = _STAGE_BUDGET // (2 * size)
+    return min(_MAX_STAGE, max(_MIN_STAGE, share // 4096 * 4096))
+
+
 def _round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
@@ -111,19 +143,21 @@ def _round_up(n: int, to: int) -> int:
 class Layout:
     """Where things are in the region of a group of ``size`` ranks."""
 
-    def __init__(self, size: int, slots: int, slot_bytes: int) -> None:
+    def __init__(self, size: int, slots: int, slot_bytes: int, stage_bytes: int) -> None:
         self.size = size
         self.slots = slots
         self.slot_bytes = slot_bytes
         self.hdr_at = _CTRL_BYTES
         self.data_at = _CTRL_BYTES + _round_up(slots * 16, 64)
         self.channel_bytes = _round_up(self.data_at + slots * slot_bytes, 4096)
-        self.header_bytes = _round_up(_BELLS_AT + 128 * size, 4096)
-        self.total = self.header_bytes + size * (size - 1) * self.channel_bytes
+        self.header_bytes = _round_up(_BELLS_AT + _RANK_BYTES * size, 4096)
+        self.stage_bytes = stage_bytes
+        self.stage_at = self.header_bytes + size * (size - 1) * self.channel_bytes
+        self.total = self.stage_at + 2 * size * stage_bytes
 
     @classmethod
     def for_group(cls, size: int) -> Layout:
-        return cls(size, SLOTS, _round_up(ring_bytes(size) // SLOTS, 64))
+        return cls(size, SLOTS, _round_up(ring_bytes(size) // SLOTS, 64), stage_bytes(size))
 
     def channel_at(self, src: int, dst: int) -> int:
         """Byte offset of the channel from rank ``src`` to rank ``dst`` (src != dst)."""
@@ -132,7 +166,12 @@ class Layout:
 
     def bell_at(self, rank: int) -> int:
         """Byte offset of rank ``rank``'s bell; its sleeping word follows 64 bytes later."""
-        return _BELLS_AT + 128 * rank
+        return _BELLS_AT + _RANK_BYTES * rank
+
+    def stage_slot_at(self, half: int, rank: int) -> int:
+        """Byte offset of rank ``rank``'s stage slot in half ``half`` (0 or 1) of the
+        shared-segment stage (`SharedSegment`)."""
+        return self.stage_at + (half * self.size + rank) * self.stage_bytes
 
 
 class _Region:
@@ -273,8 +312,8 @@ class ShmTransport:
         self._sleeping = [a + 64 for a in self._bell]
         # ranks of this host: the group's, or all of torchrun's when that is more
         here = max(self.size, int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0))
-        self._spin_s = SPIN_S if here <= len(os.sched_getaffinity(0)) else \
-            SPIN_OVERSUBSCRIBED_S
+        self._spin_s = spin_seconds(here <= len(os.sched_getaffinity(0)))
+        self.segment = SharedSegment(self, region, layout)
 
     def can_pipeline(self, tensor: Any) -> bool:
         return True
@@ -338,6 +377,8 @@ class ShmTransport:
         if self._region is not None:
             self._out.clear()
             self._in.clear()
+            self.segment._tensors.clear()
+            self.segment._slots = self.segment._desc = None
             self._region.close()
             self._region = None
 
@@ -436,6 +477,122 @@ class ShmTransport:
                     "transport)"))
 
 
+class SharedSegment:
+    """Collectives without point-to-point messages for the ranks of one `ShmTransport`: each
+    rank copies its data into its own slot of a stage that every rank maps, all meet at a
+    barrier, and each then reads the others' slots directly
+    (`histboost.collective.algorithms.shared`). The stage has two halves used in turn by
+    successive steps: a rank writes a half again only two steps later, after a barrier that
+    every rank reaches once done reading it the step before.
+
+    A step's barrier also compares a descriptor of the call (operation, call number, sizes)
+    that each rank wrote for that half, so ranks that disagree on the data size raise
+    `MetadataMismatchError` on every rank even with ``check_metadata="trust"``. Waiting
+    follows the transport: spin, then sleep on this rank's bell, which arriving ranks ring;
+    the call's deadline and the peers' liveness locks bound it."""
+
+    def __init__(self, transport: ShmTransport, region: _Region, layout: Layout) -> None:
+        self.transport = transport
+        self.rank = transport.rank
+        self.size = layout.size
+        self.stage_bytes = layout.stage_bytes
+        base = region.mem.ctypes.data
+        self._arrived = [base + layout.bell_at(q) + _ARRIVED_AT for q in range(self.size)]
+        self._desc = [[region.mem[layout.bell_at(q) + _DESC_AT + 64 * h:][:8 * DESC_WORDS]
+                       .view(np.int64) for h in (0, 1)] for q in range(self.size)]
+        self._slots = [[region.mem[layout.stage_slot_at(h, q):][:layout.stage_bytes]
+                        for q in range(self.size)] for h in (0, 1)]
+        self._tensors: dict[tuple[int, int, Any], Any] = {}
+        self._peers = [q for q in range(self.size) if q != self.rank]
+        self._epoch = 0  # barriers this rank has reached
+        self._steps = 0  # steps taken: the next one uses half _steps % 2
+
+    def next_half(self, ctx: Any) -> int:
+        """The half of the stage the next step uses (every rank takes the same steps)."""
+        if self.transport._region is None:
+            raise fail(ctx, "reach", None, RuntimeError("the transport is closed"))
+        self._steps += 1
+        return self._steps % 2
+
+    def tensor(self, half: int, rank: int, dtype: Any) -> Any:
+        """Rank ``rank``'s stage slot of half ``half`` as a flat CPU torch tensor of
+        ``dtype`` (shared memory, not a copy)."""
+        key = (half, rank, dtype)
+        t = self._tensors.get(key)
+        if t is None:
+            import torch
+
+            t = torch.from_numpy(self._slots[half][rank]).view(dtype)
+            self._tensors[key] = t
+        return t
+
+    def sync(self, ctx: Any, half: int, desc: Sequence[int]) -> None:
+        """Publish this rank's descriptor of the step in ``half`` (at most `DESC_WORDS`
+        ints), wait until every rank has written its slot (`barrier`), then compare the
+        descriptors: `MetadataMismatchError` on every rank if they differ."""
+        mine = self._desc[self.rank][half]
+        mine[:] = 0
+        mine[:len(desc)] = desc
+        self.barrier(ctx)
+        rows = [tuple(int(v) for v in self._desc[q][half]) for q in range(self.size)]
+        if all(row == rows[0] for row in rows):
+            return
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for q, row in enumerate(rows):
+            groups.setdefault(row, []).append(q)
+        desc_text = "; ".join(
+            f"{key[2]} bytes (call #{key[1]}, operation {key[0]}) on rank"
+            f"{'s' if len(qs) > 1 else ''} {', '.join(map(str, qs))}"
+            for key, qs in groups.items())
+        raise MetadataMismatchError(
+            f"{ctx.op} on rank {self.rank}: ranks disagree on the data size or the call "
+            f"(shared-memory step; check_metadata='trust' exchanged nothing before): "
+            f"{desc_text}", op=ctx.op, rank=self.rank)
+
+    def barrier(self, ctx: Any) -> None:
+        """Return once every rank of the group has reached this barrier: its writes before
+        it are then visible to all, and theirs to this rank."""
+        t = self.transport
+        if t._region is None:
+            raise fail(ctx, "reach", None, RuntimeError("the transport is closed"))
+        ctx.step += 1
+        self._epoch = e = self._epoch + 1
+        mine = self._arrived[self.rank]
+        for q in self._peers:
+            if publish(mine, e, t._bell[q], t._sleeping[q]):
+                futex_wake(t._bell[q])
+        arrived = self._arrived
+        pending = [q for q in self._peers if load_acquire(arrived[q]) < e]
+        if not pending:
+            return
+        start = time.monotonic()
+        next_check = start + LIVENESS_S
+        while True:
+            pending = [q for q in pending if load_acquire(arrived[q]) < e]
+            if not pending:
+                return
+            now = time.monotonic()
+            if now >= ctx.deadline:
+                raise fail(ctx, "meet", pending[0], None)
+            if now >= next_check:
+                for q in pending:
+                    if not t._region.holds(q) and load_acquire(arrived[q]) < e:
+                        raise fail(ctx, "meet", q, ConnectionError(
+                            f"rank {q}'s process exited or closed its communicator "
+                            "(shared-memory transport)"))
+                next_check = now + LIVENESS_S
+            if now - start >= t._spin_s:
+                bell = t._bell[self.rank]
+                rung = load_acquire(bell)
+                store_seq_cst(t._sleeping[self.rank], 1)
+                try:
+                    if all(load_acquire(arrived[q]) < e for q in pending):
+                        futex_wait(bell, rung, max(min(next_check, ctx.deadline) - now,
+                                                   50e-6))
+                finally:
+                    store_release(t._sleeping[self.rank], 0)
+
+
 def host_id() -> int:
     """A 63-bit id of this machine (host name and boot): equal for processes that may share
     /dev/shm."""
@@ -473,13 +630,15 @@ def attach(group: Any) -> ShmTransport | None:
                 path = region.path
                 name = np.frombuffer(os.path.basename(path).encode().ljust(8 * _NAME_WORDS,
                                                                            b"\0"), np.int64)
-                info[:5] = torch.tensor([1, token, here, layout.slot_bytes, layout.slots])
-                info[5:] = torch.from_numpy(name.copy())
+                info[:_I_NAME] = torch.tensor([1, token, here, layout.slot_bytes, layout.slots,
+                                               layout.stage_bytes])
+                info[_I_NAME:] = torch.from_numpy(name.copy())
         dist.broadcast(info, src=dist.get_global_rank(group, 0), group=group)
         ok = int(info[_I_OK]) == 1 and int(info[_I_HOST]) == here
-        layout = Layout(size, int(info[_I_SLOTS]), int(info[_I_SLOT_BYTES]))
+        layout = Layout(size, int(info[_I_SLOTS]), int(info[_I_SLOT_BYTES]),
+                        int(info[_I_STAGE_BYTES]))
         if ok and rank != 0:
-            name = info[5:].numpy().tobytes().rstrip(b"\0").decode()
+            name = info[_I_NAME:].numpy().tobytes().rstrip(b"\0").decode()
             path = os.path.join(SHM_DIR, name)
             try:
                 region = _Region.open(path, layout, int(info[_I_TOKEN]))

@@ -133,6 +133,11 @@ class ByDeviceTransport:
         self.rank = cpu.rank
         self.size = cpu.size
 
+    @property
+    def segment(self) -> Any:
+        """The CPU transport's shared segment (None over Gloo)."""
+        return getattr(self.cpu, "segment", None)
+
     def _for(self, device: str) -> Any:
         return self.cpu if device == "cpu" else self.other
 

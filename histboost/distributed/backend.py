@@ -12,7 +12,10 @@ learners (``tree_learner``):
 - ``apply_splits``: the children's row counts, summed (the local backend keeps its own row
   ranges; only the grower sees the global counts, and picks the same child to build).
 Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
-and return the same values on every worker.
+and return the same values on every worker. Where allgathers are cheap (``divide_search``: by
+default CPU workers whose communicator shares memory, `Communicator.shares_memory`) each worker
+searches only its feature block, as ``"reduce_scatter"`` does below, instead of every worker
+repeating the whole search.
 
 ``"reduce_scatter"`` (LightGBM's data-parallel learner): the features are cut into one block
 per worker (contiguous, about equal histogram slots). ``build_histograms`` reduce-scatters the
@@ -98,11 +101,15 @@ class DistributedBackend(ComposedSteps):
     ``pack_rows`` or ``pack=False`` and, for quantised trees matching one process,
     ``row_ids``); comm: a
     `histboost.collective.Communicator`, the same group on every worker; tree_learner:
-    "data" or "reduce_scatter" (module docstring). Every worker must make the same sequence
-    of calls (the grower does: its choices follow reduced values).
+    "data" or "reduce_scatter" (module docstring); divide_search: with "data", whether each
+    worker searches its feature block only and the best records are allgathered (None: where
+    the local backend is the CPU's and the communicator shares memory, so the allgather costs
+    less than the search it saves; "reduce_scatter" always does). Every worker must make the
+    same sequence of calls (the grower does: its choices follow reduced values).
     """
 
-    def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data") -> None:
+    def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data",
+                 divide_search: bool | None = None) -> None:
         if getattr(local, "pack", False) and not getattr(local, "pack_rows", 0):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
@@ -131,6 +138,12 @@ class DistributedBackend(ComposedSteps):
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
         self._check: bool | str = True  # per-call metadata check (see begin_tree)
+        # "data" on CPU ranks that share memory: each searches its feature block too (an
+        # allgather of a few records costs less than the search of the other blocks)
+        self.divide_search = tree_learner == "reduce_scatter" or (
+            divide_search if divide_search is not None
+            else comm.world_size > 1 and comm.shares_memory
+            and getattr(local, "name", "") == "cpu")
 
     def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
                     **kwargs: Any) -> Any:
@@ -277,7 +290,7 @@ class DistributedBackend(ComposedSteps):
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         # monotone: every worker holds the same bounds (they follow the reduced sums)
         kw = {} if monotone is None else {"monotone": monotone}
-        if self.tree_learner == "data":
+        if not self.divide_search:
             return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(
             self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg, **kw),
@@ -289,7 +302,7 @@ class DistributedBackend(ComposedSteps):
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         kw = {} if monotone is None else {"monotone": monotone}
-        if self.tree_learner == "data":
+        if not self.divide_search:
             return self.local.oblivious_gains(nodes, totals, feature_mask, reg, **kw)
         table = self.local.oblivious_gains(nodes, totals, feature_mask & self._own, reg, **kw)
         return self._reduce(np.ascontiguousarray(table, np.float64), "splits", "max")

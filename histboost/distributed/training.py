@@ -7,7 +7,10 @@ Every function here is collective: all ranks call it at the same point of `train
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import sys
 import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,24 +38,92 @@ def check_supported(p: TrainParams) -> None:
     from ..objectives import get_objective
 
     objective = get_objective(p.objective, p.num_class, p)
-    if p.objective in RANKING_OBJECTIVES:
-        raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
-                         "yet: the pairs of a query need all of its rows on one rank; train "
-                         "ranking objectives in one process")
-    if p.objective == "survival:aft":
-        raise ValueError("objective 'survival:aft' is not supported by distributed training yet "
-                         "(the ranks' intercept and metric code takes one label per row, not the "
-                         "label_lower_bound / label_upper_bound intervals); train it in one "
-                         "process")
+    if p.objective in RANKING_OBJECTIVES and p.lambdarank_pair_method != "topk":
+        raise ValueError(f"lambdarank_pair_method={p.lambdarank_pair_method!r} is not "
+                         "supported by distributed training yet (its pairs are drawn by the "
+                         "query's index on its rank, not in the whole data set); use 'topk' "
+                         "or train in one process")
     if p.scale_pos_weight != 1.0:
         raise ValueError("scale_pos_weight is not supported by distributed training yet; "
                          "weight the positive rows through Dataset(weight=...)")
-    if not objective.intercept_from_mean and p.base_score is None:
+    # ranking has no intercept (0: a constant shifts every score of a query alike), aft a
+    # constant one
+    if (not objective.intercept_from_mean and p.base_score is None
+            and p.objective not in RANKING_OBJECTIVES and p.objective != "survival:aft"):
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")
-    if objective.leaf_alpha is not None or p.objective.startswith("survival:"):
+    if objective.leaf_alpha is not None or p.objective == "survival:cox":
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
                          "yet (it needs all rows of a leaf or a risk set together)")
+
+
+def ranks_on_host(comm: Communicator) -> int:
+    """The ranks running on this host: ``LOCAL_WORLD_SIZE`` as torchrun sets it, else the
+    whole group when its ranks share memory (`Communicator.shares_memory`: one host), else
+    1."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    if local > 0:
+        return local
+    return comm.world_size if comm.shares_memory else 1
+
+
+def prepare_rank(comm: Communicator, nthread: int) -> int:
+    """Per-process settings of a rank; returns its threads: ``nthread`` when > 0, else its
+    share of the cores this process may use (their count divided by `ranks_on_host`, at least
+    1), so that the ranks of one host do not oversubscribe its cores. Numba's thread pool is
+    sized to it where it has not started yet and ``NUMBA_NUM_THREADS`` is unset
+    (`size_numba_pool`), and glibc's allocator keeps freed blocks (`keep_freed_memory`)."""
+    threads = nthread if nthread > 0 else max(1, len(os.sched_getaffinity(0))
+                                              // ranks_on_host(comm))
+    size_numba_pool(threads)
+    keep_freed_memory()
+    return threads
+
+
+# glibc's mallopt parameters, and the values its dynamic rule may reach by itself
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD, _TRIM_THRESHOLD = 32 << 20, 64 << 20
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's mmap threshold to 32 MiB and its trim threshold to 64 MiB, the values its
+    dynamic rule reaches once a 32 MiB block has been freed, unless ``MALLOC_MMAP_THRESHOLD_``
+    or ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins). Why: the arrays a tree
+    allocates per level (histograms, their float copies: megabytes) were served by fresh
+    mmaps, or from heap memory just returned to the kernel, in the processes of a distributed
+    job, so every level paid page faults and zeroing (2 ranks x 1 thread, 300k x 28 rows on
+    the development machine: 53-67 ms of CPU a round per rank, 45-50 with these settings; one
+    process on all rows, 58, reaches them by itself). Returns whether they were set (False
+    off glibc)."""
+    if not sys.platform.startswith("linux") or any(
+            v in os.environ for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+def size_numba_pool(threads: int) -> bool:
+    """Start Numba's pool with ``threads`` workers instead of one per core, as
+    ``NUMBA_NUM_THREADS=threads`` would have: a process using fewer threads than the host's
+    cores otherwise keeps idle workers that compete with the other ranks' threads for the
+    cores. Only before the pool has started and when the environment does not set
+    ``NUMBA_NUM_THREADS`` (the user's choice wins); the pool then stays that size for the
+    process's life. Returns whether the pool was sized."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    if ("NUMBA_NUM_THREADS" in os.environ or getattr(parallel, "_is_initialized", True)
+            or not hasattr(parallel, "NUM_THREADS")
+            or threads >= numba.config.NUMBA_NUM_THREADS):
+        return False
+    numba.config.NUMBA_NUM_THREADS = threads
+    parallel.NUM_THREADS = threads  # read when the pool starts
+    return True
 
 
 def raise_together(comm: Communicator, error: BaseException | None) -> None:
@@ -176,12 +247,36 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
     """float64 (K,): the objective's intercept from the weighted mean label of all ranks
     (sum(w * y), sum(w) allreduced). Built-in objectives fit the intercept from that mean
     alone (squared error: the mean; logistic: its logit; softmax and custom: zeros)."""
+    if y.ndim == 2:  # interval labels (survival:aft, whose intercept is a constant)
+        y = y[:, 0]
     ww = np.ones_like(y) if w is None else w
     sums = np.array([float(np.dot(ww, y)), float(ww.sum())], np.float64)
     comm.allreduce(sums, op="sum", inplace=True)
     if sums[1] <= 0:
         raise ValueError("all weights are zero on every rank")
     return objective.base_margin(np.array([sums[0] / sums[1]]), None)
+
+
+def check_ranking_weights(objective: Objective, w: np.ndarray | None) -> None:
+    """Raise ValueError for weighted ranking under a communicator: a ranking objective
+    normalises its query weights by their sum over the queries it holds, which on each rank
+    would be that rank's queries."""
+    if getattr(objective, "needs_groups", False) and w is not None:
+        raise ValueError(f"weighted ranking ({objective.name!r} with Dataset weights) is not "
+                         "supported by distributed training yet (query weights are normalised "
+                         "over the queries of one process); train it in one process")
+
+
+def global_ranking_metric(comm: Communicator, fn: Any, y: np.ndarray, pred: np.ndarray,
+                          group: np.ndarray | None) -> float:
+    """Ranking metric `fn` (NDCG, MAP: a mean over queries) over the queries of all ranks:
+    labels, scores and query sizes gathered from every rank in rank order, the value one
+    process computes on all rows when each rank holds whole queries."""
+    ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)))
+    ps = np.asarray(comm.allgather(np.ascontiguousarray(pred, np.float64)))
+    sizes = np.asarray(group if group is not None else [len(y)], np.int64)
+    groups = np.asarray(comm.allgather(sizes))
+    return fn(ys, ps, None, group=groups)
 
 
 def global_set_facts(comm: Communicator, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:

@@ -164,8 +164,9 @@ class Backend(Protocol):
         the permutation of each tree, and feature combinations appear while a tree grows).
         Histograms the backend holds for nodes of the tree being grown are rebuilt for these
         columns from the nodes' rows (a column added mid-tree has no parent histogram to
-        subtract from), so later subtractions stay exact. combine: when given and nodes are
-        held, called with the rebuilt histograms of those columns' slots, a C-contiguous
+        subtract from), so later subtractions stay exact. The CUDA backend also takes bins as
+        a device tensor (statistics computed on the device). combine: when given and nodes
+        are held, called with the rebuilt histograms of those columns' slots, a C-contiguous
         array (held nodes, the columns' slots, channels) of the histogram dtype, in node
         order; its result is stored instead (the distributed wrapper sums it across
         workers)."""

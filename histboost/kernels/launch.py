@@ -58,10 +58,11 @@ def _lock_simulated_shared_arrays() -> None:
     plain = shared.array
 
     def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:  # dynamic shared memory: no allocation
-            return plain(self, shape, dtype, alignment)
         if isinstance(dtype, types.Type):
             dtype = numpy_support.as_dtype(dtype)
+        if shape == 0 or alignment is not None:  # dynamic shared memory: no allocation
+            # (the simulator takes the element size from a dtype, not a NumPy type)
+            return plain(self, shape, np.dtype(dtype), alignment)
         frame = sys._getframe(1)
         caller = (frame.f_code.co_filename, frame.f_lineno)
         with _SHARED_LOCK:
@@ -172,8 +173,10 @@ class CudaKernel:
         self.spec = spec
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
         self._kernels: dict[int, Any] = {}  # device index -> cuda.core Kernel
+        self._cufuncs: dict[int, Any] = {}  # device index -> Numba's function (attributes)
         self._streams: dict[int, Any] = {}  # stream handle -> cuda.core Stream
-        self._configs: dict[tuple, Any] = {}  # (grid, block) -> cuda.core LaunchConfig
+        self._configs: dict[tuple, Any] = {}  # (grid, block, shared) -> cuda.core LaunchConfig
+        self._shared_limit: dict[int, int] = {}  # device index -> dynamic shared bytes allowed
 
     def _kernel(self, index: int) -> Any:
         kernel = self._kernels.get(index)
@@ -184,7 +187,22 @@ class CudaKernel:
                 compiled = self.dispatcher.compile(numba_signature(self.spec))
                 kernel = compiled._codelibrary.get_cufunc().kernel
             self._kernels[index] = kernel
+            self._cufuncs[index] = compiled._codelibrary.get_cufunc()
         return kernel
+
+    def _allow_shared(self, index: int, nbytes: int) -> None:
+        """Let the kernel take nbytes of dynamic shared memory on device `index`: above the
+        static 48 KiB a kernel must opt in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+        up to the device's opt-in limit per block (227 KiB on an H100)."""
+        if nbytes <= self._shared_limit.get(index, 48 << 10):
+            return
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        self._kernel(index)
+        cufunc = self._cufuncs[index]
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
+        self._shared_limit[index] = int(nbytes)
 
     def _stream(self, handle: int) -> Any:
         stream = self._streams.get(handle)
@@ -196,25 +214,27 @@ class CudaKernel:
         return stream
 
     def launch(self, grid: int | tuple, block: int | tuple, device: torch.device,
-               *args: Any) -> None:
+               *args: Any, shared_bytes: int = 0) -> None:
         """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
-        (under the simulator: on the CPU tensors, ``device`` being the CPU)."""
+        (under the simulator: on the CPU tensors, ``device`` being the CPU), with
+        ``shared_bytes`` of dynamic shared memory per block (``cuda.shared.array(0, ...)``)."""
         if simulated():
             _lock_simulated_shared_arrays()
             flatten_args(self.name, self.spec, args, device)  # the same checks
             arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
-            self.dispatcher[grid, block](*arrays)
+            self.dispatcher[grid, block, 0, shared_bytes](*arrays)
             return
         from cuda.core import LaunchConfig, launch
 
         params = flatten_args(self.name, self.spec, args, device)
         index = device.index
         handle = torch.cuda.current_stream(index).cuda_stream
-        config = self._configs.get((grid, block))
+        config = self._configs.get((grid, block, shared_bytes))
         if config is None:
-            config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+            self._allow_shared(index, shared_bytes)
+            config = LaunchConfig(grid=grid, block=block, shmem_size=shared_bytes)
             if len(self._configs) < 4096:
-                self._configs[(grid, block)] = config
+                self._configs[(grid, block, shared_bytes)] = config
         if torch.cuda.current_device() == index:  # its primary context is current
             launch(self._stream(handle), config, self._kernel(index), *params)
             return

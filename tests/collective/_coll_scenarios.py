@@ -113,7 +113,17 @@ def battery(comm) -> dict:
     t0 = time.time()
     p, r = comm.world_size, comm.rank
     check = Checker(r)
-    A = hc.ALGORITHMS
+    # "shared" where the group shares a memory segment (the shared-memory transport), else it
+    # raises before any message (checked below)
+    A = {k: [a for a in v if a != "shared" or comm.shares_memory]
+         for k, v in hc.ALGORITHMS.items()}
+    if not comm.shares_memory:
+        try:
+            comm.allreduce(np.ones(3), algorithm="shared")
+            check.failures.append("shared: no error without a shared segment")
+        except ValueError as e:
+            check("shared/raises", "shared-memory transport" in str(e), True,
+                  same_on_all=False)
     sizes = (0, 1, p + 3, 1000 + p)
     # (op, dtype) pairs: every op on float64, every dtype with sum and max
     combos = [("sum", np.float64), ("max", np.float64), ("min", np.float64)] + [
@@ -455,7 +465,8 @@ def faults() -> dict:
     last = r == p - 1
     groups = {name: dist.new_group(list(range(p)), backend="gloo")
               for name in ("mismatch", "never_algorithms", "never_algorithms_shm",
-                           "never_native", "exit_early", "exit_early_shm")}
+                           "never_native", "exit_early", "exit_early_shm",
+                           "exit_early_shared")}
     # a short engine timeout: a Gloo call with the dead rank ends in seconds
     setup_group = dist.new_group([0, p - 1], backend="gloo", timeout=timedelta(seconds=5))
     out: dict = {"transports": {}}
@@ -476,6 +487,11 @@ def faults() -> dict:
     m["op"] = _timed(lambda: comm.allreduce(np.ones(4), op="max" if r == 0 else "sum"))
     m["root"] = _timed(lambda: comm.broadcast(np.ones(4), root=r % 2))
     m["out_of_step"] = _timed(lambda: comm.barrier() if r == 0 else comm.allreduce(np.ones(4)))
+    # no exchange before the data: the shared-memory step compares sizes itself
+    m["trusted_size"] = _timed(lambda: comm.allreduce(np.ones(5 if r == 1 else 4),
+                                                      check_metadata="trust"))
+    m["trusted_call"] = _timed(lambda: comm.allgather(np.ones(4), check_metadata="trust")
+                               if r == 0 else comm.allreduce(np.ones(4), check_metadata="trust"))
     good = comm.allreduce(np.full(3, float(r)))
     m["still_usable"] = bool(np.array_equal(good, np.full(3, p * (p - 1) / 2)))
 
@@ -490,8 +506,8 @@ def faults() -> dict:
             out[name] = res
         world.barrier(timeout=timeout + 30)  # the silent rank waits here meanwhile
 
-    comms = {name: make(name, name.endswith("shm"), 20)
-             for name in ("exit_early", "exit_early_shm")}
+    comms = {name: make(name, name != "exit_early", 20)
+             for name in ("exit_early", "exit_early_shm", "exit_early_shared")}
     world.barrier()
     if last:
         sys.stdout.flush()
@@ -500,9 +516,10 @@ def faults() -> dict:
     for name, comm in comms.items():
         # over shared memory without the metadata exchange: in the ring rank 1 then waits on
         # rank 0 (which fails waiting on the dead rank 2), not on rank 2 itself
-        check = "trust" if name.endswith("shm") else True
-        res = _timed(lambda comm=comm, check=check: comm.allreduce(
-            np.ones(1000), algorithm="ring", timeout=10, check_metadata=check))
+        check = "trust" if name != "exit_early" else True
+        alg = "shared" if name == "exit_early_shared" else "ring"
+        res = _timed(lambda comm=comm, check=check, alg=alg: comm.allreduce(
+            np.ones(1000), algorithm=alg, timeout=10, check_metadata=check))
         res["after"] = _timed(lambda comm=comm: comm.allreduce(np.ones(3)))
         out[name] = res
     if r == 0:

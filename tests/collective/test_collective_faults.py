@@ -30,7 +30,8 @@ def outcome():
 def test_mismatched_arguments_raise_on_every_rank(outcome):
     for res in outcome:
         m = res["mismatch"]
-        for case in ("shape", "dtype", "rs_shape", "op", "root", "out_of_step"):
+        for case in ("shape", "dtype", "rs_shape", "op", "root", "out_of_step", "trusted_size",
+                     "trusted_call"):
             assert m[case]["error"] == "MetadataMismatchError", (case, m[case])
             assert m[case]["elapsed"] < 5.0
         assert "shape" in m["shape"]["message"]
@@ -39,6 +40,10 @@ def test_mismatched_arguments_raise_on_every_rank(outcome):
         assert "reducer" in m["op"]["message"]
         assert "root" in m["root"]["message"]
         assert "out of step" in m["out_of_step"]["message"]
+        # check_metadata="trust" over shared memory: the step's own size check
+        assert "40 bytes" in m["trusted_size"]["message"], m["trusted_size"]
+        assert "32 bytes" in m["trusted_size"]["message"], m["trusted_size"]
+        assert "disagree" in m["trusted_call"]["message"], m["trusted_call"]
         assert m["still_usable"]
 
 
@@ -46,7 +51,8 @@ def test_groups_ran_over_their_transport(outcome):
     for res in outcome:
         assert res["transports"] == {
             "mismatch": "shm", "never_algorithms": "gloo", "never_algorithms_shm": "shm",
-            "never_native": "gloo", "exit_early": "gloo", "exit_early_shm": "shm"}
+            "never_native": "gloo", "exit_early": "gloo", "exit_early_shm": "shm",
+            "exit_early_shared": "shm"}
 
 
 @pytest.mark.parametrize("case", ["never_algorithms", "never_algorithms_shm", "never_native"])
@@ -61,7 +67,7 @@ def test_rank_that_never_calls_times_out(outcome, case):
             assert r["peer"] in (0, 1, 2) and f"rank {r['peer']}" in msg
 
 
-@pytest.mark.parametrize("case", ["exit_early", "exit_early_shm"])
+@pytest.mark.parametrize("case", ["exit_early", "exit_early_shm", "exit_early_shared"])
 def test_rank_that_exits_early_fails_fast(outcome, case):
     for res in outcome:
         r = res[case]
@@ -77,6 +83,12 @@ def test_rank_that_exits_early_fails_fast(outcome, case):
             assert res[case]["elapsed"] < 3.0, res[case]
             assert "exited or closed" in res[case]["message"], res[case]
         assert [res[case]["peer"] for res in outcome] == [2, 0]
+    if case == "exit_early_shared":
+        # both wait at the step's barrier for the dead rank 2 itself
+        for res in outcome:
+            assert res[case]["elapsed"] < 3.0, res[case]
+            assert "exited or closed" in res[case]["message"], res[case]
+            assert res[case]["peer"] == 2, res[case]
 
 
 def test_no_shared_memory_file_is_left(outcome):

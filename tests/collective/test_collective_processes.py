@@ -22,7 +22,8 @@ pytestmark = pytest.mark.timeout(360)
 @pytest.fixture(scope="module")
 def batteries():
     results = run_group(9, "battery_all", deadline_s=300,
-                        extra_env={"HISTBOOST_COLLECTIVE_SHM_RING_BYTES": str(16 << 10)})
+                        extra_env={"HISTBOOST_COLLECTIVE_SHM_RING_BYTES": str(16 << 10),
+                                   "HISTBOOST_COLLECTIVE_SHM_STAGE_BYTES": "2048"})
     crashed = [x for x in results if x.returncode != 0 or not x.result or "crash" in x.result]
     assert not crashed, describe(crashed)
     return results

@@ -132,7 +132,8 @@ class _Skip(DistributedBackend):
 
 
 def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
-                   skip: str = "", timeout: float = 30.0, pack_rows: int = 0) -> None:
+                   skip: str = "", timeout: float = 30.0, pack_rows: int = 0,
+                   divide_search: bool | None = None) -> None:
     p, pairs = _problem(n_outputs)
     params = parse_params({"quantized_grad": True, "learning_rate": 0.3, "seed": 5,
                            **POLICIES[policy]})
@@ -151,7 +152,8 @@ def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
                            n_outputs=n_outputs, count_rows=count_rows,
                            pack=pack_rows > 0, pack_rows=pack_rows,
                            row_ids=None if skip == "row_ids" else rows)
-        be = _Skip(local, comm)
+        be = _Skip(local, comm, divide_search=divide_search)
+        assert be.divide_search is bool(divide_search)  # threads share no memory segment
         be.skip = skip
         grown = _grow(be, p, np.ascontiguousarray(pairs[:, rows]), params, margin0[rows])
         # the layout the workers chose: packed (one int64 a slot) exactly when asked to
@@ -176,6 +178,13 @@ def test_packed_histograms_equal_one_process(policy):
     """Local backends that pack (gradient and hessian in one int64) by the bound on all
     workers' rows: their summed histograms give the one-process tree too."""
     _check_workers(3, "random", policy, pack_rows=N)
+
+
+@pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])
+def test_divided_search_equals_one_process(policy):
+    """"data" with each worker searching its feature block (what CPU workers sharing memory
+    do by default): the allgathered best records give the one-process tree."""
+    _check_workers(3, "random", policy, pack_rows=N, divide_search=True)
 
 
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])

@@ -195,6 +195,61 @@ def check_raw_prediction_kernel() -> None:
             np.testing.assert_array_equal(got.numpy(), want)
 
 
+def check_histogram_kernel_paths() -> None:
+    """The histogram kernel's paths against a NumPy sum, over several nodes of several
+    chunks, through the row buffers and over identity rows: one-byte bins (four to a word)
+    and int32 bins, 2 and 3 channels, a group wider than the block (a thread's several words
+    a row), a feature too wide for shared memory and `wide` values (global memory)."""
+    import torch
+
+    from histboost.kernels.cuda import _common, histogram
+
+    rng = np.random.default_rng(11)
+    n = 70
+    cases = [  # (bins per feature, dtype, channels, shared values, wide)
+        ([2] * 150 + [5, 7], np.uint8, 2, 1000, False),  # 75+ words a group > 32 threads
+        ([3, 256, 4, 9, 1], np.uint8, 3, 12288, False),
+        ([6, 700, 3], np.int32, 2, 1024, False),  # the 700-bin feature: global memory
+        ([4, 5, 6], np.uint8, 2, 12288, True),
+    ]
+    for widths, dtype, channels, shared_values, wide in cases:
+        widths = np.array(widths)
+        offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        bins = (rng.random((n, len(widths))) * widths).astype(np.int64)
+        if dtype == np.uint8:
+            packed = np.zeros((n, -(-len(widths) // 4) * 4), np.uint8)
+            packed[:, :len(widths)] = bins
+            words = torch.from_numpy(packed.view(np.int32).copy())
+        else:
+            words = torch.from_numpy(bins.astype(np.int32))
+        gh = rng.integers(-2000, 2000, (n, 2)).astype(np.int32)
+        gh[:, 1] = np.abs(gh[:, 1])
+        order = rng.permutation(n).astype(np.int32)
+        rows2 = np.stack([order, np.arange(n, dtype=np.int32)])
+        # nodes: rows 0..n-1 in order (identity), two ranges of buffer 0, one of buffer 1
+        bounds, sides = [(0, n), (0, 30), (30, 70), (5, 61)], [2, 0, 0, 1]
+        table, n_chunks = _common.node_table(bounds, sides, 16, [(j,) for j in range(4)])
+        first, last = histogram.feature_groups(offsets, channels, shared_values)
+        pool = torch.zeros((4, int(offsets[-1]), channels), dtype=torch.int64)
+        histogram.BUILD[np.dtype(dtype), channels].launch(
+            (n_chunks, len(first)), histogram.HIST_THREADS, torch.device("cpu"), words,
+            torch.from_numpy(gh), torch.from_numpy(rows2), torch.from_numpy(table),
+            torch.from_numpy(first), torch.from_numpy(last), torch.from_numpy(offsets),
+            shared_values, wide, pool,
+            shared_bytes=histogram.shared_bytes(offsets, first, last, channels,
+                                                shared_values))
+        for j, ((a, b), side) in enumerate(zip(bounds, sides, strict=True)):
+            rows = np.arange(a, b) if side == 2 else rows2[side, a:b]
+            want = np.zeros((int(offsets[-1]), channels), np.int64)
+            for f in range(len(widths)):
+                slots = offsets[f] + bins[rows, f]
+                np.add.at(want[:, 0], slots, gh[rows, 0])
+                np.add.at(want[:, 1], slots, gh[rows, 1])
+                if channels == 3:
+                    np.add.at(want[:, 2], slots, 1)
+            np.testing.assert_array_equal(pool[j].numpy(), want, err_msg=str(widths))
+
+
 def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
@@ -206,6 +261,7 @@ def main() -> int:
     checks.append(("check_host_gradient_objective_matches_cpu",
                    check_host_gradient_objective_matches_cpu))
     checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
+    checks.append(("check_histogram_kernel_paths", check_histogram_kernel_paths))
     for name, fn in checks:
         t0 = time.perf_counter()
         try:

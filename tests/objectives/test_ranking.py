@@ -389,12 +389,15 @@ def test_metadata_errors():
                         evals=[(histboost.Dataset(X, y), "t")])
 
 
-def test_distributed_training_refuses_ranking():
+def test_distributed_training_refuses_drawn_pairs():
+    # "topk" pairs train under comm (tests/dist_training/test_ranking.py); drawn pairs do not
     from histboost.distributed.training import check_supported
 
     for objective in ("rank:ndcg", "rank:pairwise", "rank:map"):
+        check_supported(parse_params({"objective": objective}))
         with pytest.raises(ValueError, match="not supported by distributed training"):
-            check_supported(parse_params({"objective": objective}))
+            check_supported(parse_params({"objective": objective,
+                                          "lambdarank_pair_method": "mean"}))
 
 
 def test_metrics_names_gains_and_lightgbm_spellings():

@@ -17,8 +17,9 @@ Histograms are always integer sums, so they do not depend on the order of the at
 model is the same bits on every run. Quantised trees round the pairs as the CPU engine does
 (stochastically, `grad_quant_bits`), so both engines grow the same trees. Float trees round
 them to nearest in fixed point with a power-of-two scale putting max |g| (and max |h|) just
-below 2**20, the largest value the histogram kernel sums in 32-bit shared memory: an error of
-at most about 2**-20 of the tree's largest value per row, unbiased over many rows (LightGBM's
+below `histogram.MAX_SHARED_VALUE` (2**17 on a GPU), the largest value the histogram kernel
+sums in 32-bit shared memory in its blocks of rows: an error of at most about 2**-17 of the
+tree's largest value per row, unbiased over many rows (LightGBM's
 quantised training works with 2**-7).
 """
 
@@ -91,8 +92,6 @@ class CUDABackend:
     """
 
     name = "cuda"
-    # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
-    row_rounding = 2.0**-19
 
     def __init__(self, bins: np.ndarray | None, bin_offsets: np.ndarray, device: str = "cuda",
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
@@ -104,6 +103,8 @@ class CUDABackend:
 
         self._torch = torch
         _torch_dtypes(torch)
+        # fixed point: half a unit of a scale within a factor 2 of max|v| / MAX_SHARED_VALUE
+        self.row_rounding = max(2.0**-19, 2.0 / (histogram.MAX_SHARED_VALUE + 1))
         self._k = {"common": _common, "gradients": gradients, "histogram": histogram,
                    "partition": partition, "predict": predict, "split": split,
                    "binning": binning}
@@ -162,12 +163,12 @@ class CUDABackend:
         # the two row-index buffers of the partition (module `partition`); a tree's rows are
         # their first entries, the root's in buffer 0
         self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
-        first, last = histogram.feature_groups(self.offsets_host, self._channels)
-        self._group_first = torch.from_numpy(first).to(dev)
-        self._group_last = torch.from_numpy(last).to(dev)
+        self._set_histogram_launch(histogram.HIST_THREADS, None, None)
         self._scales = (1.0, 1.0)
         self._wide = False
+        self._chunk_cap = self._k["common"].CHUNK_ROWS
         self._uses_all_rows = True
+        self._growing = False
         self._ranges = NodeRanges()
         self._side: dict[int, int] = {}  # node -> the row buffer holding its rows
         # histograms: one pool of slots, zeroed up to `_used` at every tree; a subtracted
@@ -187,6 +188,64 @@ class CUDABackend:
         self._step_build = None  # int64 (k, TABLE_WIDTH): a step's built children
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
+
+    def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
+                              blocks: int | None) -> None:
+        """The histogram kernel's launch: threads per block, dynamic shared memory per block
+        (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`),
+        and the blocks a call aims at (None: as many as the device runs at once,
+        `BLOCKS_PER_SM` per multiprocessor). The feature groups follow from the shared memory.
+        (`bench/gpu.py` sweeps these on the root.)"""
+        hist = self._k["histogram"]
+        if self.device.type == "cuda":
+            from cuda.core import Device
+
+            props = Device(self.device.index).properties
+            limit = props.max_shared_memory_per_block_optin
+            sms = props.multiprocessor_count
+        else:
+            limit, sms = 4 * hist.SHARED_VALUES, 1
+        nbytes = limit if shared_bytes is None else min(int(shared_bytes), limit)
+        self._shared_values = nbytes // 4
+        self._hist_threads = int(threads)
+        self._hist_blocks = hist.BLOCKS_PER_SM * sms if blocks is None else int(blocks)
+        first, last = hist.feature_groups(self.offsets_host, self._channels,
+                                          self._shared_values)
+        self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
+                                              self._shared_values)
+        self._group_first = self._torch.from_numpy(first).to(self.device)
+        self._group_last = self._torch.from_numpy(last).to(self.device)
+
+    def _hist_chunk(self, rows: int) -> int:
+        """Rows per block of a histogram call over `rows` rows in all: about `_hist_blocks`
+        blocks (at least `MIN_CHUNK_ROWS` rows each: a block zeroes and flushes its whole
+        shared histogram), at most what 32-bit shared sums allow."""
+        hist = self._k["histogram"]
+        per = -(-int(rows) // self._hist_blocks)
+        chunk = max(hist.MIN_CHUNK_ROWS, -(-per // hist.MIN_CHUNK_ROWS) * hist.MIN_CHUNK_ROWS)
+        return max(1, min(chunk, self._chunk_cap))
+
+    def _build_blocks(self, lengths: np.ndarray) -> tuple[int, np.ndarray, int]:
+        """The blocks of a step's smaller children, from their parents' row counts (a child
+        has at most half its parent's rows): rows per block (`_hist_chunk` over all halves),
+        each parent's first block (int64 (k,); parent j owns ceil(half / chunk) blocks, so no
+        block takes more than `chunk` rows however unequal the children) and the blocks in
+        all."""
+        halves = lengths // 2
+        chunk = self._hist_chunk(int(halves.sum()))
+        blocks = -(-halves // chunk)
+        first = np.zeros(len(lengths), np.int64)
+        np.cumsum(blocks[:-1], out=first[1:])
+        return chunk, first, int(blocks.sum())
+
+    def _launch_build(self, table_d, n_chunks: int) -> None:
+        """The histogram kernel over the chunks of a node table on the device."""
+        hist = self._k["histogram"]
+        hist.BUILD[self._bin_dtype, self._channels].launch(
+            (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
+            self._words, self._ints, self._rows2, table_d, self._group_first,
+            self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
+            shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -317,7 +376,8 @@ class CUDABackend:
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
-                     "_done", "_step_build", "_step_search", "_step_out"):
+                     "_done", "_step_build", "_step_search", "_step_out", "_group_first",
+                     "_group_last"):
             setattr(self, name, None)
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
@@ -386,7 +446,9 @@ class CUDABackend:
             self._row_ids, g_inv, h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
         self._scales = (1.0 / g_inv, 1.0 / h_inv)
         self._wide = largest > top
+        self._chunk_cap = self._k["histogram"].chunk_cap(largest)
         self._uses_all_rows = rows is None
+        self._growing = True  # replace_columns rebuilds the tree's held histograms
         if rows is None:
             n = self.n_rows
             self._rows2[0].copy_(self._all_rows)
@@ -466,14 +528,16 @@ class CUDABackend:
             self._slot[i] = first + j
             self._pending.pop(i, None)
         common = self._k["common"]
-        table, n_chunks = self._node_table(nodes, common.CHUNK_ROWS,
-                                           [(first + j,) for j in range(k)])
+        bounds = self._ranges.bounds(nodes)
+        chunk = self._hist_chunk(sum(max(b - a, 0) for a, b in bounds))
+        table, n_chunks = self._node_table(nodes, chunk, [(first + j,) for j in range(k)])
+        if self._uses_all_rows:  # a node over all rows in order reads no row indices
+            whole = (table[:, common.T_START] == 0) & (table[:, common.T_END] == self.n_rows) \
+                & (table[:, common.T_SIDE] == 0)
+            table[whole, common.T_SIDE] = self._k["histogram"].IDENTITY_SIDE
         if n_chunks:
             (table_d,) = self._upload(table)
-            self._k["histogram"].BUILD[self._bin_dtype].launch(
-                (n_chunks, int(self._group_first.shape[0])), common.THREADS, self.device,
-                self._words, self._ints, self._rows2, table_d, self._group_first,
-                self._group_last, self.offsets, self._channels, self._wide, self._pool)
+            self._launch_build(table_d, n_chunks)
         return self._pool[first:first + k]
 
     def _settle_before_split(self, parents: list[int], built: list[int]) -> None:
@@ -626,8 +690,8 @@ class CUDABackend:
         table and splits, the search's arguments), the partition, a kernel planning the
         children's histograms from the counts (`partition.PLAN_CHILDREN`: the rule of
         `child_histograms`), the build of the smaller children over a budget of blocks per
-        parent, the split search (which subtracts the siblings), and one read of the records
-        and counts."""
+        parent (`_build_blocks`), the split search (which subtracts the siblings), and one
+        read of the records and counts."""
         torch = self._torch
         common = self._k["common"]
         part = self._k["partition"]
@@ -637,16 +701,16 @@ class CUDABackend:
             self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
             lengths = table[:, common.T_END] - table[:, common.T_START]
-            # blocks per parent for its smaller child (at most half its rows)
-            budget = int(-(-(lengths // 2).max(initial=0) // common.CHUNK_ROWS))
+            chunk, build_first, n_blocks = self._build_blocks(lengths)
             first_slot = self._alloc_slots(k)
             parent_slots = np.array([self._slot[p] for p in parents], np.int64)
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
             totals = np.zeros((2 * k, 3))
             totals[:, :2] = child_sums
-            table_d, slots_d, totals_d, masks, reg_d, cons, lower, upper = self._upload(
-                table, parent_slots, totals, np.asarray(feature_masks, np.uint8),
-                np.asarray(reg, np.float64), cons, lower, upper)
+            table_d, slots_d, first_d, totals_d, masks, reg_d, cons, lower, upper = \
+                self._upload(table, parent_slots, build_first, totals,
+                             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64),
+                             cons, lower, upper)
             counts = self._launch_partition(table_d, n_chunks, k)
             build = self._front(self._buffer("_step_build", k, (common.TABLE_WIDTH,),
                                              torch.int64), k)
@@ -655,14 +719,10 @@ class CUDABackend:
             out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
             part.PLAN_CHILDREN.launch(
                 common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
-                max(budget, 1), slots_d, build, search, totals_d, self._front(out, k, 2 * k))
+                first_d, chunk, slots_d, build, search, totals_d, self._front(out, k, 2 * k))
         with phase(timer, "histogram"):
-            if budget:
-                self._k["histogram"].BUILD[self._bin_dtype].launch(
-                    (k * budget, int(self._group_first.shape[0])), common.THREADS,
-                    self.device, self._words, self._ints, self._rows2, build,
-                    self._group_first, self._group_last, self.offsets, self._channels,
-                    self._wide, self._pool)
+            if n_blocks:
+                self._launch_build(build, n_blocks)
         with phase(timer, "split"):
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)
@@ -682,11 +742,36 @@ class CUDABackend:
         return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
             result[:2 * k]
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
-        raise ValueError("categorical features train on the CPU for now (device='cpu')")
+    def replace_columns(self, features: np.ndarray, bins) -> None:
+        """`Backend.replace_columns`; bins may also be a device tensor (n, k) (categorical
+        statistics computed on the device, `histboost.categorical.cuda`). Held histograms
+        of the tree being grown are rebuilt whole, into fresh pool slots."""
+        torch = self._torch
+        f = np.asarray(features, np.int64)
+        if tuple(bins.shape) != (self.n_rows, f.shape[0]):
+            raise ValueError(f"bins must have shape ({self.n_rows}, {f.shape[0]}), got "
+                             f"{tuple(bins.shape)}")
+        if f.size == 0:
+            return
+        src = bins if isinstance(bins, torch.Tensor) else torch.from_numpy(
+            np.ascontiguousarray(bins))
+        src = src.to(device=self.device, dtype=self.bins.dtype)
+        if np.array_equal(f, np.arange(f[0], f[0] + f.size)):
+            lo, hi = int(f[0]), int(f[0]) + f.size
+            self.bins[:, lo:hi] = src
+            self._columns[lo:hi] = src.t()
+        else:
+            index = torch.from_numpy(f).to(self.device)
+            self.bins[:, index] = src
+            self._columns[index] = src.t()
+        held = list(self._slot) if self._growing else []
+        if held:
+            self._settle()
+            self.build_histograms(held)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
+        self._growing = False  # the tree is done: its histograms need no more columns
         common = self._k["common"]
         threads = common.THREADS
         if self._uses_all_rows:

@@ -6,16 +6,26 @@ same histograms on every run. Histograms are int64 (k, total_bins, C), C = 2 (G,
 the row count.
 
 Histograms live in one pool, int64 (slots, total_bins, C), a node's in the slot the backend
-gives it. Work is cut into chunks of at most `CHUNK_ROWS` rows of one node; all chunks of all
-nodes of a call go in one launch, grid (chunks, feature groups), each block finding its node
-in the call's node table (`_common.chunk_node`). A feature group is a run of consecutive
-features whose slots fit the block's shared-memory histogram (`SHARED_VALUES` int32 values):
-the block sums its chunk there with 32-bit shared atomics (native; 64-bit ones measured 50x
-over the memory floor on an H100), then adds the non-zero slots to the global int64 histogram
-with one global atomic each. A chunk's sums fit in int32 when every |value| is below
-2**31 / CHUNK_ROWS (`MAX_SHARED_VALUE`: the backend's fixed point stays below it, quantised
-pairs of up to 21 bits too). Wider values, and a group of one feature too wide for shared
-memory, sum straight into global memory (the fallback).
+gives it. Work is cut into chunks of rows of one node; all chunks of all nodes of a call go in
+one launch, grid (chunks, feature groups), each block finding its node in the call's node table
+(`_common.chunk_node`). A feature group is a run of consecutive features whose slots fit the
+block's shared-memory histogram (dynamic shared memory, up to the device's opt-in limit per
+block: on an H100 every feature of 28 x 256 bins in one group, read once); the block sums its
+chunk there with 32-bit shared atomics (native; 64-bit ones measured 50x over the memory floor
+on an H100), then adds the non-zero slots to the global int64 histogram with one global atomic
+each. A chunk's sums fit in int32 when chunk rows x max |value| < 2**31, which the backend
+keeps when it sizes the chunks (`chunk_cap`): quantised pairs (at most 2**(bits-1) - 1) allow
+chunks of millions of rows, so a call takes about as many blocks as the device runs at once
+and the flushes to global memory are few; fixed-point pairs of float trees stay below
+`MAX_SHARED_VALUE` (chunks of `FLOAT_CHUNK_ROWS`). Wider values, and a group of one feature too wide
+for shared memory, sum straight into global memory (the fallback).
+
+Rows are read as 32-bit words of packed bins (four one-byte bins, or one int32 bin): the
+block's threads are laid over (row, word) pairs, consecutive threads taking consecutive words
+of a row and then of the next rows, so a warp's loads of the packed matrix are contiguous and
+its atomics land in several features at once (fewer collisions on one bin than a thread per
+row, where 32 rows update one feature together). A root over all rows reads them in order,
+without the row-index buffer (table side `IDENTITY_SIDE`).
 """
 
 from __future__ import annotations
@@ -23,120 +33,151 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..launch import CudaKernel
-from ._common import CHUNK_ROWS, T_SIDE, T_SLOT, THREADS, chunk_node, chunk_rows
+from ..launch import CudaKernel, simulated
+from ._common import CHUNK_ROWS, T_SIDE, T_SLOT, chunk_node, chunk_rows
 
-SHARED_VALUES = 12288  # 48 KiB of int32: 6144 slots of (G, H), 4096 of (G, H, count)
-MAX_SHARED_VALUE = 2**31 // CHUNK_ROWS - 1
+# int32 values of a block's shared histogram: under the simulator (and by default) 48 KiB,
+# the static limit; on a GPU the backend raises it to the device's opt-in limit
+# (`CUDABackend`, `shared_values`)
+SHARED_VALUES = 12288
+# fixed-point pairs of float trees stay below MAX_SHARED_VALUE, so that chunks of
+# FLOAT_CHUNK_ROWS rows sum in 32-bit shared memory: 2**17 - 1 on a GPU (a pair's rounding
+# error at most 2**-17 of the tree's largest; LightGBM's quantised training works with 2**-7)
+# with blocks of 16384 rows (10M rows: 611 blocks; chunks of 2048 rows took eight times the
+# flushes to global memory)
+FLOAT_CHUNK_ROWS = CHUNK_ROWS if simulated() else 16384
+MAX_SHARED_VALUE = 2**31 // FLOAT_CHUNK_ROWS - 1
+# the node-table side of a node whose rows are 0..n-1 in order (the root of a tree over all
+# rows): the kernel reads row p at position p, not through the row-index buffers
+IDENTITY_SIDE = 2
+# threads per histogram block (one warp under the simulator), and the kernel's launch bounds:
+# at most HIST_THREADS threads a block, at least 3 blocks a multiprocessor (which caps the
+# registers a thread takes: 40 at 512 threads, against 64 unbounded, which left one block of
+# 512 threads a multiprocessor; a one-group shared histogram of 28 x 256 bins x (G, H) takes
+# 56 KiB a block, so 3 blocks fit an H100's 228 KiB)
+HIST_THREADS = 32 if simulated() else 512
+BLOCKS_PER_SM = 3
+LAUNCH_BOUNDS = None if simulated() else (HIST_THREADS, BLOCKS_PER_SM)
+# rows per block at least (a multiple of it): under the simulator a warp's worth, so that the
+# tests' small nodes take several chunks
+MIN_CHUNK_ROWS = CHUNK_ROWS if simulated() else 512
 
 
-@cuda.jit(device=True, inline=True)
-def _add(shared, pool, direct, dst, slot, base, channels, g, h):
-    """One (row, feature) pair into the block's shared histogram, or straight into the global
-    one (the fallback)."""
-    if direct:
-        cuda.atomic.add(pool, (dst, slot, 0), np.int64(g))
-        cuda.atomic.add(pool, (dst, slot, 1), np.int64(h))
-        if channels == 3:
-            cuda.atomic.add(pool, (dst, slot, 2), np.int64(1))
-    else:
-        # (G, H[, count]) of a slot side by side: measured 1.2 ms for the 10M-row root on an
-        # H100, against 2.0 ms with one region per channel
-        s = (slot - base) * channels
-        cuda.atomic.add(shared, s, g)
-        cuda.atomic.add(shared, s + 1, h)
-        if channels == 3:
-            cuda.atomic.add(shared, s + 2, np.int32(1))
+def chunk_cap(max_value: float) -> int:
+    """The most rows one block may sum in 32-bit shared memory when no |value| exceeds
+    max_value."""
+    return int((2**31 - 1) // max(1.0, float(max_value)))
 
 
-@cuda.jit(device=True, inline=True)
-def _zero(shared, direct, n_values, tid):
-    if not direct:
-        for s in range(tid, n_values, THREADS):
+def _make_build(per_word: int, channels: int, launch_bounds):
+    """The histogram kernel for words holding `per_word` bins (4: one-byte bins, 1: int32
+    bins) and histograms of `channels` channels (2: G, H; 3: and the row count); both
+    compile-time constants, so the loop over a word's bins unrolls and slot arithmetic is
+    shifts."""
+    bits = 32 // per_word
+    mask = (1 << bits) - 1 if per_word > 1 else -1
+
+    @cuda.jit(device=True, inline=True)
+    def word_slots(offsets, base, f_lo, f_hi, w, slots):
+        """slots[k]: the group-local slot of bin 0 of feature per_word * w + k, or -1 for a
+        feature outside the group."""
+        for k in range(per_word):
+            f = w * per_word + k
+            slots[k] = np.int32(offsets[f] - base) if f_lo <= f < f_hi else np.int32(-1)
+
+    @cuda.jit(device=True, inline=True)
+    def add_word(shared, word, slots, g, h):
+        """A row's bins of one word into the shared histogram ((G, H[, count]) of a slot side
+        by side: measured 1.2 ms for the 10M-row root on an H100, against 2.0 ms with one
+        region per channel)."""
+        for k in range(per_word):
+            o = slots[k]
+            if o >= 0:
+                i = np.uint32(o + ((word >> (bits * k)) & mask)) * np.uint32(channels)
+                cuda.atomic.add(shared, i, g)
+                cuda.atomic.add(shared, i + np.uint32(1), h)
+                if channels == 3:
+                    cuda.atomic.add(shared, i + np.uint32(2), np.int32(1))
+
+    # (the simulator's jit takes no launch bounds)
+    options = {} if launch_bounds is None else {"launch_bounds": launch_bounds}
+
+    @cuda.jit(**options)
+    def _build(words, gh, rows2, table, group_first, group_last, offsets, shared_values, wide,
+               pool):
+        """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes
+        of `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1.
+
+        words: int32 (n, W), per_word bins of consecutive features each (feature
+        per_word * w + j in bits [bits * j, bits * (j + 1)) of word w); gh: int32 (n, 2);
+        rows2: int32 (2, n), the two row-index buffers; shared_values: int32 values of the
+        launch's dynamic shared memory (a group needing more, or `wide` values (chunk sums
+        may exceed int32), sums straight into global memory)."""
+        c = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        threads = cuda.blockDim.x
+        shared = cuda.shared.array(0, np.int32)
+        slots = cuda.local.array(per_word, np.int32)
+        f_lo = group_first[cuda.blockIdx.y]
+        f_hi = group_last[cuda.blockIdx.y]
+        base = offsets[f_lo]
+        n_values = (offsets[f_hi] - base) * channels
+        direct = wide or n_values > shared_values
+        j = chunk_node(table, c)
+        start, end = chunk_rows(table, j, c)
+        if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
+            return
+        side = table[j, T_SIDE]
+        dst = table[j, T_SLOT]
+        # threads over (row, word) pairs: a pass takes `per_pass` rows, each thread one word
+        # of one of them (or, for a group wider than the block, every threads-th word of
+        # each row)
+        w_lo = f_lo // per_word
+        w_hi = (f_hi + per_word - 1) // per_word
+        n_words = w_hi - w_lo
+        one_word = n_words <= threads
+        per_pass = threads // n_words if one_word else 1
+        first_row = tid // n_words if one_word else 0
+        w_first = w_lo + (tid % n_words if one_word else tid)
+        if direct:
+            if first_row < per_pass:
+                for p in range(start + first_row, end, per_pass):
+                    r = p if side == IDENTITY_SIDE else rows2[side, p]
+                    for w in range(w_first, w_hi, n_words if one_word else threads):
+                        word = words[r, w]
+                        for k in range(per_word):
+                            f = w * per_word + k
+                            if f_lo <= f < f_hi:
+                                slot = offsets[f] + ((word >> (bits * k)) & mask)
+                                cuda.atomic.add(pool, (dst, slot, 0), np.int64(gh[r, 0]))
+                                cuda.atomic.add(pool, (dst, slot, 1), np.int64(gh[r, 1]))
+                                if channels == 3:
+                                    cuda.atomic.add(pool, (dst, slot, 2), np.int64(1))
+            return
+        for s in range(tid, n_values, threads):
             shared[s] = 0
         cuda.syncthreads()
-
-
-@cuda.jit(device=True, inline=True)
-def _flush(shared, pool, direct, dst, base, channels, n_values, tid):
-    """Add the block's non-zero shared sums to the global histogram."""
-    if not direct:
+        if first_row < per_pass:
+            if one_word:
+                # the thread's word is the same in every row: its features' slots once
+                word_slots(offsets, base, f_lo, f_hi, w_first, slots)
+                for p in range(start + first_row, end, per_pass):
+                    r = p if side == IDENTITY_SIDE else rows2[side, p]
+                    add_word(shared, words[r, w_first], slots, gh[r, 0], gh[r, 1])
+            else:
+                for p in range(start, end):
+                    r = p if side == IDENTITY_SIDE else rows2[side, p]
+                    for w in range(w_first, w_hi, threads):
+                        word_slots(offsets, base, f_lo, f_hi, w, slots)
+                        add_word(shared, words[r, w], slots, gh[r, 0], gh[r, 1])
         cuda.syncthreads()
-        for s in range(tid, n_values, THREADS):
-            v = shared[s]
-            if v != 0:
-                cuda.atomic.add(pool, (dst, base + s // channels, s % channels), np.int64(v))
+        for s in range(tid, n_values, threads):
+            total = shared[s]
+            if total != 0:
+                v = s // channels
+                cuda.atomic.add(pool, (dst, base + v, s - v * channels), np.int64(total))
 
-
-@cuda.jit(device=True, inline=True)
-def _block_group(group_first, group_last, offsets, channels, wide):
-    """The block's feature group: (first feature, end feature, its first slot, shared values
-    it needs, whether it sums straight into global memory; block-uniform)."""
-    f_lo = group_first[cuda.blockIdx.y]
-    f_hi = group_last[cuda.blockIdx.y]
-    base = offsets[f_lo]
-    n_values = (offsets[f_hi] - base) * channels
-    return f_lo, f_hi, base, n_values, wide or n_values > SHARED_VALUES
-
-
-@cuda.jit
-def _build(bins, gh, rows2, table, group_first, group_last, offsets, channels, wide, pool):
-    """grid (chunks, groups): pool[slot] += sums over the rows of each chunk of the nodes of
-    `table` (int64 (k, TABLE_WIDTH)), features group_first[g]..group_last[g] - 1; `wide`:
-    values may exceed MAX_SHARED_VALUE (sum in global memory). bins: (n, F) int32 (wide
-    bins); rows2: int32 (2, n), the two row-index buffers."""
-    c = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
-                                                      channels, wide)
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
-        return
-    side = table[j, T_SIDE]
-    dst = table[j, T_SLOT]
-    _zero(shared, direct, n_values, tid)
-    for p in range(start + tid, end, THREADS):
-        r = rows2[side, p]
-        g = gh[r, 0]
-        h = gh[r, 1]
-        for f in range(f_lo, f_hi):
-            _add(shared, pool, direct, dst, offsets[f] + np.int64(bins[r, f]), base, channels,
-                 g, h)
-    _flush(shared, pool, direct, dst, base, channels, n_values, tid)
-
-
-@cuda.jit
-def _build_words(words, gh, rows2, table, group_first, group_last, offsets, channels, wide,
-                 pool):
-    """`_build` over one-byte bins read four at a time: words (n, ceil(F / 4)) int32 views
-    of the (n, 4 * ceil(F / 4)) uint8 matrix; a quarter of the load instructions."""
-    c = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    shared = cuda.shared.array(SHARED_VALUES, np.int32)
-    f_lo, f_hi, base, n_values, direct = _block_group(group_first, group_last, offsets,
-                                                      channels, wide)
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    if start >= end:  # a chunk beyond the node's rows (a step's budget of blocks)
-        return
-    side = table[j, T_SIDE]
-    dst = table[j, T_SLOT]
-    _zero(shared, direct, n_values, tid)
-    for p in range(start + tid, end, THREADS):
-        r = rows2[side, p]
-        g = gh[r, 0]
-        h = gh[r, 1]
-        for w in range(f_lo // 4, (f_hi + 3) // 4):
-            word = words[r, w]
-            for j4 in range(4):
-                f = 4 * w + j4
-                if f_lo <= f < f_hi:
-                    b = (word >> (8 * j4)) & 0xFF
-                    _add(shared, pool, direct, dst, offsets[f] + np.int64(b), base, channels,
-                         g, h)
-    _flush(shared, pool, direct, dst, base, channels, n_values, tid)
+    return _build
 
 
 @cuda.jit
@@ -154,15 +195,16 @@ def _subtract(pool, pairs):
     pool[pairs[m, 0], s, ch] -= pool[pairs[m, 1], s, ch]
 
 
-def feature_groups(offsets: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Runs of consecutive features whose slots fit the shared histogram: int64 (first,
-    last + 1) arrays; a feature too wide for it forms a group of its own."""
+def feature_groups(offsets: np.ndarray, channels: int, shared_values: int = SHARED_VALUES
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of consecutive features whose slots fit a shared histogram of `shared_values`
+    int32 values: int64 (first, last + 1) arrays; a feature too wide for it forms a group of
+    its own."""
     first, last = [], []
-    cap = SHARED_VALUES // channels
     f, n_features = 0, len(offsets) - 1
     while f < n_features:
         g = f + 1
-        while g < n_features and offsets[g + 1] - offsets[f] <= cap:
+        while g < n_features and (offsets[g + 1] - offsets[f]) * channels <= shared_values:
             g += 1
         first.append(f)
         last.append(g)
@@ -170,10 +212,20 @@ def feature_groups(offsets: np.ndarray, channels: int) -> tuple[np.ndarray, np.n
     return np.array(first, np.int64), np.array(last, np.int64)
 
 
-_SPEC_TAIL = (("int32", 2), ("int32", 2), ("int64", 2), ("int64", 1), ("int64", 1),
-              ("int64", 1), "int64", "boolean", ("int64", 3))
-# by the dtype of the backend's bins: one-byte bins are read as int32 words
-BUILD = {np.dtype(np.uint8): CudaKernel(_build_words, (("int32", 2), *_SPEC_TAIL)),
-         np.dtype(np.int32): CudaKernel(_build, (("int32", 2), *_SPEC_TAIL))}
+def shared_bytes(offsets: np.ndarray, first: np.ndarray, last: np.ndarray, channels: int,
+                 shared_values: int) -> int:
+    """Dynamic shared memory of a launch over these groups: the largest group that sums in
+    shared memory (bytes; 0 when none does)."""
+    need = [(int(offsets[b]) - int(offsets[a])) * channels
+            for a, b in zip(first, last, strict=True)]
+    return 4 * max([v for v in need if v <= shared_values], default=0)
+
+
+_BUILD_SPEC = (("int32", 2), ("int32", 2), ("int32", 2), ("int64", 2), ("int64", 1),
+               ("int64", 1), ("int64", 1), "int64", "boolean", ("int64", 3))
+# by (dtype of the backend's bins, channels): one-byte bins are read as int32 words of four
+BUILD = {(np.dtype(dtype), channels): CudaKernel(_make_build(per_word, channels, LAUNCH_BOUNDS),
+                                                 _BUILD_SPEC)
+         for dtype, per_word in ((np.uint8, 4), (np.int32, 1)) for channels in (2, 3)}
 SUBTRACT = CudaKernel(_subtract, (("int64", 3), ("int64", 2)))
 KERNELS = (*BUILD.values(), SUBTRACT)

@@ -1,0 +1,137 @@
+"""Collectives through one memory segment that every rank of a host maps
+(`histboost.collective.shm.SharedSegment`), instead of point-to-point messages.
+
+A step: each rank copies (a piece of) its input into its own stage slot, all meet at a
+barrier, then each reads the other ranks' slots in place. Per rank and per byte of input,
+allreduce is two copies and one reduction pass over 1/p of the data (copy in; reduce its own
+block, reading every rank's slot, in rank order; barrier; copy the other blocks out), where the
+ring over point-to-point rings copies every byte into and out of a ring slot at each of its
+2(p - 1) steps; up to `FOLD_ALL_BYTES` every rank reduces the whole step instead, and the
+second barrier goes. reduce_scatter, allgather and broadcast need one barrier per step.
+Messages larger than a slot go in several steps.
+
+Results are deterministic and the same bits on every rank: each block is reduced once, by
+its owner, as ``f(...f(f(x0, x1), x2)..., x_{p-1})`` in rank order (the order of
+``allgather_reduce``), and the others copy it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..arrays import Buffer
+from ..ops import BoundReducer
+from .context import Ctx
+from .layout import offsets_of, split_counts
+
+ALGORITHM = "shared"
+# allreduce steps of at most this many bytes per rank skip the second barrier: every rank
+# folds all of them (the same operands in the same order as the block owners would), which
+# reads p times the data but waits once, and a wait (a wake-up) costs more than that read
+FOLD_ALL_BYTES = 256 << 10
+# descriptor codes of the collectives, compared by every step's barrier
+OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST = 1, 2, 3, 4
+
+
+def capacity(seg: Any, buf: Buffer) -> int:
+    """Elements of ``buf``'s dtype that one stage slot holds."""
+    return seg.stage_bytes // (buf.wire.element_size() * buf.scale)
+
+
+def fits(seg: Any, buf: Buffer, rec: int, pieces: int = 1) -> bool:
+    """Whether a slot holds ``pieces`` pieces of at least one record of ``rec`` elements."""
+    return capacity(seg, buf) // pieces >= rec
+
+
+def _slot(seg: Any, half: int, rank: int, like: Buffer) -> Buffer:
+    return like.on(seg.tensor(half, rank, like.wire.dtype))
+
+
+def _fold(red: BoundReducer, out: Buffer, out_at: int, sources: list[Buffer], at: int,
+          n: int) -> None:
+    """out[out_at:out_at+n] = f(...f(f(s0, s1), s2)..., s_{p-1}) over sources[i][at:at+n]."""
+    if n == 0:
+        return
+    user = red.user_arrays
+    d = out.view(out_at, out_at + n, user)
+    views = [s.view(at, at + n, user) for s in sources]
+    if red.into(views[0], views[1], d):
+        rest = views[2:]
+    else:
+        out.copy_(out_at, sources[0], at, n)
+        rest = views[1:]
+    for v in rest:
+        red(d, v, into_a=True)
+
+
+def allreduce(ctx: Ctx, seg: Any, buf: Buffer, red: BoundReducer, desc: tuple[int, ...]
+              ) -> None:
+    """``buf`` (this rank's input, on the CPU) becomes the reduction over all ranks. desc:
+    (call number, bytes), compared at every step."""
+    p, r, rec = ctx.size, ctx.rank, red.rec_size
+    cap = capacity(seg, buf) // rec * rec
+    for start in range(0, buf.n, cap):
+        m = min(cap, buf.n - start)
+        half = seg.next_half(ctx)
+        slots = [_slot(seg, half, q, buf) for q in range(p)]
+        slots[r].copy_(0, buf, start, m)
+        seg.sync(ctx, half, (OP_ALLREDUCE, *desc))
+        if m * buf.scale * buf.wire.element_size() <= FOLD_ALL_BYTES:
+            _fold(red, buf, start, slots, 0, m)
+            continue
+        off = offsets_of(split_counts(m // rec, p, rec))
+        lo, hi = off[r], off[r + 1]
+        _fold(red, buf, start + lo, slots, lo, hi - lo)
+        slots[r].copy_(lo, buf, start + lo, hi - lo)
+        seg.barrier(ctx)
+        for q in range(p):
+            if q != r:
+                buf.copy_(start + off[q], slots[q], off[q], off[q + 1] - off[q])
+
+
+def reduce_scatter(ctx: Ctx, seg: Any, src: Buffer, counts: list[int], red: BoundReducer,
+                   result: Buffer, desc: tuple[int, ...]) -> None:
+    """``result`` (``counts[rank]`` elements) becomes block ``rank`` of the reduction of
+    ``src`` over all ranks (blocks of ``counts`` elements, whole records)."""
+    p, r, rec = ctx.size, ctx.rank, red.rec_size
+    off = offsets_of(counts)
+    width = capacity(seg, src) // p // rec * rec  # of each block, per step
+    for start in range(0, max(counts), width):
+        half = seg.next_half(ctx)
+        slots = [_slot(seg, half, q, src) for q in range(p)]
+        for q in range(p):
+            slots[r].copy_(q * width, src, off[q] + start,
+                           max(min(width, counts[q] - start), 0))
+        seg.sync(ctx, half, (OP_REDUCE_SCATTER, *desc))
+        _fold(red, result, start, slots, r * width, max(min(width, counts[r] - start), 0))
+
+
+def allgather(ctx: Ctx, seg: Any, out: Buffer, counts: list[int], desc: tuple[int, ...]
+              ) -> None:
+    """``out`` holds this rank's piece at its offset; it receives every other rank's."""
+    p, r = ctx.size, ctx.rank
+    off = offsets_of(counts)
+    width = capacity(seg, out)
+    for start in range(0, max(counts), width):
+        half = seg.next_half(ctx)
+        slots = [_slot(seg, half, q, out) for q in range(p)]
+        slots[r].copy_(0, out, off[r] + start, max(min(width, counts[r] - start), 0))
+        seg.sync(ctx, half, (OP_ALLGATHER, *desc))
+        for q in range(p):
+            if q != r:
+                out.copy_(off[q] + start, slots[q], 0, max(min(width, counts[q] - start), 0))
+
+
+def broadcast(ctx: Ctx, seg: Any, buf: Buffer, root: int, desc: tuple[int, ...]) -> None:
+    """``buf`` becomes the root's."""
+    r = ctx.rank
+    width = capacity(seg, buf)
+    for start in range(0, buf.n, width):
+        m = min(width, buf.n - start)
+        half = seg.next_half(ctx)
+        slot = _slot(seg, half, root, buf)
+        if r == root:
+            slot.copy_(0, buf, start, m)
+        seg.sync(ctx, half, (OP_BROADCAST, *desc))
+        if r != root:
+            buf.copy_(start, slot, 0, m)
