@@ -17,7 +17,8 @@ Depth 6, learning rate 0.1; Adult 300 rounds, ctr_like 100 rounds (80/20 split).
 library gets the raw categorical columns its own way (LightGBM and XGBoost: pandas category
 columns, the ids as categories). histboost is warmed up first so that Numba compilation is not
 timed. Time covers dataset construction + training. Prints a Markdown table per data set:
-train time, ratio to histboost, test AUC and logloss.
+train time (wall), ratio to histboost, the process's CPU time over the same span and its
+ratio (the steadier figure for 1-thread runs on a shared machine), test AUC and logloss.
 """
 
 from __future__ import annotations
@@ -86,10 +87,10 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         histboost.train(params, histboost.Dataset(X.iloc[:2000], label=y[:2000],
                                                   categorical_features=cats), 2,
                         verbose_eval=False)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         b = histboost.train(params, histboost.Dataset(X, label=y, categorical_features=cats),
                             rounds, verbose_eval=False)
-        t = time.perf_counter() - t0
+        t, cpu = time.perf_counter() - t0, time.process_time() - c0
         p = b.predict(Xt)
         extra = {"phases": {k: round(v, 2) for k, v in b.timings.items()}}
     elif lib.split(":")[0] == "catboost":
@@ -104,9 +105,9 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         for c in cats:  # CatBoost takes strings or integers; NaN must be a string
             Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
             Xtc[c] = Xtc[c].astype(object).fillna("nan").astype(str)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m.fit(Xc, y, cat_features=cats)
-        t = time.perf_counter() - t0
+        t, cpu = time.perf_counter() - t0, time.process_time() - c0
         p = m.predict_proba(Xtc)[:, 1]
     elif lib == "lightgbm":
         import lightgbm as lgb
@@ -114,9 +115,9 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         Xc, Xtc = as_category(X, Xt, cats)
         params = {"objective": "binary", "learning_rate": 0.1, "max_depth": a.depth,
                   "num_leaves": 2 ** a.depth - 1, "num_threads": threads, "verbose": -1}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         b = lgb.train(params, lgb.Dataset(Xc, y, categorical_feature=cats), rounds)
-        t = time.perf_counter() - t0
+        t, cpu = time.perf_counter() - t0, time.process_time() - c0
         p = b.predict(Xtc)
     elif lib == "xgboost":
         import xgboost as xgb
@@ -124,15 +125,16 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         Xc, Xtc = as_category(X, Xt, cats)
         params = {"objective": "binary:logistic", "eta": 0.1, "max_depth": a.depth,
                   "tree_method": "hist", "nthread": threads}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         b = xgb.train(params, xgb.DMatrix(Xc, y, enable_categorical=True, nthread=threads),
                       rounds)
-        t = time.perf_counter() - t0
+        t, cpu = time.perf_counter() - t0, time.process_time() - c0
         p = b.predict(xgb.DMatrix(Xtc, enable_categorical=True))
     else:
         raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
     p = np.asarray(p, np.float64)
-    return {"lib": lib, "seconds": t, "auc": auc(yt, p), "logloss": logloss(yt, p), **extra}
+    return {"lib": lib, "seconds": t, "cpu": cpu, "auc": auc(yt, p), "logloss": logloss(yt, p),
+            **extra}
 
 
 def main() -> None:
@@ -152,12 +154,16 @@ def main() -> None:
         base = next((r["seconds"] for r in results if r["lib"].startswith("histboost")), None)
         print(f"\n### {name}: {len(data[1])} train / {len(data[3])} test rows, "
               f"{len(data[4])} categorical columns, {data[5]} rounds, depth {a.depth}\n")
-        print("| library | train s | ratio to histboost | test AUC | test logloss |")
-        print("|---|---|---|---|---|")
+        cpu_base = next((r["cpu"] for r in results if r["lib"].startswith("histboost")),
+                        None)
+        print("| library | train s | ratio to histboost | CPU s | CPU ratio | test AUC | "
+              "test logloss |")
+        print("|---|---|---|---|---|---|---|")
         for r in results:
             ratio = f"{r['seconds'] / base:.2f}" if base else "-"
-            print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['auc']:.4f} | "
-                  f"{r['logloss']:.4f} |", flush=True)
+            cpu_ratio = f"{r['cpu'] / cpu_base:.2f}" if cpu_base else "-"
+            print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['cpu']:.2f} | {cpu_ratio} | "
+                  f"{r['auc']:.4f} | {r['logloss']:.4f} |", flush=True)
         for r in results:
             if "phases" in r:
                 print(f"\n{r['lib']} phases (s): {r['phases']}")

@@ -270,12 +270,10 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     if args.categorical is not None:
         if args.header is False:
             raise ValueError("--categorical needs files with a header")
-        if comm is not None:
-            raise ValueError("--categorical: categorical features train in one process for now")
         if args.query or args.valid_query:
             raise ValueError("--categorical with --query: ranking on categorical features is "
                              "not supported yet")
-        dtrain, evals = _categorical_sets(args)
+        dtrain, evals = _categorical_sets(args, comm, rank, world)
     else:
         train_data = _with_queries(read(args.data), args.query, args.data)
         if train_data.y is None:
@@ -305,23 +303,31 @@ def _train_with(args: argparse.Namespace, comm: Any) -> int:
     return 0
 
 
-def _categorical_sets(args: argparse.Namespace) -> tuple[Dataset, list[tuple[Dataset, str]]]:
-    """The training Dataset and evaluation sets of files with ``--categorical`` columns."""
+def _categorical_sets(args: argparse.Namespace, comm: Any, rank: int, world: int
+                      ) -> tuple[Dataset, list[tuple[Dataset, str]]]:
+    """The training Dataset and evaluation sets of files with ``--categorical`` columns (with
+    comm: this rank's rows, a block of each file or its own file when the name holds
+    {rank})."""
     from .data.categorical_io import parse_columns, read_categorical_csv
 
     cols = parse_columns(args.categorical)
-    data = read_categorical_csv(args.data, cols, label_column=args.label_column,
-                                weight_column=args.weight_column, header=args.header,
-                                format=args.format)
+
+    def read(path: str) -> Any:
+        own = comm is not None and "{rank}" in path
+        data = read_categorical_csv(path.format(rank=rank) if own else path, cols,
+                                    label_column=args.label_column,
+                                    weight_column=args.weight_column, header=args.header,
+                                    format=args.format)
+        return data if comm is None or own else _rank_block(data, rank, world)[0]
+
+    data = read(args.data)
     if data.y is None:
         raise ValueError("training data needs a label column")
     cats = [str(c) for c in data.X.columns if data.X[c].dtype == object]
     dtrain = data.to_dataset(categorical_features=cats)
     evals = [(dtrain, "train")]
     for i, path in enumerate(args.valid):
-        valid = read_categorical_csv(path, cols, label_column=args.label_column,
-                                     weight_column=args.weight_column, header=args.header,
-                                     format=args.format)
+        valid = read(path)
         name = "valid" if len(args.valid) == 1 else f"valid{i}"
         evals.append((valid.to_dataset(reference=dtrain, categorical_features=cats), name))
     return dtrain, evals

@@ -201,10 +201,6 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         ``tree_learner`` picks histogram allreduce ("data") or reduce-scatter.
     """
     evals = list(evals or ())
-    if comm is not None and isinstance(dtrain, Dataset) and dtrain.categorical is not None:
-        # every rank holds categorical columns, so every rank raises here
-        raise ValueError("categorical features are not supported by distributed training yet "
-                         "(comm given); train in one process")
     leader = comm is None or comm.rank == 0  # the rank that prints
     cbs: list[TrainingCallback] = list(callbacks or ())
     if verbose_eval and evals and leader:
@@ -326,7 +322,8 @@ class _Training:
 
             _check_categorical(p, objective, xgb_model)
             with timer("binning"):
-                ctr = CtrTrainer(dtrain, p, mapper, dtrain.bins, y, objective.name)
+                ctr = CtrTrainer(dtrain, p, mapper, dtrain.bins, y, objective.name, comm=comm,
+                                 row_ids=row_ids)
             mapper = ctr.mapper
         K = objective.n_outputs
         metrics = list(p.eval_metric) or ([] if p.disable_default_eval_metric or obj is not None

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..data.categorical import combine_hashes
+from ..distributed.categorical import key_statistics
 from ..kernels.cpu.target_stats import category_totals, ordered_statistics
 from ..tree.tree import Tree
 from .model import CtrTable, DerivedFeature
@@ -136,7 +137,11 @@ class CombinationSlots:
         got = self._combos.get(combo)
         if got is not None:
             return got
+        from .training import bin_values
+
         tr = self.trainer
+        if tr.comm is not None:
+            return self._distributed_combination(combo)
         ids, m = pack_ids([tr.ids[c] for c in combo], [tr.n_ids[c] for c in combo])
         first = np.empty(m, np.int64)
         first[ids[::-1]] = np.arange(ids.shape[0] - 1, -1, -1)  # the first row of each id
@@ -144,41 +149,75 @@ class CombinationSlots:
         counts, sums = category_totals(ids, m, tr.targets)
         table = CtrTable.from_keys(combo, keys, counts, sums)
         freq = counts[ids] / ids.shape[0]
-        from .training import bin_values, padded_cuts
-
-        freq_cuts = padded_cuts(freq[tr.cut_rows], tr.value_bins)
+        freq_cuts = tr.sample_cuts(freq[tr.cut_rows, None])[0]
         got = _Combination(combo, ids, m, table, bin_values(freq, freq_cuts, tr.bins.dtype),
                            freq_cuts)
-        self._remember(ids.nbytes + got.freq_bins.nbytes)
+        self._remember(ids.itemsize + got.freq_bins.itemsize)
         self._combos[combo] = got
         return got
+
+    def _distributed_combination(self, combo: tuple[int, ...]) -> _Combination:
+        """A combination over all ranks' rows (`histboost.distributed.categorical`): its
+        table, frequency and the binned statistics of every permutation at once (cached)."""
+        from .training import bin_values
+
+        tr = self.trainer
+        keys = combine_hashes([tr.hashes[:, c] for c in combo])
+        ks = key_statistics(tr.comm, keys, tr.row_ids, tr.targets, tr.perm_seeds)
+        table = CtrTable(combo, *ks.table)
+        freq = ks.totals / tr.n_total
+        bins, cuts, freq_cuts = tr._bin_all_permutations(ks.ordered, freq, tr.bins.dtype)
+        freq_bins = bin_values(freq, freq_cuts, tr.bins.dtype)
+        got = _Combination(combo, np.zeros(0, np.int32), ks.n_categories, table, freq_bins,
+                           freq_cuts)
+        self._remember(freq_bins.itemsize)
+        self._combos[combo] = got
+        # the tree's permutation last: a full cache drops the others first
+        for j in sorted(range(len(tr.perm_seeds)), key=lambda j: j == self._perm):
+            self._store(combo, j, bins[j], cuts[j], freq_bins, freq_cuts)
+        return got
+
+    def _store(self, combo: tuple[int, ...], perm: int, stat_bins: np.ndarray,
+               stat_cuts: np.ndarray, freq_bins: np.ndarray, freq_cuts: np.ndarray) -> None:
+        bins = np.empty((stat_bins.shape[0], self.width), stat_bins.dtype)
+        cuts = np.empty((self.width, self.trainer.value_bins))
+        bins[:, :-1] = stat_bins
+        cuts[:-1] = stat_cuts
+        bins[:, -1] = freq_bins
+        cuts[-1] = freq_cuts
+        self._remember(bins.shape[1] * bins.itemsize)
+        self._binned[(combo, perm)] = (bins, cuts)
 
     def _columns(self, combo: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """(bins (n, width), cuts (width, value_bins)) of a combination under the tree's
         permutation."""
         key = (combo, self._perm)
-        if key in self._binned:
-            return self._binned[key]
-        tr = self.trainer
-        cmb = self._combination(combo)
-        count, sums = ordered_statistics(cmb.ids, cmb.n_ids, tr.perms[self._perm], tr.targets)
-        bins = np.empty((cmb.ids.shape[0], self.width), tr.bins.dtype)
-        cuts = np.empty((self.width, tr.value_bins))
-        cuts[:-1] = tr.statistic_cuts(count, sums)
-        bins[:, :-1] = tr.bin_statistics(count, sums, cuts[:-1])
-        bins[:, -1] = cmb.freq_bins
-        cuts[-1] = cmb.freq_cuts
-        self._remember(bins.nbytes)
-        self._binned[key] = (bins, cuts)
-        return bins, cuts
+        if key not in self._binned:
+            tr = self.trainer
+            cmb = self._combination(combo)
+            if key not in self._binned and tr.comm is not None:
+                # emptied cache (a decision every rank takes alike): all permutations again
+                del self._combos[combo]
+                cmb = self._distributed_combination(combo)
+            if key not in self._binned:  # one process: this permutation only
+                count, sums = ordered_statistics(cmb.ids, cmb.n_ids, tr.perms[self._perm],
+                                                 tr.targets)
+                cuts = tr.statistic_cuts(count, sums)
+                self._store(combo, self._perm, tr.bin_statistics(count, sums, cuts), cuts,
+                            cmb.freq_bins, cmb.freq_cuts)
+        return self._binned[key]
 
-    def _remember(self, nbytes: int) -> None:
-        self._cache_bytes += nbytes
+    def _remember(self, row_bytes: int) -> None:
+        """Count `row_bytes` per row of the rows of all ranks (so that with comm every rank
+        takes the same decision: emptying the cache makes later calls collective again)."""
+        self._cache_bytes += row_bytes * self.trainer.n_total
         if self._cache_bytes > _CACHE_BYTES:  # start over: the recent ones come back
             self._binned.clear()
             self._combos = {k: v for k, v in self._combos.items() if k in self._tree}
-            self._cache_bytes = sum(v.ids.nbytes + v.freq_bins.nbytes
-                                    for v in self._combos.values())
+            # ids (none kept in distributed training) and the frequency column, per row
+            self._cache_bytes = sum((v.ids.itemsize if v.ids.shape[0] else 0)
+                                    + v.freq_bins.itemsize
+                                    for v in self._combos.values()) * self.trainer.n_total
 
     # -- the model -----------------------------------------------------------------------
     def _model_feature(self, f: int) -> int:

@@ -8,9 +8,11 @@ and `CombinationSlots` with the work that changes from tree to tree on the devic
 - a combination's dense ids (pack, sort, unique), its category counts, target sums and first
   rows, its frequency column, and its ordered statistics.
 
-The cuts are the CPU engine's: the statistics of the same sample of rows (`cut_rows`) are
-read to the host and cut there by the same functions (`CtrSettings.statistics`,
-`padded_cuts`), so with the same seed both engines grow the same trees. A combination's final
+The cuts are the CPU engine's: fixed borders in [0, 1] for statistics of 0/1 channels
+(`CtrTrainer.uniform_cuts`); for the label mean and the frequencies, the values of the same
+sample of rows (`cut_rows`) are read to the host and cut there by the same functions
+(`CtrSettings.statistics`, `padded_cuts`), so with the same seed both engines grow the same
+trees. A combination's final
 table (the model's) is read only when a tree first uses it. The static columns (numeric bins,
 the frequency and one-hot columns of single categorical columns) are computed once on the host,
 as on the CPU, and uploaded with the matrix.
@@ -47,7 +49,12 @@ class CudaCtrTrainer(CtrTrainer):
     docstring). The device state is made at the first tree, from the backend."""
 
     def __init__(self, dtrain: Any, params: TrainParams, mapper: Any, bins: np.ndarray,
-                 y: np.ndarray, objective: str) -> None:
+                 y: np.ndarray, objective: str, comm: Any = None,
+                 row_ids: np.ndarray | None = None) -> None:
+        if comm is not None:  # every rank raises here alike
+            raise ValueError("categorical features with device='cuda' train in one process "
+                             "for now (comm given); distributed categorical training runs "
+                             "on the CPU (device='cpu')")
         self._constructed = False
         super().__init__(dtrain, params, mapper, bins, y, objective)
         self._constructed = True
@@ -97,10 +104,14 @@ class CudaCtrTrainer(CtrTrainer):
         (int32 (n,) device tensor, dense in [0, n_ids)) into out[:, col:col + n_stats]
         (uint8 device tensor); returns their cuts float64 (n_stats, value_bins)."""
         count, sums = self.stats.ordered(ids, n_ids, self.permutation(perm))
-        count_s, sums_s = self.stats.read_rows(self._cut_rows_d, count, sums)
-        values = self.settings.statistics(count_s.astype(np.float64), sums_s.astype(np.float64))
-        cuts = np.stack([padded_cuts(values[:, s], self.value_bins)
-                         for s in range(values.shape[1])])
+        if self.settings.target != "mean":  # the CPU engine's fixed borders
+            cuts = self.uniform_cuts()
+        else:
+            count_s, sums_s = self.stats.read_rows(self._cut_rows_d, count, sums)
+            values = self.settings.statistics(count_s.astype(np.float64),
+                                              sums_s.astype(np.float64))
+            cuts = np.stack([padded_cuts(values[:, s], self.value_bins)
+                             for s in range(values.shape[1])])
         self.stats.bin_statistics(count, sums, self.settings.terms(), cuts, out, col)
         return cuts
 
@@ -199,7 +210,7 @@ class CudaCombinationSlots(CombinationSlots):
             ids, m = pack_ids([tr.ids[c] for c in combo], [tr.n_ids[c] for c in combo])
             packed = (tr.stats.tensor(ids.astype(np.int32)), m)
         got = _DeviceCombination(tr, combo, *packed)
-        self._remember(got.ids.nbytes + got.freq_bins.nbytes)
+        self._remember(got.ids.element_size() + got.freq_bins.element_size())  # per row
         self._combos[combo] = got
         return got
 
@@ -218,6 +229,6 @@ class CudaCombinationSlots(CombinationSlots):
         cuts[:-1] = tr.device_statistics(cmb.ids, cmb.n_ids, self._perm, bins, 0)
         bins[:, -1:] = cmb.freq_bins
         cuts[-1] = cmb.freq_cuts
-        self._remember(bins.nbytes)
+        self._remember(self.width * bins.element_size())  # per row
         self._binned[key] = (bins, cuts)
         return bins, cuts

@@ -62,6 +62,7 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "broadcast": ("native", *_bc.ALGORITHMS, _sh.ALGORITHM, "auto"),
     "reduce": ("native", *_rd.ALGORITHMS, "auto"),
     "barrier": ("auto",),
+    "alltoall": ("pairwise", "auto"),
 }
 
 # --- metadata vector layout (int64) -----------------------------------------------------------
@@ -260,6 +261,35 @@ class Communicator(ABC):
             self._agree(call, arg, red, root, check_metadata)
             return self._reduce(call, arg, red, root)
 
+    def alltoall(self, x: Any, counts: Any, algorithm: str = "auto", *,
+                 timeout: float | None = None, check_metadata: bool | str | None = None
+                 ) -> tuple[Any, np.ndarray]:
+        """Personalised exchange (alltoallv): rank r sends rows ``counts[d]`` of ``x`` to rank
+        d, ``x`` holding the rows for rank 0 first, then those for rank 1, and so on.
+
+        x: at least 1-d; ``len(x)`` may differ between ranks, ``x.shape[1:]`` and dtype must
+        agree. counts: ints (world_size,), non-negative, summing to ``len(x)``. algorithm:
+        "pairwise" (world_size - 1 steps; at step i rank r sends to r + i and receives from
+        r - i) or "auto". Returns (the rows received, those of rank 0 first, then rank 1's,
+        and so on, an array like ``x``; int64 (world_size,) rows received from each rank).
+        Every rank learns its receive counts from one allgather of the send counts
+        (world_size**2 int64 in all) before the data moves."""
+        _check_algorithm("alltoall", algorithm)
+        arg = Operand.of(x)
+        if not arg.shape:
+            raise ValueError("alltoall needs an array with at least one dimension")
+        sizes = np.asarray(counts, np.int64).reshape(-1)
+        if sizes.shape[0] != self.world_size or np.any(sizes < 0) \
+                or int(sizes.sum()) != arg.shape[0]:
+            raise ValueError(f"alltoall: counts must be {self.world_size} non-negative row "
+                             f"counts summing to len(x) = {arg.shape[0]}, got "
+                             f"{sizes.tolist()}")
+        if check_metadata is False or (check_metadata is None and not self.check_metadata):
+            check_metadata = "trust"  # sizes may differ: the counts exchange tells each rank
+        with self._call("alltoall", algorithm, timeout) as call:
+            self._agree(call, arg, None, 0, check_metadata)
+            return self._alltoall(call, arg, [int(c) for c in sizes])
+
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return once every rank has entered the barrier (a dissemination exchange of the
         call metadata, so it also catches ranks that are out of step)."""
@@ -300,6 +330,10 @@ class Communicator(ABC):
 
     @abstractmethod
     def _reduce(self, call: Call, arg: Operand, red: Reducer, root: int) -> Any: ...
+
+    @abstractmethod
+    def _alltoall(self, call: Call, arg: Operand, counts: list[int]
+                  ) -> tuple[Any, np.ndarray]: ...
 
     def _has_native(self) -> bool:
         return True
@@ -415,7 +449,8 @@ class Communicator(ABC):
         vec[M_SHAPE:M_SHAPE + min(MAX_DIMS, len(arg.shape))] = arg.shape[:MAX_DIMS]
         vec[M_SHAPE_TAIL] = hash(arg.shape[MAX_DIMS:]) & 0x7FFFFFFF
         rows = self._exchange_metadata(call, vec)
-        _verify(call, self.rank, rows, arg, lead_dim_may_differ=call.name == "allgather")
+        _verify(call, self.rank, rows, arg,
+                lead_dim_may_differ=call.name in ("allgather", "alltoall"))
         return rows
 
     def _agree_sizes(self, call: Call, arg: Operand) -> None:

@@ -253,6 +253,33 @@ class DistributedCommunicator(Communicator):
                 result.wire.copy_(work.wire)
         return None if result is None else result.to_user(arg.shape)
 
+    def _alltoall(self, call: Call, arg: Operand, counts: list[int]
+                  ) -> tuple[Any, np.ndarray]:
+        import torch
+
+        p, r = self.world_size, self.rank
+        ctx = self._ctx(call, "pairwise")
+        # every rank's send counts (p x p, row = sender): this rank receives column r
+        table = torch.zeros(p * p, dtype=torch.int64, device=self.meta_device)
+        table[r * p:(r + 1) * p] = torch.tensor(counts, dtype=torch.int64)
+        if p > 1:
+            _ag.run("bruck", ctx, Buffer(table, p * p, 1, "torch", None), [p] * p)
+        received = table.cpu().numpy().reshape(p, p)[:, r].copy()
+        row = math.prod(arg.shape[1:])
+        send_off = offsets_of([c * row for c in counts])
+        recv_off = offsets_of([int(c) * row for c in received])
+        src = Buffer.wrap(arg.x, arg.kind)
+        out = src.empty(recv_off[-1])
+        out.copy_(recv_off[r], src, send_off[r], counts[r] * row)
+        if p > 1:
+            work_src, work_out = self._stage(src), self._stage(out)
+            for i in range(1, p):
+                to, frm = (r + i) % p, (r - i) % p
+                ctx.exchange(sends=[(to, work_src.seg(send_off[to], send_off[to + 1]))],
+                             recvs=[(frm, work_out.seg(recv_off[frm], recv_off[frm + 1]))])
+            self._unstage(work_out, out)
+        return out.to_user((int(received.sum()), *arg.shape[1:])), received
+
     def _abandon(self) -> None:
         # over shared memory, peers waiting on this rank see it closed and fail at once
         self.transport.close()

@@ -104,12 +104,16 @@ def feature_cuts(values: np.ndarray, weights: np.ndarray | None, max_value_bins:
     """
     if values.size == 0:
         return np.array([np.inf])
-    distinct, inverse = np.unique(values.astype(np.float64), return_inverse=True)
+    if weights is None:  # ~10x faster than return_inverse (a sort, no argsort)
+        distinct, counts = np.unique(values.astype(np.float64), return_counts=True)
+    else:
+        distinct, inverse = np.unique(values.astype(np.float64), return_inverse=True)
     if distinct.size == 1:
         return np.array([np.inf])
     if distinct.size <= max_value_bins:
         return np.append(np.unique(_midpoints(distinct[:-1], distinct[1:])), np.inf)
-    w = np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.float64)
+    w = (counts.astype(np.float64) if weights is None else
+         np.bincount(inverse, weights=weights, minlength=distinct.size).astype(np.float64))
     cum = np.cumsum(w)
     total = cum[-1]
     targets = total * np.arange(1, max_value_bins, dtype=np.float64) / max_value_bins

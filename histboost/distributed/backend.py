@@ -328,9 +328,24 @@ class DistributedBackend(ComposedSteps):
             self.local.apply_splits(parents, lefts, rights, records), np.int64)
         return self._reduce(counts, "counts")
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
-        raise ValueError("categorical features are not supported by distributed training yet "
-                         "(comm given); train them in one process")
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """The local rows' bins of columns `features` replaced (categorical statistics: the
+        columns of all workers are computed together, `histboost.distributed.categorical`).
+        The local backend rebuilds the columns' histograms of the nodes it holds from its
+        rows; they are summed across workers before they are stored (`combine`), so the
+        held histograms stay global. Every worker holds the same nodes (the tree's)."""
+
+        def summed(hists: np.ndarray) -> np.ndarray:
+            self.traffic["histograms"] += int(hists.nbytes)
+            start = time.perf_counter()
+            try:
+                # checked: a worker holding other nodes fails here instead of hanging
+                return self.comm.allreduce(hists, op="sum", check_metadata=True)
+            finally:
+                self.wait_seconds += time.perf_counter() - start
+
+        self.local.replace_columns(features, bins, combine=summed)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:

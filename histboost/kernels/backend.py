@@ -30,6 +30,7 @@ Conventions
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -156,15 +157,19 @@ class Backend(Protocol):
         nodes' rows (`leaves`, `values` float64) when the tree used all rows, by traversing
         `tree` over the binned matrix otherwise."""
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         """Replace the bins of columns `features` (int64 (k,)) by bins (n_rows, k) of the
         matrix's dtype, in the same slot layout (categorical target statistics change with
         the permutation of each tree, and feature combinations appear while a tree grows).
         Histograms the backend holds for nodes of the tree being grown are rebuilt for these
         columns from the nodes' rows (a column added mid-tree has no parent histogram to
         subtract from), so later subtractions stay exact. The CUDA backend also takes bins as
-        a device tensor (statistics computed on the device); the distributed wrapper raises
-        ValueError (categorical features train in one process for now)."""
+        a device tensor (statistics computed on the device). combine: when given and nodes
+        are held, called with the rebuilt histograms of those columns' slots, a C-contiguous
+        array (held nodes, the columns' slots, channels) of the histogram dtype, in node
+        order; its result is stored instead (the distributed wrapper sums it across
+        workers)."""
 
 
 def child_histograms(backend: Backend, parents: list[int], lefts: list[int],

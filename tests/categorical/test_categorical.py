@@ -208,8 +208,6 @@ def test_errors_name_the_problem():
         bst.predict(X.assign(city=X["city"].astype(str)))
     with pytest.raises(ValueError, match="cannot be written as an XGBoost model"):
         bst.save_model("unused.json", format="xgboost")
-    with pytest.raises(ValueError, match="distributed"):
-        hb.train(PARAMS, _data(X, y), 1, comm=object())
     if not _cuda_visible():  # categorical features train on the GPU (test_cuda_categorical_*)
         with pytest.raises(RuntimeError, match="device='cuda'"):
             hb.train({**PARAMS, "device": "cuda"}, _data(X, y), 1)

@@ -324,6 +324,23 @@ def battery(comm) -> dict:
     for alg in A["reduce"]:
         got = comm.reduce(xb, root=0, algorithm=alg)
         check(f"large/reduce/{alg}", got, want if r == 0 else None, same_on_all=False)
+    # --- alltoall: rows (r, d, i) from every rank r to every rank d, uneven and empty -------
+    for rows in (0, 2, 700):
+        def counts_of(q, rows=rows):
+            return [(q + 2 * d) % 3 * rows // 2 for d in range(p)]
+
+        def block(q, d, counts_of=counts_of):
+            n = counts_of(q)[d]
+            return np.column_stack([np.full(n, q), np.full(n, d), np.arange(n)]).astype(
+                np.int64)
+
+        x = np.concatenate([block(r, d) for d in range(p)]).reshape(-1, 3)
+        for alg in A["alltoall"]:
+            got, received = comm.alltoall(x, counts_of(r), algorithm=alg)
+            want = np.concatenate([block(q, r) for q in range(p)]).reshape(-1, 3)
+            check(f"alltoall/{alg}/{rows}", got, want, same_on_all=False)
+            check(f"alltoall/{alg}/{rows}/counts", received,
+                  np.array([counts_of(q)[r] for q in range(p)]), same_on_all=False)
     # --- determinism: order-sensitive floats, same bits on every rank and every rerun -------
     for n in (5, 4099):
         xn = noisy(r, n)

@@ -250,3 +250,47 @@ def test_cuda_tensors_every_algorithm():
             assert torch.equal(out, torch.cat(xs))
         for out in bc:
             assert torch.equal(out, xs[2])
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype,cols", [("float64", 3), ("uint64", None), ("int32", 2)])
+def test_alltoall_delivers_each_block_to_its_rank(p, dtype, cols):
+    """Rank r sends counts[r][d] rows to rank d; rank d receives them grouped by sender in
+    rank order (empty blocks included)."""
+    rng = np.random.default_rng([p, cols or 1])
+    counts = rng.integers(0, 4, size=(p, p))
+    counts[0, -1] = 0
+    sends = []
+    for r in range(p):
+        n = int(counts[r].sum())
+        shape = (n,) if cols is None else (n, cols)
+        sends.append((rng.integers(0, 1000, size=shape) + 1000 * r).astype(dtype))
+
+    def body(comm):
+        return comm.alltoall(sends[comm.rank], counts[comm.rank])
+
+    for d, (got, received) in enumerate(run_threads(p, body, timeout=20)):
+        np.testing.assert_array_equal(received, counts[:, d])
+        want = [np.split(sends[r], np.cumsum(counts[r])[:-1])[d] for r in range(p)]
+        np.testing.assert_array_equal(got, np.concatenate(want))
+        assert got.dtype == np.dtype(dtype)
+
+
+def test_alltoall_rejects_counts_that_do_not_cover_the_rows():
+    def body(comm):
+        with pytest.raises(ValueError, match="counts must be 2"):
+            comm.alltoall(np.arange(3.0), [1, 1])
+        return comm.alltoall(np.arange(2.0), [1, 1])[1]
+
+    assert [list(c) for c in run_threads(2, body, timeout=20)] == [[1, 1], [1, 1]]
+
+
+def test_alltoall_times_out_when_a_rank_does_not_call():
+    def body(comm):
+        if comm.rank == 1:
+            return None
+        with pytest.raises(hc.CollectiveTimeout, match="alltoall"):
+            comm.alltoall(np.arange(4.0), [2, 2], timeout=1.0)
+        return "raised"
+
+    assert run_threads(2, body, timeout=20)[0] == "raised"

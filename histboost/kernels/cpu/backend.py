@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 
 import numba as nb
 import numpy as np
@@ -127,8 +128,13 @@ class CPUBackend(ComposedSteps):
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
                  row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
-        self.bins = bins
+        self._bins = bins
+        # replaced columns not yet copied into _bins: (features, their bins (n, k)); the
+        # histograms read slots, so the row-major bins are needed only to traverse a tree
+        # over sampled rows and to refresh a column-major copy (see replace_columns)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self.columns = np.ascontiguousarray(bins.T)
+        self._stale = np.zeros(bins.shape[1], bool)  # columns behind bins (replace_columns)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
@@ -226,6 +232,7 @@ class CPUBackend(ComposedSteps):
         self._hist_buffers = _HistogramBuffers()
         self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
+        self._pending = []
 
     # -- margins and gradients ------------------------------------------------------------
     def set_margin(self, margin: np.ndarray) -> None:
@@ -576,6 +583,8 @@ class CPUBackend(ComposedSteps):
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
         """Partition the nodes' ranges `bounds`: in parallel from _PARTITION_CHUNKED_MIN_ROWS
         rows a call, else on this thread."""
+        if self._stale.any():
+            self._fresh_columns(np.asarray(features, np.int64))
         total = sum(e - s for s, e in bounds)
         parallel = self._pool() > 1 and total >= _PARTITION_CHUNKED_MIN_ROWS
         if len(bounds) == 1 and not parallel:
@@ -602,27 +611,80 @@ class CPUBackend(ComposedSteps):
             partition.partition_nodes_serial(*args)
         return n_left
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         f = np.asarray(features, np.int64)
         if bins.shape != (self.n_rows, f.shape[0]):
             raise ValueError(f"bins must have shape ({self.n_rows}, {f.shape[0]}), got "
                              f"{bins.shape}")
         if f.size == 0:
             return
+        # older pending writes of these columns must not win: dropped when this one covers
+        # them (the per-tree statistics block replaces the last tree's), else written now
+        self._pending = [(fs, b) for fs, b in self._pending if not np.isin(fs, f).all()]
+        self._sync_bins(f)
         if np.array_equal(f, np.arange(f[0], f[0] + f.size)):  # the usual case: one pass
-            histogram.write_columns(np.ascontiguousarray(bins, self.bins.dtype), int(f[0]),
-                                    self.offsets[f], self.bins, self.slots, self.columns)
+            new = np.ascontiguousarray(bins, self._bins.dtype)
+            histogram.write_slots(new, self.offsets[f].astype(self.slots.dtype), self.slots,
+                                  int(f[0]))
         else:
-            self.bins[:, f] = bins
-            self.columns[f] = bins.T
-            self.slots[:, f] = bins + self.offsets[f].astype(self.slots.dtype)
+            new = np.asarray(bins, self._bins.dtype)
+            self.slots[:, f] = new + self.offsets[f].astype(self.slots.dtype)
+        # the row-major bins and the column-major copy (read by the partition for the split's
+        # feature only: a tree splits on few of the replaced columns) are brought up to date
+        # when needed; the backend keeps a reference to `bins` until then (callers do not
+        # modify a matrix they passed)
+        self._pending.append((f, new))
+        self._stale[f] = True
         held = self._hists.nodes() if self._growing else []
         if held:
-            self._rebuild_columns(held, f)
+            self._rebuild_columns(held, f, combine)
         self._float_memo = None
 
-    def _rebuild_columns(self, nodes: list[int], features: np.ndarray) -> None:
-        """Histograms of `nodes` rebuilt from their rows for the slots of `features`."""
+    @property
+    def bins(self) -> np.ndarray:
+        """The binned matrix (n_rows, F), current."""
+        self._sync_bins()
+        return self._bins
+
+    @bins.setter
+    def bins(self, value: np.ndarray) -> None:
+        self._bins = value
+        self._pending = []
+
+    def _sync_bins(self, features: np.ndarray | None = None) -> None:
+        """Copy pending replaced columns into the row-major bins (those among `features`, or
+        all)."""
+        if not self._pending:
+            return
+        keep = []
+        for f, new in self._pending:
+            if features is not None and not np.isin(f, features).any():
+                keep.append((f, new))
+            elif np.array_equal(f, np.arange(f[0], f[0] + f.size)):
+                self._bins[:, f[0]:f[0] + f.size] = new
+            else:
+                self._bins[:, f] = new
+        self._pending = keep
+
+    def _fresh_columns(self, features: np.ndarray) -> None:
+        """The column-major copies of `features` made current (see replace_columns)."""
+        stale = np.unique(features[self._stale[features]])
+        if stale.size == 0:
+            return
+        for f in stale.tolist():
+            # the latest write of f: a pending replaced block, else the row-major bins
+            source = next(((fs, new) for fs, new in reversed(self._pending) if f in fs), None)
+            if source is None:
+                self.columns[f] = self._bins[:, f]
+            else:
+                self.columns[f] = source[1][:, int(np.flatnonzero(source[0] == f)[0])]
+            self._stale[f] = False
+
+    def _rebuild_columns(self, nodes: list[int], features: np.ndarray,
+                         combine: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        """Histograms of `nodes` rebuilt from their rows for the slots of `features`
+        (`combine`: see replace_columns)."""
         sub = np.ascontiguousarray(self.slots[:, features])
         bounds = self._ranges.bounds(nodes)
         out = np.empty((len(nodes), *self._hist_shape), self.hist_dtype)
@@ -630,10 +692,18 @@ class CPUBackend(ComposedSteps):
                           for j, (lo, hi) in enumerate(bounds)], np.int64)
         histogram.build_histograms_serial(sub, self.gh, self.rows, items,
                                           self._no_reduces, 1, self._chunk_buffers, out)
+        ranges = [(int(self.offsets[f]), int(self.offsets[f + 1])) for f in features.tolist()]
+        if combine is not None:
+            parts = np.ascontiguousarray(np.concatenate([out[:, lo:hi] for lo, hi in ranges],
+                                                        axis=1))
+            parts = combine(parts)
+            at = 0
+            for lo, hi in ranges:
+                out[:, lo:hi] = parts[:, at:at + hi - lo]
+                at += hi - lo
         for j, node in enumerate(nodes):
             h = self._hists.histogram(node)
-            for f in features.tolist():
-                lo, hi = int(self.offsets[f]), int(self.offsets[f + 1])
+            for lo, hi in ranges:
                 h[lo:hi] = out[j, lo:hi]
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,

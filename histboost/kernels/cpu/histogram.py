@@ -93,26 +93,16 @@ def global_slots(bins, offsets, out, threads=1):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def write_columns(new, first, offsets, bins, slots, columns):
-    """Columns first .. first + k - 1 of the binned matrix replaced by new (n, k): bins
-    (n, F), their global slots (n, F) (offsets: int64 (k,) slot offsets of those columns)
-    and the column-major copy columns (F, n). Blocks of rows in parallel; within a block the
-    column-major writes run along each column (a transpose through the cache)."""
+def write_slots(new, offsets, slots, first):
+    """slots[:, first + j] = offsets[j] + new[:, j]: the global slots of replaced columns
+    first .. first + k - 1 (new: (n, k) bins; offsets: (k,) slot offsets of those columns,
+    of slots' dtype, so the loop vectorises; slots (n, F)). Rows in parallel."""
     k = new.shape[1]
-    n = new.shape[0]
-    block = 256
-    for b in nb.prange((n + block - 1) // block):
-        lo = b * block
-        hi = min(n, lo + block)
-        for r in range(lo, hi):
-            for j in range(k):
-                v = new[r, j]
-                bins[r, first + j] = v
-                slots[r, first + j] = offsets[j] + v
+    for r in nb.prange(new.shape[0]):
+        row = new[r]
+        out = slots[r, first:first + k]
         for j in range(k):
-            col = columns[first + j]
-            for r in range(lo, hi):
-                col[r] = new[r, j]
+            out[j] = offsets[j] + row[j]
 
 
 @nb.njit(inline="always")

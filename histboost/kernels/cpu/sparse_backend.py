@@ -126,7 +126,8 @@ class SparseCPUBackend(CPUBackend):
         self._prune = False
         self._tol = 0.0
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray) -> None:
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: object = None) -> None:
         raise ValueError("categorical features need dense input; a sparse Dataset has none")
 
     def release(self) -> None:

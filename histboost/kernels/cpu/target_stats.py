@@ -95,12 +95,9 @@ def bin_statistics(count, sums, channels, adds, denominators, cuts, out):
     for r in nb.prange(count.shape[0]):
         for s in range(k):
             v = (sums[r, channels[s]] + adds[s]) / (count[r] + denominators[s])
-            lo = 0
-            hi = n_cuts
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if cuts[s, mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            out[r, s] = lo
+            # the number of cuts below v (the cuts are sorted: the lower bound), counted
+            # over all 16-ish cuts: no branch to mispredict, vectorised, ~3x a binary search
+            b = 0
+            for j in range(n_cuts):
+                b += cuts[s, j] < v
+            out[r, s] = b

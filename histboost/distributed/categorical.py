@@ -1,0 +1,204 @@
+"""Categorical features in data-parallel training: the ordered target statistics, final
+tables, frequencies and cuts one process computes on all rows, from rows split across ranks.
+
+Each rank holds some rows; ``row_ids`` gives each local row's index in the whole data set.
+The permutations are defined on those global indices (`permutation_order`: rows sorted by a
+hash of (permutation seed, global row index), ties by the index), so they do not depend on
+how rows are split. A row's ordered statistic needs the earlier rows of its category under
+each permutation, wherever they are. `key_statistics` sends every row of a categorical
+column (or combination) to the rank owning its category (``hash mod world_size``) with one
+`Communicator.alltoall`; the owner holds every row of its categories and runs the
+one-process computation on them (`histboost.kernels.cpu.target_stats`: sort by category and
+permutation position, exclusive segmented scans), then sends each row's results back with a
+second alltoall. Counts and sums of 0/1 targets are exact integers in float64, and float
+target sums are added in the one-process order (the owner sorts by global row index or
+permutation position first), so the statistics are those of one process bit for bit.
+
+What crosses the network, per categorical column or combination (n: this rank's rows, m:
+target channels, P: permutations, d: the owner's categories):
+
+- to the owners: n x (8 + 8 + 8 m) bytes (hash, global row index, targets);
+- back: n x 8 (1 + P (1 + m)) bytes (the category's total count; per permutation the count
+  and channel sums of the earlier rows);
+- the number of categories (one int64 allreduce), then every owner's part of the final table,
+  allgathered: d x 8 (2 + m) bytes per owner (the model stores the table on every rank);
+  a column with at most ``one_hot_max_size`` categories sends only its hashes instead;
+- the quantile cuts (`global_padded_cuts`: the frequency, and the statistics of the label
+  mean; statistics of 0/1 channels have fixed cuts): the values of the rows in the cut sample
+  (about 50,000 rows in all, whatever the rank count) go to the rank computing that column's
+  cuts (8 bytes per value, each value to one rank), and the cuts come back in one allgather
+  (k x 16 x 8 bytes for k columns).
+
+Every call goes through the communicator with its timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..data.binning import row_hash
+from ..kernels.cpu.target_stats import category_totals, ordered_statistics
+
+if TYPE_CHECKING:
+    from ..collective.base import Communicator
+
+
+def permutation_seed(seed: int, j: int) -> int:
+    """The hash seed of permutation j of a training run with `seed`."""
+    return int(row_hash(int(seed) & 0xFFFFFFFF, np.array([0xC47 + j], np.int64))[0])
+
+
+def permutation_order(seed: int, row_ids: np.ndarray) -> np.ndarray:
+    """int64 (n,): the rows (local indices) in the order of the permutation of hash seed
+    `seed` (`permutation_seed`): by ``row_hash(seed, global index)``, ties by the global
+    index. row_ids: int64 (n,) global indices of the rows."""
+    keys = row_hash(seed, row_ids)
+    order = np.argsort(keys)  # unstable, 5x a two-key lexsort: fine while keys are distinct
+    ordered = keys[order]
+    if np.any(ordered[1:] == ordered[:-1]):  # a 64-bit hash collision: ties by the index
+        return np.lexsort((row_ids, keys)).astype(np.int64)
+    return order.astype(np.int64)
+
+
+@dataclass
+class KeyStatistics:
+    """One categorical column's (or combination's) statistics over all ranks' rows.
+
+    n_categories: distinct categories over all ranks. categories: uint64 sorted, all of
+    them, when n_categories <= the one-hot limit (then nothing else is computed); totals:
+    float64 (n,) rows of each local row's category over all ranks; ordered: per permutation,
+    (count float64 (n,), sums float64 (n, m)) of the earlier rows of each local row's
+    category; table: (hashes uint64 (c,) sorted, counts float64 (c,), sums float64 (c, m)),
+    every category of all ranks."""
+
+    n_categories: int
+    categories: np.ndarray | None = None
+    totals: np.ndarray | None = None
+    ordered: list[tuple[np.ndarray, np.ndarray]] | None = None
+    table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
+                   targets: np.ndarray, perm_seeds: list[int], one_hot_max_size: int = -1
+                   ) -> KeyStatistics:
+    """Collective: the statistics of categorical keys (uint64 (n,), this rank's rows) with
+    global row indices row_ids (int64 (n,)) and targets (float64 (n, m)) under the
+    permutations of `perm_seeds` (module docstring)."""
+    from ..categorical.training import dense_ids
+
+    world = comm.world_size
+    keys = np.ascontiguousarray(keys, np.uint64)
+    n, m = targets.shape
+    # small integers: NumPy's stable sort is then a radix sort
+    dest = (keys % np.uint64(world)).astype(np.uint16 if world <= 1 << 16 else np.int64)
+    by_dest = np.argsort(dest, kind="stable")
+    payload = np.empty((n, 2 + m), np.uint64)
+    payload[:, 0] = keys[by_dest]
+    payload[:, 1] = np.asarray(row_ids, np.int64)[by_dest].view(np.uint64)
+    payload[:, 2:] = np.ascontiguousarray(targets, np.float64)[by_dest].view(np.uint64)
+    got, received = comm.alltoall(payload, np.bincount(dest, minlength=world))
+    got = np.asarray(got)
+    hashes = np.ascontiguousarray(got[:, 0])
+    rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
+    tg = np.ascontiguousarray(got[:, 2:]).view(np.float64)
+    ids, uniq = dense_ids(hashes)
+    n_cat = np.array([uniq.size], np.int64)
+    comm.allreduce(n_cat, op="sum", inplace=True)
+    if int(n_cat[0]) <= one_hot_max_size:
+        cats = np.sort(np.asarray(comm.allgather(uniq), np.uint64))
+        return KeyStatistics(int(n_cat[0]), categories=cats)
+    # the final table: each category's rows added in global row order, as one process adds
+    by_row = np.argsort(rid, kind="stable")
+    counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
+    width = 1 + len(perm_seeds) * (1 + m)
+    reply = np.empty((hashes.shape[0], width), np.float64)
+    reply[:, 0] = counts[ids]
+    for j, seed in enumerate(perm_seeds):
+        count, before = ordered_statistics(ids, int(uniq.size), permutation_order(seed, rid),
+                                           tg)
+        at = 1 + j * (1 + m)
+        reply[:, at] = count
+        reply[:, at + 1:at + 1 + m] = before
+    back, _ = comm.alltoall(reply, received)
+    rows = np.empty((n, width), np.float64)
+    rows[by_dest] = np.asarray(back)
+    part = np.empty((uniq.size, 2 + m), np.uint64)
+    part[:, 0] = uniq
+    part[:, 1] = counts.view(np.uint64)
+    part[:, 2:] = sums.view(np.uint64)
+    table = np.asarray(comm.allgather(part), np.uint64)
+    order = np.argsort(table[:, 0], kind="stable")
+    table = table[order]
+    ordered = [(np.ascontiguousarray(rows[:, 1 + j * (1 + m)]),
+                np.ascontiguousarray(rows[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
+               for j in range(len(perm_seeds))]
+    return KeyStatistics(
+        int(n_cat[0]), totals=np.ascontiguousarray(rows[:, 0]), ordered=ordered,
+        table=(np.ascontiguousarray(table[:, 0]),
+               np.ascontiguousarray(table[:, 1]).view(np.float64),
+               np.ascontiguousarray(table[:, 2:]).view(np.float64)))
+
+
+def global_padded_cuts(comm: Communicator, values: np.ndarray, n_value_bins: int
+                       ) -> np.ndarray:
+    """Collective: float64 (k, n_value_bins) `padded_cuts` of each column of the values of
+    the cut sample's rows, split across ranks (values float64 (s, k), this rank's sampled
+    rows; k equal on every rank). Column block q goes to rank q (contiguous blocks,
+    ``np.array_split``), which computes its cuts from the values of all ranks (quantile cuts
+    depend on the values, not their order); the cuts are allgathered."""
+    from ..categorical.training import padded_cuts
+
+    world, rank = comm.world_size, comm.rank
+    values = np.asarray(values, np.float64).reshape(values.shape[0], -1)
+    k = values.shape[1]
+    blocks = np.array_split(np.arange(k), world)
+    send = np.concatenate([values[:, b].ravel() for b in blocks])
+    got, received = comm.alltoall(send, [values.shape[0] * b.size for b in blocks])
+    mine = blocks[rank]
+    cuts = np.zeros((mine.size, n_value_bins))
+    if mine.size:
+        sample = np.asarray(got, np.float64).reshape(-1, mine.size)
+        for j in range(mine.size):
+            cuts[j] = padded_cuts(sample[:, j], n_value_bins)
+    del received
+    return np.asarray(comm.allgather(cuts), np.float64).reshape(k, n_value_bins)
+
+
+def global_labels(comm: Communicator, hashes: np.ndarray, row_ids: np.ndarray,
+                  labels: dict[int, str], wanted: list[int]) -> dict[int, str]:
+    """Collective: for each hash in `wanted`, the text of its raw value at its first row in
+    global order (the one-process label of a one-hot feature). hashes: uint64 (n,) this
+    rank's column; labels: this rank's hash -> text of its first local row."""
+    mine = []
+    for h in wanted:
+        rows = np.flatnonzero(hashes == np.uint64(h))
+        if rows.size:
+            mine.append([str(h), int(np.min(np.asarray(row_ids)[rows])), labels.get(h, "")])
+    blob = np.frombuffer(json.dumps(mine).encode(), np.uint8).copy()
+    sizes = np.asarray(comm.allgather(np.array([blob.size], np.int64)), np.int64)
+    texts = bytes(np.asarray(comm.allgather(blob), np.uint8))
+    best: dict[int, tuple[int, str]] = {}
+    at = 0
+    for size in sizes.tolist():
+        for h, first, text in json.loads(texts[at:at + size]):
+            if int(h) not in best or first < best[int(h)][0]:
+                best[int(h)] = (first, text)
+        at += size
+    return {h: text for h, (_, text) in best.items()}
+
+
+def global_labels_of_settings(comm: Communicator, y: np.ndarray, row_ids: np.ndarray
+                              ) -> np.ndarray:
+    """Collective: all ranks' labels in global row order (float64 (N,)), for the regression
+    statistics' settings (the label borders' quantiles and the label mean) as one process
+    computes them. 8 bytes per row, once per training run; binary and multiclass
+    objectives do not call it."""
+    ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)), np.float64)
+    ids = np.asarray(comm.allgather(np.asarray(row_ids, np.int64)), np.int64)
+    out = np.empty_like(ys)
+    out[ids] = ys
+    return out
