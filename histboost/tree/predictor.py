@@ -49,6 +49,12 @@ class PackedForest:
         self.obl_threshold = cat("level_threshold", np.float64, True)
         self.obl_default_left = cat("level_default_left", np.uint8, True)
         self.obl_leaf_value = cat("leaf_value", np.float64, True)
+        self.has_oblivious = bool(self.level_ptr[-1] > 0)
+
+    def _oblivious(self, *arrays: np.ndarray) -> tuple[np.ndarray | None, ...]:
+        """The oblivious arrays for the dense kernels: None without oblivious trees, which
+        compiles the kernels without the oblivious traversal."""
+        return arrays if self.has_oblivious else (None,) * len(arrays)
 
     def add_margin(self, X: np.ndarray | SparseMatrix, out: np.ndarray, begin: int = 0,
                    end: int | None = None) -> None:
@@ -63,21 +69,25 @@ class PackedForest:
                 self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
                 self.obl_default_left, self.leaf_ptr, self.obl_leaf_value, out)
             return
+        obl_feature, obl_threshold, obl_default_left, obl_leaf_value = self._oblivious(
+            self.obl_feature, self.obl_threshold, self.obl_default_left, self.obl_leaf_value)
         run_ranges(kpredict.predict_margin_raw, X.shape[0], X, begin, end, self.tree_class,
                    self.left, self.right, self.feature, self.threshold, self.default_left,
-                   self.value, self.node_ptr, self.level_ptr, self.obl_feature,
-                   self.obl_threshold, self.obl_default_left, self.leaf_ptr,
-                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
+                   self.value, self.node_ptr, self.level_ptr, obl_feature, obl_threshold,
+                   obl_default_left, self.leaf_ptr, obl_leaf_value, out,
+                   min_rows=_min_rows(end - begin))
 
     def add_margin_binned(self, bins: np.ndarray, missing_bins: np.ndarray, out: np.ndarray,
                           begin: int = 0, end: int | None = None) -> None:
         """As `add_margin` on binned data that shares the training cuts."""
         end = self.n_trees if end is None else end
+        obl_feature, obl_bin, obl_default_left, obl_leaf_value = self._oblivious(
+            self.obl_feature, self.obl_bin, self.obl_default_left, self.obl_leaf_value)
         run_ranges(kpredict.predict_margin_binned, bins.shape[0], bins, missing_bins, begin,
                    end, self.tree_class, self.left, self.right, self.feature, self.split_bin,
-                   self.default_left, self.value, self.node_ptr, self.level_ptr,
-                   self.obl_feature, self.obl_bin, self.obl_default_left, self.leaf_ptr,
-                   self.obl_leaf_value, out, min_rows=_min_rows(end - begin))
+                   self.default_left, self.value, self.node_ptr, self.level_ptr, obl_feature,
+                   obl_bin, obl_default_left, self.leaf_ptr, obl_leaf_value, out,
+                   min_rows=_min_rows(end - begin))
 
     def leaf_indices(self, X: np.ndarray | SparseMatrix, begin: int = 0,
                      end: int | None = None) -> np.ndarray:
@@ -91,8 +101,10 @@ class PackedForest:
                 self.level_ptr, self.obl_feature, self.obl_threshold, self.obl_default_left,
                 out)
             return out
+        obl_feature, obl_threshold, obl_default_left = self._oblivious(
+            self.obl_feature, self.obl_threshold, self.obl_default_left)
         run_ranges(kpredict.predict_leaf_raw, X.shape[0], X, begin, end, self.left,
                    self.right, self.feature, self.threshold, self.default_left,
-                   self.node_ptr, self.level_ptr, self.obl_feature, self.obl_threshold,
-                   self.obl_default_left, out, min_rows=_min_rows(end - begin))
+                   self.node_ptr, self.level_ptr, obl_feature, obl_threshold,
+                   obl_default_left, out, min_rows=_min_rows(end - begin))
         return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,12 +38,14 @@ print(json.dumps({
 """
 
 
-def _run(cache_dir: Path) -> dict:
-    root = Path(histboost.__file__).parent.parent
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir),
+def _run(cache_dir: Path, root: Path | None = None) -> dict:
+    """SCRIPT's counts in a fresh process importing histboost from `root` (default: this
+    one's)."""
+    root = root or Path(histboost.__file__).parent.parent
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=root)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -56,3 +59,27 @@ def test_kernels_are_cached_in_numba_cache_dir(tmp_path):
     warm = _run(tmp_path)
     assert warm["hits"] == 2 and warm["misses"] == 0
     assert warm["result"] == cold["result"]
+
+
+def test_read_only_package_caches_in_numba_cache_dir(tmp_path):
+    """A package directory that cannot be written (a system install, a read-only container
+    layer) works with NUMBA_CACHE_DIR: the kernels are compiled and cached there, loaded from
+    there by the next process, and nothing is written beside the package's sources. (Run as
+    root, the modes do not stop writes: the last check is the one that holds then.)"""
+    package = tmp_path / "site" / "histboost"
+    shutil.copytree(Path(histboost.__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [package, *package.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    cache = tmp_path / "cache"
+    try:
+        cold = _run(cache, root=package.parent)
+        warm = _run(cache, root=package.parent)
+    finally:
+        for path in [package, *package.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    assert cold["misses"] == 2 and warm["hits"] == 2 and warm["misses"] == 0
+    assert warm["result"] == cold["result"]
+    assert any(p.suffix == ".nbi" for p in cache.rglob("*"))
+    assert not [p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")]
+

@@ -6,6 +6,10 @@ children indices local to the tree, ``left == -1`` marks a leaf. Oblivious trees
 and leaves ``leaf_ptr[t]:leaf_ptr[t+1]``; the leaf index is the bit path (level 0 = most
 significant bit, 1 = right). Raw rule: ``x <= threshold`` goes left, NaN goes to the default
 side. Binned rule: ``bin <= split_bin`` goes left, the missing slot goes to the default side.
+
+A forest without oblivious trees passes None for the oblivious arrays (``obl_*``): the
+kernels are then compiled without the oblivious traversal (about a quarter of their compile
+time, which a first run pays for each of the two kernels it uses).
 """
 
 from __future__ import annotations
@@ -25,18 +29,19 @@ _PREFETCH_DISTANCE = 16
 @nb.njit(cache=True, inline="always")
 def _leaf_raw(x, t, left, right, feature, threshold, default_left, node_ptr, level_ptr,
               obl_feature, obl_threshold, obl_default_left):
-    lo = level_ptr[t]
-    hi = level_ptr[t + 1]
-    if hi > lo:
-        idx = 0
-        for lv in range(lo, hi):
-            v = x[obl_feature[lv]]
-            if np.isnan(v):
-                go_right = obl_default_left[lv] == 0
-            else:
-                go_right = v > obl_threshold[lv]
-            idx = 2 * idx + (1 if go_right else 0)
-        return idx
+    if obl_feature is not None:  # a forest with oblivious trees (see the module)
+        lo = level_ptr[t]
+        hi = level_ptr[t + 1]
+        if hi > lo:
+            idx = 0
+            for lv in range(lo, hi):
+                v = x[obl_feature[lv]]
+                if np.isnan(v):
+                    go_right = obl_default_left[lv] == 0
+                else:
+                    go_right = v > obl_threshold[lv]
+                idx = 2 * idx + (1 if go_right else 0)
+            return idx
     base = node_ptr[t]
     node = 0
     while left[base + node] != -1:
@@ -53,19 +58,20 @@ def _leaf_raw(x, t, left, right, feature, threshold, default_left, node_ptr, lev
 @nb.njit(cache=True, inline="always")
 def _leaf_binned(brow, t, left, right, feature, split_bin, default_left, node_ptr, level_ptr,
                  obl_feature, obl_bin, obl_default_left, missing_bins):
-    lo = level_ptr[t]
-    hi = level_ptr[t + 1]
-    if hi > lo:
-        idx = 0
-        for lv in range(lo, hi):
-            f = obl_feature[lv]
-            b = brow[f]
-            if b == missing_bins[f]:
-                go_right = obl_default_left[lv] == 0
-            else:
-                go_right = b > obl_bin[lv]
-            idx = 2 * idx + (1 if go_right else 0)
-        return idx
+    if obl_feature is not None:
+        lo = level_ptr[t]
+        hi = level_ptr[t + 1]
+        if hi > lo:
+            idx = 0
+            for lv in range(lo, hi):
+                f = obl_feature[lv]
+                b = brow[f]
+                if b == missing_bins[f]:
+                    go_right = obl_default_left[lv] == 0
+                else:
+                    go_right = b > obl_bin[lv]
+                idx = 2 * idx + (1 if go_right else 0)
+            return idx
     base = node_ptr[t]
     node = 0
     while left[base + node] != -1:
@@ -82,8 +88,9 @@ def _leaf_binned(brow, t, left, right, feature, split_bin, default_left, node_pt
 
 @nb.njit(cache=True, inline="always")
 def _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr, obl_leaf_value):
-    if level_ptr[t + 1] > level_ptr[t]:
-        return obl_leaf_value[leaf_ptr[t] + leaf]
+    if obl_leaf_value is not None:
+        if level_ptr[t + 1] > level_ptr[t]:
+            return obl_leaf_value[leaf_ptr[t] + leaf]
     return value[node_ptr[t] + leaf]
 
 
