@@ -67,6 +67,11 @@ _SPLIT_THREAD_MIN_SLOTS = 4_096
 _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
 # elementwise histogram work (subtraction, unpacking): one thread per this many values
 _ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
+# below this many rows a backend runs every kernel on the calling thread: no call of such data
+# gains more from a parallel region than it costs to wake one, and a first run in a fresh
+# environment does not compile the parallel kernels (about 5 s of its ~10 s compiling on the
+# development machine; docs/compile_cache.md)
+_PARALLEL_MIN_ROWS = 16_384
 # histogram arrays kept for reuse (`_HistogramBuffers`), those in use included
 _HISTOGRAM_POOL_BYTES = 256 << 20
 
@@ -138,12 +143,12 @@ class CPUBackend(ComposedSteps):
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
+        self.n_rows = int(bins.shape[0])
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._claim_pool()
         histogram.global_slots(bins, self.offsets, self.slots, threads=self._pool())
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
-        self.n_rows = int(bins.shape[0])
         self.n_features = int(bins.shape[1])
         self.n_outputs = int(n_outputs)
         self.label = None if label is None else np.ascontiguousarray(label, np.float64)
@@ -215,6 +220,8 @@ class CPUBackend(ComposedSteps):
         return serial(0, n, *args)
 
     def _pool(self) -> int:
+        if self.n_rows < _PARALLEL_MIN_ROWS:
+            return 1
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
 
     def _sum_chunks(self, n_rows: int) -> int:

@@ -109,7 +109,7 @@ def _count_per_hess(C, H):
     return C / H if H > 0.0 else 0.0
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, plain, rec):
     """The best split of one node on feature f into rec (REC_FEATURE -1: no positive gain):
     the first of the largest gains in scan order (missing right, then missing left; bins
