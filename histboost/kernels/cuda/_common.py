@@ -100,3 +100,20 @@ def node_table(bounds: list[tuple[int, int]], sides: list[int], chunk,
         flat += (start, end, side, first, rows, *cols, *(0,) * (TABLE_WIDTH - 5 - len(cols)))
         first += -(-max(end - start, 0) // rows)
     return np.array(flat, np.int64).reshape(len(bounds), TABLE_WIDTH), first
+
+
+@cuda.jit(device=True, inline=True)
+def block_scan(values, t, n):
+    """Inclusive prefix sum of values[0:n] (shared memory, Hillis-Steele; n the block's
+    threads, a power of two) in place; returns thread t's entry. Every thread of the block
+    calls it."""
+    offset = 1
+    while offset < n:
+        v = values[t]
+        if t >= offset:
+            v += values[t - offset]
+        cuda.syncthreads()
+        values[t] = v
+        cuda.syncthreads()
+        offset *= 2
+    return values[t]

@@ -31,6 +31,7 @@ from ._common import (
     T_SLOT,
     T_START,
     THREADS,
+    block_scan,
     chunk_node,
     chunk_rows,
 )
@@ -94,22 +95,6 @@ def _count_left(columns, rows2, table, missing_bins, chunk_left):
         chunk_left[c] = total
 
 
-@cuda.jit(device=True, inline=True)
-def _block_scan(values, t):
-    """Inclusive prefix sum of values[0:THREADS] (shared memory, Hillis-Steele) in place;
-    returns thread t's entry."""
-    offset = 1
-    while offset < THREADS:
-        v = values[t]
-        if t >= offset:
-            v += values[t - offset]
-        cuda.syncthreads()
-        values[t] = v
-        cuda.syncthreads()
-        offset *= 2
-    return values[t]
-
-
 @cuda.jit
 def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts):
     """Stable partition of each chunk into the other buffer: a left row goes to start +
@@ -156,7 +141,7 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
                 left = 1
         acc[t] = left
         cuda.syncthreads()
-        upto = _block_scan(acc, t)  # lefts of the tile up to and including p
+        upto = block_scan(acc, t, THREADS)  # lefts of the tile up to and including p
         tile_lefts = acc[THREADS - 1]
         if p < end:
             if left:

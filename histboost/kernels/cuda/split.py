@@ -43,7 +43,7 @@ from ..cpu.split import (
     REC_LEFT_H,
 )
 from ..launch import CudaKernel, simulated
-from ._common import mul
+from ._common import block_scan, mul
 
 # no products that could fuse: the CPU functions themselves, compiled for the device
 _leaf_weight = cuda.jit(device=True, inline=True)(cpu_split.leaf_weight.py_func)
@@ -104,20 +104,6 @@ def _settle(pool, nodes, k, f, offsets, first, step):
 # many); under the simulator, which runs every thread as a Python thread, 8: fewer threads
 # to wait for at each barrier, and the tests' features of up to 12 slots take two tiles
 SPLIT_THREADS = 8 if simulated() else 256
-
-
-@cuda.jit(device=True, inline=True)
-def _block_scan(values, t):
-    """Inclusive prefix sum of values[0:SPLIT_THREADS] in shared memory (Hillis-Steele)."""
-    offset = 1
-    while offset < SPLIT_THREADS:
-        v = values[t]
-        if t >= offset:
-            v += values[t - offset]
-        cuda.syncthreads()
-        values[t] = v
-        cuda.syncthreads()
-        offset *= 2
 
 
 @cuda.jit
@@ -208,10 +194,10 @@ def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_
             sh[t] = hists[slot, o + b, 1] if inside else np.int64(0)
             sc[t] = hists[slot, o + b, 2] if (inside and counted) else np.int64(0)
             cuda.syncthreads()
-            _block_scan(sg, t)
-            _block_scan(sh, t)
+            block_scan(sg, t, SPLIT_THREADS)
+            block_scan(sh, t, SPLIT_THREADS)
             if counted:
-                _block_scan(sc, t)
+                block_scan(sc, t, SPLIT_THREADS)
             gain = -np.inf
             if inside:
                 gl = mul(np.float64(cg + sg[t]), g_scale)
