@@ -594,15 +594,6 @@ class CPUBackend(ComposedSteps):
             self._fresh_columns(np.asarray(features, np.int64))
         total = sum(e - s for s, e in bounds)
         parallel = self._pool() > 1 and total >= _PARTITION_CHUNKED_MIN_ROWS
-        if len(bounds) == 1 and not parallel:
-            # one node on one thread (best-first growth splits one at a time): the range
-            # kernel, without an item table
-            f = int(features[0])
-            n = partition.partition_range(self.columns[f], self.rows, bounds[0][0],
-                                          bounds[0][1], int(split_bins[0]),
-                                          int(self.missing_bins[f]), bool(default_left[0]),
-                                          self._scratch)
-            return np.array([n], np.int64)
         starts = [b[0] for b in bounds]
         if parallel:
             items = self._partition_items(starts, [b[1] for b in bounds])
