@@ -530,11 +530,7 @@ class CPUBackend(ComposedSteps):
                                          monotone)
         slots = k * self.total_bins
         parallel = slots - slots // self._pool() >= _SPLIT_THREAD_MIN_SLOTS
-        out = np.zeros((k, split.REC_WIDTH), np.float64)
-        kernel = split.find_best_splits if parallel else split.find_best_splits_serial
-        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
-               np.ascontiguousarray(feature_masks, np.bool_), reg, out)
-        return out
+        return split.search(hists, totals, self.offsets, feature_masks, reg, parallel)
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
