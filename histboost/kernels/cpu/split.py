@@ -100,13 +100,20 @@ def _count_per_hess(C, H):
 
 
 @nb.njit(cache=True, nogil=True)
-def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, general, rec):
+def _best_split_feature(hist, offsets, f, G, H, C, reg, general, rec):
     """The best split of one node on feature f into rec (REC_FEATURE -1: no positive gain):
     the first of the largest gains in scan order (missing right, then missing left; bins
     ascending). general: None without L1 and max_delta_step (see `gain_path`), when the
     children's gains take the closed form G^2 / (H + lambda): a compile-time choice (Numba
     drops the branch on an argument's None type), so the common case compiles without the
     general path's code (0.5 s of its compile) and runs without its branches."""
+    if general is None:
+        # node_gain without L1 and max_delta_step: the same operations on the same values
+        w = 0.0 if H < reg[P_MCW] or H <= 0.0 else -G / (H + reg[P_LAMBDA])
+        parent = gain_given_weight(G, H, w, reg)
+    else:
+        parent = node_gain(G, H, reg)
+    cph = _count_per_hess(C, H)
     counted = hist.shape[1] == 3
     best = 0.0
     rec[REC_GAIN] = 0.0
@@ -166,11 +173,8 @@ def _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out
             recs[j, REC_GAIN] = 0.0
             recs[j, REC_FEATURE] = -1.0
             continue
-        G = totals[node, 0]
-        H = totals[node, 1]
-        C = totals[node, 2]
-        _best_split_feature(hists[node], offsets, f, G, H, C, node_gain(G, H, reg),
-                            _count_per_hess(C, H), reg, general, recs[j])
+        _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
+                            totals[node, 2], reg, general, recs[j])
     # ties keep the lowest feature: a later one must gain strictly more
     for node in range(k):
         rec = out[node]
