@@ -28,8 +28,13 @@ pairs = np.empty((1, n, 2), np.float32)
 gradients.logistic_pairs(0, n, margin, y, None, pairs)
 column = rng.integers(0, 8, n).astype(np.uint8)
 rows = np.arange(n, dtype=np.int32)
-n_left = partition.partition_range(column, rows, 0, n, 3, 7, True, np.empty(n, np.int32))
-kernels = (gradients.logistic_pairs, partition.partition_range)
+n_left = np.zeros(1, np.int64)
+partition.partition_nodes_serial(column.reshape(1, n), rows, np.zeros(1, np.int64),
+                                 np.zeros(1, np.int32), np.full(1, 3, np.int32),
+                                 np.full(1, 7, np.int32), np.ones(1, np.uint8),
+                                 np.array([[0, 0, n]], np.int64), 1, np.empty(n, np.int32),
+                                 n_left)
+kernels = (gradients.logistic_pairs, partition.partition_nodes_serial)
 print(json.dumps({
     "hits": sum(sum(k.stats.cache_hits.values()) for k in kernels),
     "misses": sum(sum(k.stats.cache_misses.values()) for k in kernels),
@@ -55,7 +60,8 @@ def test_kernels_are_cached_in_numba_cache_dir(tmp_path):
     assert cold["misses"] == 2 and cold["hits"] == 0
     files = [p.name for p in tmp_path.rglob("*") if p.is_file()]
     assert any(f.startswith("gradients.logistic_pairs") and f.endswith(".nbc") for f in files)
-    assert any(f.startswith("partition.partition_range") and f.endswith(".nbi") for f in files)
+    assert any(f.startswith("partition.partition_nodes_serial") and f.endswith(".nbi")
+               for f in files)
     warm = _run(tmp_path)
     assert warm["hits"] == 2 and warm["misses"] == 0
     assert warm["result"] == cold["result"]

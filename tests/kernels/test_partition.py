@@ -47,10 +47,6 @@ def test_chunked_partition_is_a_stable_partition(n_chunks, start, end, threshold
                np.empty_like(got), n_left)
         assert n_left[0] == want_left
         np.testing.assert_array_equal(got, want)
-        serial = rows.copy()
-        assert partition.partition_range(column, serial, start, end, threshold_bin, 10,
-                                         default_left != 0, np.empty_like(serial)) == want_left
-        np.testing.assert_array_equal(serial, want)
 
 
 @pytest.mark.parametrize("n_chunks", [1, 3])

@@ -530,11 +530,7 @@ class CPUBackend(ComposedSteps):
                                          monotone)
         slots = k * self.total_bins
         parallel = slots - slots // self._pool() >= _SPLIT_THREAD_MIN_SLOTS
-        out = np.zeros((k, split.REC_WIDTH), np.float64)
-        kernel = split.find_best_splits if parallel else split.find_best_splits_serial
-        kernel(hists, np.ascontiguousarray(totals, np.float64), self.offsets,
-               np.ascontiguousarray(feature_masks, np.bool_), reg, out)
-        return out
+        return split.search(hists, totals, self.offsets, feature_masks, reg, parallel)
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
@@ -594,15 +590,6 @@ class CPUBackend(ComposedSteps):
             self._fresh_columns(np.asarray(features, np.int64))
         total = sum(e - s for s, e in bounds)
         parallel = self._pool() > 1 and total >= _PARTITION_CHUNKED_MIN_ROWS
-        if len(bounds) == 1 and not parallel:
-            # one node on one thread (best-first growth splits one at a time): the range
-            # kernel, without an item table
-            f = int(features[0])
-            n = partition.partition_range(self.columns[f], self.rows, bounds[0][0],
-                                          bounds[0][1], int(split_bins[0]),
-                                          int(self.missing_bins[f]), bool(default_left[0]),
-                                          self._scratch)
-            return np.array([n], np.int64)
         starts = [b[0] for b in bounds]
         if parallel:
             items = self._partition_items(starts, [b[1] for b in bounds])

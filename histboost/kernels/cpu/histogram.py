@@ -148,9 +148,9 @@ RED_WIDTH = 5
 
 
 @nb.njit(inline="always")
-def _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out):
-    """The body of `build_histograms` and `build_histograms_serial`: one compiled loop nest
-    for both (a prange is a range in the serial one). Worker w of `workers` (the thread
+def _histogram_items(slots, gh, rows, items, workers, buffers, out):
+    """The work items of `build_histograms` and `build_histograms_serial`: one compiled loop
+    nest for both (a prange is a range in the serial one). Worker w of `workers` (the thread
     count) takes items w, w + workers, ... (Numba's parallel loops hand each thread one
     contiguous block of iterations: items listed largest first are shared out more evenly in
     turns)."""
@@ -168,12 +168,6 @@ def _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out):
                 flat[i] = 0
             _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
                         items[j, ITEM_F0], items[j, ITEM_F1], h)
-    if reduces.shape[0] == 1:
-        # one small reduction: on the calling thread, a parallel launch fewer
-        _reduce_item(buffers, out, reduces, 0)
-    elif reduces.shape[0] > 1:
-        for j in nb.prange(reduces.shape[0]):
-            _reduce_item(buffers, out, reduces, j)
 
 
 @nb.njit(inline="always")
@@ -208,14 +202,23 @@ def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out):
     module's layouts; rows: int32 row indices; buffers: (b, *out.shape[1:]) scratch of out's
     dtype; out: (k, total_bins[, 2 or 3]) float64 or int64.
     """
-    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
+    _histogram_items(slots, gh, rows, items, workers, buffers, out)
+    if reduces.shape[0] == 1:
+        # one small reduction: on the calling thread, a parallel launch fewer
+        _reduce_item(buffers, out, reduces, 0)
+    elif reduces.shape[0] > 1:
+        for j in nb.prange(reduces.shape[0]):
+            _reduce_item(buffers, out, reduces, j)
 
 
 @nb.njit(cache=True, nogil=True)
 def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, out):
     """`build_histograms` on the calling thread, without a parallel launch: the same items,
-    the same sums."""
-    _histogram_items(slots, gh, rows, items, reduces, workers, buffers, out)
+    the same sums (one reduction loop where the parallel kernel has two paths: each copy of
+    the inlined reduction costs compile time)."""
+    _histogram_items(slots, gh, rows, items, workers, buffers, out)
+    for j in range(reduces.shape[0]):
+        _reduce_item(buffers, out, reduces, j)
 
 
 @nb.njit(inline="always")

@@ -18,10 +18,14 @@ from .quantize import uniform01
 
 @nb.njit(cache=True, nogil=True)
 def _mark_sampled(lo, hi, row_ids, key, fraction, out):
-    ids = row_ids.shape[0] > 0
-    for i in range(lo, hi):
-        r = np.uint64(row_ids[i]) if ids else np.uint64(i)
-        out[i] = uniform01(key, r) < fraction
+    """out[i] = row i is in the sample, i in [lo, hi); row_ids None: the global index is i
+    (a compile-time choice: the call compiles one of the two loops)."""
+    if row_ids is None:
+        for i in range(lo, hi):
+            out[i] = uniform01(key, np.uint64(i)) < fraction
+    else:
+        for i in range(lo, hi):
+            out[i] = uniform01(key, np.uint64(row_ids[i])) < fraction
 
 
 def sample_rows(n_rows: int, row_ids: np.ndarray | None, key: int,
@@ -29,6 +33,6 @@ def sample_rows(n_rows: int, row_ids: np.ndarray | None, key: int,
     """int32 sorted indices of the sampled rows among n_rows local rows whose global indices
     are row_ids int64 (n_rows,) (None: 0..n_rows-1). key: the round's uint64 key."""
     mask = np.empty(n_rows, np.bool_)
-    ids = np.zeros(0, np.int64) if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
+    ids = None if row_ids is None else np.ascontiguousarray(row_ids, np.int64)
     run_ranges(_mark_sampled, n_rows, ids, np.uint64(key), float(fraction), mask)
     return np.flatnonzero(mask).astype(np.int32)

@@ -295,8 +295,8 @@ class SparseCPUBackend(CPUBackend):
             mask = np.zeros((1, self.n_features), np.bool_)
             mask[0, refined.features] = masks[j, refined.features]
             if monotone is None:
-                split.find_best_splits_serial(self._float_live(hist, refined), totals[j:j + 1],
-                                              self.offsets, mask, reg, out[j:j + 1])
+                out[j] = split.search(self._float_live(hist, refined), totals[j:j + 1],
+                                      self.offsets, mask, reg, parallel=False)[0]
             else:
                 cons, lower, upper = monotone
                 out[j] = split.monotone_search(self._float_live(hist, refined),

@@ -89,16 +89,6 @@ def breaks_direction(c, wl, wr):
 
 
 @nb.njit(cache=True, inline="always")
-def _pair_gain(gl, hl, gr, hr, reg, plain):
-    """node_gain(left) + node_gain(right); `plain` (no L1, no max_delta_step) takes the
-    closed form G^2 / (H + lambda), the common case, without the general path's branches."""
-    if plain:
-        lam = reg[P_LAMBDA]
-        return gl * gl / (hl + lam) + gr * gr / (hr + lam)
-    return node_gain(gl, hl, reg) + node_gain(gr, hr, reg)
-
-
-@nb.njit(cache=True, inline="always")
 def _child_ok(H, C, reg):
     return H >= reg[P_MCW] and H > 0.0 and C >= reg[P_MIN_DATA]
 
@@ -110,10 +100,20 @@ def _count_per_hess(C, H):
 
 
 @nb.njit(cache=True, nogil=True)
-def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, plain, rec):
+def _best_split_feature(hist, offsets, f, G, H, C, reg, general, rec):
     """The best split of one node on feature f into rec (REC_FEATURE -1: no positive gain):
     the first of the largest gains in scan order (missing right, then missing left; bins
-    ascending)."""
+    ascending). general: None without L1 and max_delta_step (see `gain_path`), when the
+    children's gains take the closed form G^2 / (H + lambda): a compile-time choice (Numba
+    drops the branch on an argument's None type), so the common case compiles without the
+    general path's code (0.5 s of its compile) and runs without its branches."""
+    if general is None:
+        # node_gain without L1 and max_delta_step: the same operations on the same values
+        w = 0.0 if H < reg[P_MCW] or H <= 0.0 else -G / (H + reg[P_LAMBDA])
+        parent = gain_given_weight(G, H, w, reg)
+    else:
+        parent = node_gain(G, H, reg)
+    cph = _count_per_hess(C, H)
     counted = hist.shape[1] == 3
     best = 0.0
     rec[REC_GAIN] = 0.0
@@ -141,7 +141,12 @@ def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, plain, rec)
             cr = C - cl
             if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
                 continue
-            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+            if general is None:
+                lam = reg[P_LAMBDA]
+                pair = gl * gl / (hl + lam) + gr * gr / (hr + lam)
+            else:
+                pair = node_gain(gl, hl, reg) + node_gain(gr, hr, reg)
+            gain = pair - parent
             if gain > best:
                 best = gain
                 rec[REC_GAIN] = gain
@@ -156,13 +161,11 @@ def _best_split_feature(hist, offsets, f, G, H, C, parent, cph, reg, plain, rec)
 
 
 @nb.njit(inline="always")
-def _search_items(hists, totals, offsets, feature_masks, reg, out):
+def _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out):
     """The body of `find_best_splits` and `find_best_splits_serial`: (node, feature) items in
     parallel (a prange is a range in the serial one), then each node's features in order."""
     k = hists.shape[0]
     n_features = offsets.shape[0] - 1
-    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
-    recs = np.empty((k * n_features, REC_WIDTH), np.float64)
     for j in nb.prange(k * n_features):
         node = j // n_features
         f = j - node * n_features
@@ -170,11 +173,8 @@ def _search_items(hists, totals, offsets, feature_masks, reg, out):
             recs[j, REC_GAIN] = 0.0
             recs[j, REC_FEATURE] = -1.0
             continue
-        G = totals[node, 0]
-        H = totals[node, 1]
-        C = totals[node, 2]
-        _best_split_feature(hists[node], offsets, f, G, H, C, node_gain(G, H, reg),
-                            _count_per_hess(C, H), reg, plain, recs[j])
+        _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
+                            totals[node, 2], reg, general, recs[j])
     # ties keep the lowest feature: a later one must gain strictly more
     for node in range(k):
         rec = out[node]
@@ -188,23 +188,45 @@ def _search_items(hists, totals, offsets, feature_masks, reg, out):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def find_best_splits(hists, totals, offsets, feature_masks, reg, out):
+def find_best_splits(hists, totals, offsets, feature_masks, reg, general, recs, out):
     """Best split of each node, (node, feature) pairs in parallel.
 
     hists: float64 (k, total_bins, 2 or 3); totals: float64 (k, 3) node sums (G, H, count);
     offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
-    reg: float64 (5,) see P_*; out: float64 (k, REC_WIDTH) split records, feature -1 when no
-    split has a positive gain. Ties keep the lowest feature, then the lowest bin, then
-    missing-right: a fixed order, so every worker (and thread count) picks the same split.
+    reg: float64 (5,) see P_*; general: `gain_path(reg)`; recs: float64 (k * F, REC_WIDTH)
+    scratch (each (node, feature) pair's best); out: float64 (k, REC_WIDTH) split records,
+    feature -1 when no split has a positive gain. Ties keep the lowest feature, then the
+    lowest bin, then missing-right: a fixed order, so every worker (and thread count) picks
+    the same split. Called through `search`.
     """
-    _search_items(hists, totals, offsets, feature_masks, reg, out)
+    _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out)
 
 
 @nb.njit(cache=True, nogil=True)
-def find_best_splits_serial(hists, totals, offsets, feature_masks, reg, out):
+def find_best_splits_serial(hists, totals, offsets, feature_masks, reg, general, recs, out):
     """`find_best_splits` on the calling thread, without a parallel launch (a node's search,
     tens of microseconds, is less than waking a team of threads)."""
-    _search_items(hists, totals, offsets, feature_masks, reg, out)
+    _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out)
+
+
+def gain_path(reg: np.ndarray) -> bool | None:
+    """The split searches' `general` argument for regularisation reg: None without L1 and
+    max_delta_step (the closed-form gain), else True (the general one)."""
+    return None if reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0 else True
+
+
+def search(hists: np.ndarray, totals: np.ndarray, offsets: np.ndarray,
+           feature_masks: np.ndarray, reg: np.ndarray, parallel: bool) -> np.ndarray:
+    """Split records float64 (k, REC_WIDTH) of `find_best_splits` (parallel) or
+    `find_best_splits_serial`; the scratch is allocated here, where it costs no compile
+    time (np.empty in a kernel compiles its shape checks and error messages)."""
+    k = hists.shape[0]
+    out = np.zeros((k, REC_WIDTH), np.float64)
+    recs = np.empty((k * (offsets.shape[0] - 1), REC_WIDTH), np.float64)
+    kernel = find_best_splits if parallel else find_best_splits_serial
+    kernel(hists, np.ascontiguousarray(totals, np.float64), offsets,
+           np.ascontiguousarray(feature_masks, np.bool_), reg, gain_path(reg), recs, out)
+    return out
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
