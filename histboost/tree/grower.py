@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Protocol
 
 import numpy as np
@@ -121,9 +122,10 @@ class _Nodes:
         """The nodes `order` (ids into this tree) as a new tree, node order[q] at q; child
         links are copied as they are (the caller renumbers them)."""
         out = _Nodes.__new__(_Nodes)
+        pick = itemgetter(*order)  # a tuple of the items (a bare item for one id)
         for name in self.FIELDS:
-            col = getattr(self, name)
-            setattr(out, name, [col[i] for i in order])
+            items = pick(getattr(self, name))
+            setattr(out, name, list(items) if len(order) > 1 else [items])
         out._totals = self._totals[order]
         return out
 
@@ -290,7 +292,9 @@ class TreeGrower:
         thresholds = self.cut_values[self.cut_ptr[features] + bins].tolist()
         depths = [nodes.depth[p] + 1 for p in parents]
         if self.constraints is None:
-            values = [self._leaf_value(t) for t in sums.tolist()]
+            # `_leaf_value` inlined: a call per child is a good part of this loop's cost
+            weight, reg, lr = self._leaf_weight, self._reg_floats, self.params.learning_rate
+            values = [weight(g, h, reg) * lr for g, h in sums.tolist()]
             first = nodes.add_children(depths, sums, values)
         else:
             first = nodes.add_children(depths, sums, [0.0] * (2 * k))
@@ -368,6 +372,9 @@ class TreeGrower:
         them, or one per node when `per_node_level`: best-first growth has no levels), then
         by node."""
         p = self.params
+        if p.colsample_bylevel >= 1.0 and p.colsample_bynode >= 1.0:
+            # no sampling draws from `rng`: every node gets the base mask
+            return np.repeat(base[None], k, axis=0)
         if per_node_level:
             return np.stack([self._sample_features(
                 self._sample_features(base, p.colsample_bylevel, rng),
@@ -452,11 +459,14 @@ class TreeGrower:
 
         def push(heap: list, i: int, n_commits: int) -> None:
             """The children of the n_commits-th commit, node i, into `heap`."""
+            # unrolled over the two children: played forward, this runs for every leaf
+            # popped, several times per split
             number = 2 * n_commits - 1
-            for c in (nodes.left_child[i], nodes.right_child[i]):
-                if c in gains:
-                    heapq.heappush(heap, (-gains[c], number, c))
-                number += 1
+            left, right = nodes.left_child[i], nodes.right_child[i]
+            if left in gains:
+                heapq.heappush(heap, (-gains[left], number, left))
+            if right in gains:
+                heapq.heappush(heap, (-gains[right], number + 1, right))
 
         found([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
         if 0 in gains:
