@@ -443,7 +443,9 @@ class TreeGrower:
         one_a_step = (self.columns is not None or p.colsample_bylevel < 1.0
                       or p.colsample_bynode < 1.0)
         batch = 1 if one_a_step else max(1, self.best_first_batch)
-        records: dict[int, np.ndarray] = {}  # unsplit searched leaves with a positive gain
+        # unsplit searched leaves with a positive gain: their records as lists of REC_WIDTH
+        # floats (a step stacks up to `best_first_batch` of them, cheaper from lists)
+        records: dict[int, list[float]] = {}
         gains: dict[int, float] = {}  # every searched node with a positive gain
         committed: list[int] = []
         # the best-first queue: (-gain, id in commit numbering, backend id) of the leaves of
@@ -453,27 +455,33 @@ class TreeGrower:
         def found(ids: list[int], recs: np.ndarray) -> None:
             ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN)
                                 & (recs[:, REC_FEATURE] >= 0))
-            for j, gain in zip(ok.tolist(), recs[ok, REC_GAIN].tolist(), strict=True):
-                records[ids[j]] = recs[j]
-                gains[ids[j]] = gain
+            for j, rec in zip(ok.tolist(), recs[ok].tolist(), strict=True):
+                records[ids[j]] = rec
+                gains[ids[j]] = rec[REC_GAIN]
+
+        # bound once: the play-forward loop below runs several times per split; the node
+        # lists grow in place, so these stay the tree's
+        left_child, depth = nodes.left_child, nodes.depth
+        heappush, heappop = heapq.heappush, heapq.heappop
 
         def push(heap: list, i: int, n_commits: int) -> None:
             """The children of the n_commits-th commit, node i, into `heap`."""
             # unrolled over the two children: played forward, this runs for every leaf
             # popped, several times per split
             number = 2 * n_commits - 1
-            left, right = nodes.left_child[i], nodes.right_child[i]
+            left = left_child[i]
+            right = left + 1  # children are numbered consecutively (`_Nodes.add_children`)
             if left in gains:
-                heapq.heappush(heap, (-gains[left], number, left))
+                heappush(heap, (-gains[left], number, left))
             if right in gains:
-                heapq.heappush(heap, (-gains[right], number + 1, right))
+                heappush(heap, (-gains[right], number + 1, right))
 
         found([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
         if 0 in gains:
             queue.append((-gains[0], 0, 0))
         n_leaves = 1
         while queue and n_leaves < max_leaves:
-            if nodes.left_child[queue[0][2]] == -1:
+            if left_child[queue[0][2]] == -1:
                 # play the queue forward: the leaves to split, and whether their children
                 # may split after them
                 parents: list[int] = []
@@ -484,29 +492,29 @@ class TreeGrower:
                 # a partition only: they do not count against the batch
                 while ahead and leaves < max_leaves and (
                         searched < batch if batch > 1 else not parents):
-                    j = heapq.heappop(ahead)[2]
+                    j = heappop(ahead)[2]
                     leaves += 1
                     commits += 1
-                    if nodes.left_child[j] == -1:
+                    if left_child[j] == -1:
                         parents.append(j)
                         search.append(leaves < max_leaves and (
-                            p.max_depth == 0 or nodes.depth[j] + 1 < p.max_depth))
+                            p.max_depth == 0 or depth[j] + 1 < p.max_depth))
                         searched += search[-1]
                     else:
                         push(ahead, j, commits)
                 self._split_ahead(nodes, parents, search, records, found, tree_mask, rng)
-            i = heapq.heappop(queue)[2]
+            i = heappop(queue)[2]
             committed.append(i)
             n_leaves += 1
             push(queue, i, len(committed))
         return self._commit_order(nodes, committed)
 
     def _split_ahead(self, nodes: _Nodes, parents: list[int], search: list[bool],
-                     records: dict[int, np.ndarray], found, tree_mask: np.ndarray,
+                     records: dict[int, list[float]], found, tree_mask: np.ndarray,
                      rng: np.random.Generator) -> None:
         """Split `parents` by records[parent] (taken out) in one backend step; search the
         children of those with `search`, passing them to found(children, records)."""
-        recs = np.stack([records.pop(j) for j in parents])
+        recs = np.array([records.pop(j) for j in parents], np.float64)
         if any(search):
             idx = [j for j, s in enumerate(search) if s]
             found(*self._apply_and_search(
