@@ -26,13 +26,15 @@ class NodeRanges:
               n_left: np.ndarray) -> np.ndarray:
         """Record the children of a stable partition (left rows first in each parent's
         range); returns int64 (k, 2) child row counts."""
-        counts = np.empty((len(parents), 2), np.int64)
+        # counts gathered as Python ints and made an array once: a numpy row write per parent
+        # costs more than the rest of the loop
+        counts: list[int] = []
         for j, ((s, e), nl) in enumerate(zip(self.bounds(parents), np.asarray(n_left).tolist(),
                                              strict=True)):
             self._ranges[lefts[j]] = (s, s + nl)
             self._ranges[rights[j]] = (s + nl, e)
-            counts[j] = nl, e - s - nl
-        return counts
+            counts += (nl, e - s - nl)
+        return np.array(counts, np.int64).reshape(-1, 2)
 
 
 class HistogramStore:

@@ -19,7 +19,8 @@ is the one that splitting one leaf a step grows (`_grow_lossguide`).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Protocol
 
 import numpy as np
@@ -51,37 +52,82 @@ from .tree import Tree
 BEST_FIRST_BATCH = 32
 
 
-@dataclass
 class _Nodes:
-    """Growing tree: node fields (see `Tree`), depth and totals of every node."""
+    """Growing tree: per node, the fields of `Tree`, its depth and its totals.
 
-    left_child: list = field(default_factory=list)
-    right_child: list = field(default_factory=list)
-    split_feature: list = field(default_factory=list)
-    split_bin: list = field(default_factory=list)
-    threshold: list = field(default_factory=list)
-    default_left: list = field(default_factory=list)
-    value: list = field(default_factory=list)
-    gain: list = field(default_factory=list)
-    cover: list = field(default_factory=list)
-    count: list = field(default_factory=list)
-    depth: list = field(default_factory=list)
-    totals: list = field(default_factory=list)  # float64 (3,) G, H, count
+    The fields are Python lists: nodes are added a step at a time and read or written one at
+    a time, which lists do several times faster than numpy arrays. The totals (G, H, row
+    count) are rows of a float64 array: searches read them for many nodes in one indexing.
+    """
 
-    def add(self, depth: int, totals: np.ndarray, value: float) -> int:
-        self.left_child.append(-1)
-        self.right_child.append(-1)
-        self.split_feature.append(-1)
-        self.split_bin.append(0)
-        self.threshold.append(0.0)
-        self.default_left.append(0)
-        self.value.append(value)
-        self.gain.append(0.0)
-        self.cover.append(float(totals[1]))
-        self.count.append(int(round(totals[2])))
-        self.depth.append(depth)
-        self.totals.append(totals)
-        return len(self.depth) - 1
+    FIELDS = ("left_child", "right_child", "split_feature", "split_bin", "threshold",
+              "default_left", "value", "gain", "cover", "count", "depth")
+
+    def __init__(self, root_totals: np.ndarray, root_value: float) -> None:
+        """A tree of one node, the root: totals float64 (3,) G, H, row count."""
+        self.left_child: list[int] = [-1]
+        self.right_child: list[int] = [-1]
+        self.split_feature: list[int] = [-1]
+        self.split_bin: list[int] = [0]
+        self.threshold: list[float] = [0.0]
+        self.default_left: list[int] = [0]
+        self.value: list[float] = [root_value]
+        self.gain: list[float] = [0.0]
+        self.cover: list[float] = [float(root_totals[1])]
+        self.count: list[int] = [int(round(root_totals[2]))]
+        self.depth: list[int] = [0]
+        # rows beyond len(depth) are spare room: the array doubles when full
+        self._totals = np.zeros((64, 3))
+        self._totals[0] = root_totals
+
+    @property
+    def totals(self) -> np.ndarray:
+        """float64 (n_nodes, 3): G, H, row count of every node (a view)."""
+        return self._totals[:len(self.depth)]
+
+    def add_children(self, depths: list[int], sums: np.ndarray, values: list[float]) -> int:
+        """Add a left and a right child for each of k parents, numbered consecutively (left
+        then right, parent by parent): depths (k,) of the children, sums float64 (2k, 2) their
+        G and H, values (2k,) their leaf values. Their row counts are 0 until `set_counts`.
+        Returns the first child's id."""
+        first = len(self.depth)
+        n = sums.shape[0]
+        if first + n > self._totals.shape[0]:
+            grown = np.zeros((max(2 * self._totals.shape[0], first + n), 3))
+            grown[:first] = self._totals[:first]
+            self._totals = grown
+        self._totals[first:first + n, :2] = sums
+        self._totals[first:first + n, 2] = 0.0
+        self.left_child += [-1] * n
+        self.right_child += [-1] * n
+        self.split_feature += [-1] * n
+        self.split_bin += [0] * n
+        self.threshold += [0.0] * n
+        self.default_left += [0] * n
+        self.value += values
+        self.gain += [0.0] * n
+        self.cover += sums[:, 1].tolist()
+        self.count += [0] * n
+        self.depth += [d for d in depths for _ in range(2)]
+        return first
+
+    def set_counts(self, first: int, counts: np.ndarray) -> None:
+        """Row counts int64 (k, 2) of the children numbered from `first` (left then right,
+        parent by parent, as `add_children` numbers them)."""
+        flat = counts.reshape(-1)
+        self._totals[first:first + flat.size, 2] = flat
+        self.count[first:first + flat.size] = flat.tolist()
+
+    def take(self, order: list[int]) -> _Nodes:
+        """The nodes `order` (ids into this tree) as a new tree, node order[q] at q; child
+        links are copied as they are (the caller renumbers them)."""
+        out = _Nodes.__new__(_Nodes)
+        pick = itemgetter(*order)  # a tuple of the items (a bare item for one id)
+        for name in self.FIELDS:
+            items = pick(getattr(self, name))
+            setattr(out, name, list(items) if len(order) > 1 else [items])
+        out._totals = self._totals[order]
+        return out
 
 
 class ColumnSource(Protocol):
@@ -201,8 +247,7 @@ class TreeGrower:
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:
             self._active = self.columns.tree_features()
-        nodes = _Nodes()
-        nodes.add(0, totals, self._leaf_value(totals))
+        nodes = _Nodes(totals, self._leaf_value(totals))
         if self.constraints is not None:
             self.constraints.start()
         policy = self.params.grow_policy
@@ -222,7 +267,7 @@ class TreeGrower:
         if self._active is not None:
             masks = masks & self._active
         with self.timer("split"):
-            totals = np.stack([nodes.totals[i] for i in node_ids])
+            totals = nodes.totals[node_ids]
             if self.constraints is None:
                 return self.backend.find_best_splits(node_ids, totals, masks, self.reg)
             return self.backend.find_best_splits(
@@ -231,44 +276,54 @@ class TreeGrower:
 
     def _split_nodes(self, nodes: _Nodes, parents: list[int], recs: np.ndarray
                      ) -> tuple[list[int], list[int], np.ndarray]:
-        """Record the splits of `parents` (records recs) and add their children, left and
-        right per parent, with their gradient sums; their row counts come from the partition
-        (`_set_counts`). Returns (lefts, rights, the children's (G, H) float64 (2k, 2) in
-        the order lefts[0], rights[0], lefts[1], ...)."""
-        first = len(nodes.depth)
-        lefts = list(range(first, first + 2 * len(parents), 2))
-        rights = [i + 1 for i in lefts]
-        sums: list[float] = []
-        # Python scalars from here: numpy scalar arithmetic costs several times more per op
-        for p, rec in zip(parents, recs.tolist(), strict=True):
-            f, b = int(rec[REC_FEATURE]), int(rec[REC_BIN])
+        """Record the splits of `parents` (records recs, float64 (k, REC_WIDTH)) and add their
+        children, left and right per parent, numbered consecutively, with their gradient sums;
+        their row counts come from the partition (`_set_counts`). Returns (lefts, rights, the
+        children's (G, H) float64 (2k, 2) in the order lefts[0], rights[0], lefts[1], ...)."""
+        k = len(parents)
+        # the children's sums for all parents at once: left from the record, right = parent's
+        # minus left (the same float64 subtraction as one parent at a time)
+        sums = np.empty((k, 2, 2))
+        sums[:, 0] = recs[:, REC_LEFT_G:REC_LEFT_H + 1]
+        sums[:, 1] = nodes.totals[parents, :2] - sums[:, 0]
+        sums = sums.reshape(2 * k, 2)
+        features = recs[:, REC_FEATURE].astype(np.int64)
+        bins = recs[:, REC_BIN].astype(np.int64)
+        thresholds = self.cut_values[self.cut_ptr[features] + bins].tolist()
+        depths = [nodes.depth[p] + 1 for p in parents]
+        if self.constraints is None:
+            # `_leaf_value` inlined: a call per child is a good part of this loop's cost
+            weight, reg, lr = self._leaf_weight, self._reg_floats, self.params.learning_rate
+            values = [weight(g, h, reg) * lr for g, h in sums.tolist()]
+            first = nodes.add_children(depths, sums, values)
+        else:
+            first = nodes.add_children(depths, sums, [0.0] * (2 * k))
+            for j, (p, f) in enumerate(zip(parents, features.tolist(), strict=True)):
+                li = first + 2 * j
+                nodes.value[li], nodes.value[li + 1] = self.constraints.split(
+                    p, f, li, li + 1, sums[2 * j], sums[2 * j + 1])
+        # Python scalars from here: numpy scalar reads cost several times more per item
+        for j, (p, f, b, t, d, g) in enumerate(zip(
+                parents, features.tolist(), bins.tolist(), thresholds,
+                recs[:, REC_DEFAULT_LEFT].astype(np.int64).tolist(),
+                recs[:, REC_GAIN].tolist(), strict=True)):
             nodes.split_feature[p] = f
             nodes.split_bin[p] = b
-            nodes.threshold[p] = self._threshold(f, b)
-            nodes.default_left[p] = int(rec[REC_DEFAULT_LEFT])
-            nodes.gain[p] = rec[REC_GAIN]
-            pt = nodes.totals[p]
-            lt = np.array([rec[REC_LEFT_G], rec[REC_LEFT_H], 0.0])
-            rt = np.array([pt[0] - lt[0], pt[1] - lt[1], 0.0])
-            d = nodes.depth[p] + 1
-            li = nodes.add(d, lt, self._leaf_value(lt))
-            ri = nodes.add(d, rt, self._leaf_value(rt))
-            if self.constraints is not None:
-                nodes.value[li], nodes.value[ri] = self.constraints.split(p, f, li, ri, lt, rt)
-            nodes.left_child[p] = li
-            nodes.right_child[p] = ri
-            sums += (lt[0], lt[1], rt[0], rt[1])
-        return lefts, rights, np.array(sums, np.float64).reshape(-1, 2)
+            nodes.threshold[p] = t
+            nodes.default_left[p] = d
+            nodes.gain[p] = g
+            nodes.left_child[p] = first + 2 * j
+            nodes.right_child[p] = first + 2 * j + 1
+        lefts = list(range(first, first + 2 * k, 2))
+        rights = [i + 1 for i in lefts]
+        return lefts, rights, sums
 
     @staticmethod
-    def _set_counts(nodes: _Nodes, lefts: list[int], rights: list[int],
-                    counts: np.ndarray) -> None:
-        """The children's row counts, int64 (k, 2), into their totals."""
-        for li, ri, (nl, nr) in zip(lefts, rights, counts.tolist(), strict=True):
-            nodes.totals[li][2] = float(nl)
-            nodes.totals[ri][2] = float(nr)
-            nodes.count[li] = int(nl)
-            nodes.count[ri] = int(nr)
+    def _set_counts(nodes: _Nodes, lefts: list[int], counts: np.ndarray) -> None:
+        """The children's row counts, int64 (k, 2), into their totals (children numbered
+        consecutively from lefts[0], as `_split_nodes` adds them)."""
+        if lefts:
+            nodes.set_counts(lefts[0], counts)
 
     def _apply(self, nodes: _Nodes, parents: list[int], recs: np.ndarray,
                histograms: bool) -> list[int]:
@@ -278,7 +333,7 @@ class TreeGrower:
         lefts, rights, _ = self._split_nodes(nodes, parents, recs)
         with self.timer("partition"):
             counts = be.apply_splits(parents, lefts, rights, recs)
-        self._set_counts(nodes, lefts, rights, counts)
+        self._set_counts(nodes, lefts, counts)
         if histograms:
             with self.timer("histogram"):
                 child_histograms(be, parents, lefts, rights, counts)
@@ -308,7 +363,7 @@ class TreeGrower:
             monotone = self.constraints.search_args(children)
         counts, child_recs = self.backend.split_and_search(
             parents, lefts, rights, recs, sums, masks, self.reg, monotone, timer=self.timer)
-        self._set_counts(nodes, lefts, rights, counts)
+        self._set_counts(nodes, lefts, counts)
         return children, child_recs
 
     def _node_masks(self, base: np.ndarray, k: int, rng: np.random.Generator,
@@ -317,6 +372,9 @@ class TreeGrower:
         them, or one per node when `per_node_level`: best-first growth has no levels), then
         by node."""
         p = self.params
+        if p.colsample_bylevel >= 1.0 and p.colsample_bynode >= 1.0:
+            # no sampling draws from `rng`: every node gets the base mask
+            return np.repeat(base[None], k, axis=0)
         if per_node_level:
             return np.stack([self._sample_features(
                 self._sample_features(base, p.colsample_bylevel, rng),
@@ -385,7 +443,9 @@ class TreeGrower:
         one_a_step = (self.columns is not None or p.colsample_bylevel < 1.0
                       or p.colsample_bynode < 1.0)
         batch = 1 if one_a_step else max(1, self.best_first_batch)
-        records: dict[int, np.ndarray] = {}  # unsplit searched leaves with a positive gain
+        # unsplit searched leaves with a positive gain: their records as lists of REC_WIDTH
+        # floats (a step stacks up to `best_first_batch` of them, cheaper from lists)
+        records: dict[int, list[float]] = {}
         gains: dict[int, float] = {}  # every searched node with a positive gain
         committed: list[int] = []
         # the best-first queue: (-gain, id in commit numbering, backend id) of the leaves of
@@ -393,25 +453,35 @@ class TreeGrower:
         queue: list[tuple[float, int, int]] = []
 
         def found(ids: list[int], recs: np.ndarray) -> None:
-            for j, i in enumerate(ids):
-                if recs[j, REC_GAIN] > MIN_SPLIT_GAIN and recs[j, REC_FEATURE] >= 0:
-                    records[i] = recs[j]
-                    gains[i] = float(recs[j, REC_GAIN])
+            ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN)
+                                & (recs[:, REC_FEATURE] >= 0))
+            for j, rec in zip(ok.tolist(), recs[ok].tolist(), strict=True):
+                records[ids[j]] = rec
+                gains[ids[j]] = rec[REC_GAIN]
+
+        # bound once: the play-forward loop below runs several times per split; the node
+        # lists grow in place, so these stay the tree's
+        left_child, depth = nodes.left_child, nodes.depth
+        heappush, heappop = heapq.heappush, heapq.heappop
 
         def push(heap: list, i: int, n_commits: int) -> None:
             """The children of the n_commits-th commit, node i, into `heap`."""
+            # unrolled over the two children: played forward, this runs for every leaf
+            # popped, several times per split
             number = 2 * n_commits - 1
-            for c in (nodes.left_child[i], nodes.right_child[i]):
-                if c in gains:
-                    heapq.heappush(heap, (-gains[c], number, c))
-                number += 1
+            left = left_child[i]
+            right = left + 1  # children are numbered consecutively (`_Nodes.add_children`)
+            if left in gains:
+                heappush(heap, (-gains[left], number, left))
+            if right in gains:
+                heappush(heap, (-gains[right], number + 1, right))
 
         found([0], self._search([0], self._node_masks(tree_mask, 1, rng, True), nodes))
         if 0 in gains:
             queue.append((-gains[0], 0, 0))
         n_leaves = 1
         while queue and n_leaves < max_leaves:
-            if nodes.left_child[queue[0][2]] == -1:
+            if left_child[queue[0][2]] == -1:
                 # play the queue forward: the leaves to split, and whether their children
                 # may split after them
                 parents: list[int] = []
@@ -422,29 +492,29 @@ class TreeGrower:
                 # a partition only: they do not count against the batch
                 while ahead and leaves < max_leaves and (
                         searched < batch if batch > 1 else not parents):
-                    j = heapq.heappop(ahead)[2]
+                    j = heappop(ahead)[2]
                     leaves += 1
                     commits += 1
-                    if nodes.left_child[j] == -1:
+                    if left_child[j] == -1:
                         parents.append(j)
                         search.append(leaves < max_leaves and (
-                            p.max_depth == 0 or nodes.depth[j] + 1 < p.max_depth))
+                            p.max_depth == 0 or depth[j] + 1 < p.max_depth))
                         searched += search[-1]
                     else:
                         push(ahead, j, commits)
                 self._split_ahead(nodes, parents, search, records, found, tree_mask, rng)
-            i = heapq.heappop(queue)[2]
+            i = heappop(queue)[2]
             committed.append(i)
             n_leaves += 1
             push(queue, i, len(committed))
         return self._commit_order(nodes, committed)
 
     def _split_ahead(self, nodes: _Nodes, parents: list[int], search: list[bool],
-                     records: dict[int, np.ndarray], found, tree_mask: np.ndarray,
+                     records: dict[int, list[float]], found, tree_mask: np.ndarray,
                      rng: np.random.Generator) -> None:
         """Split `parents` by records[parent] (taken out) in one backend step; search the
         children of those with `search`, passing them to found(children, records)."""
-        recs = np.stack([records.pop(j) for j in parents])
+        recs = np.array([records.pop(j) for j in parents], np.float64)
         if any(search):
             idx = [j for j, s in enumerate(search) if s]
             found(*self._apply_and_search(
@@ -463,8 +533,7 @@ class TreeGrower:
         order = [0]
         for i in committed:
             order += (nodes.left_child[i], nodes.right_child[i])
-        out = _Nodes(**{name: [col[i] for i in order]
-                        for name, col in vars(nodes).items()})
+        out = nodes.take(order)
         new_id = {i: q for q, i in enumerate(order)}
         kept = set(committed)
         held: list[list[int]] = []
@@ -504,7 +573,7 @@ class TreeGrower:
             if self.constraints is not None:  # one path for all nodes of a level
                 mask = self.constraints.masks(frontier[:1], mask[None])[0]
             with self.timer("split"):
-                totals = np.stack([nodes.totals[i] for i in frontier])
+                totals = nodes.totals[frontier]
                 if self.constraints is None:
                     table = be.oblivious_gains(frontier, totals, mask, self.reg)
                 else:
@@ -534,7 +603,7 @@ class TreeGrower:
             # no split: a one-leaf normal tree (the predictors tell oblivious trees by their
             # levels; one without any crashed them)
             return self._finish(nodes, class_index, [[0]])
-        leaf_totals = np.stack([nodes.totals[i] for i in frontier])
+        leaf_totals = nodes.totals[frontier]
         values = np.array([nodes.value[i] for i in frontier])
         levels["leaf_value"] = values
         levels["leaf_cover"] = leaf_totals[:, 1]
@@ -560,30 +629,29 @@ class TreeGrower:
 
     def _finish(self, nodes: _Nodes, class_index: int, held: list[list[int]]) -> GrownTree:
         """The `Tree` of `nodes`; held: per node, the backend nodes holding its rows."""
-        # renumber reachable nodes in creation order (pruning can orphan nodes)
-        reachable = np.zeros(len(nodes.depth), bool)
+        # renumber reachable nodes in creation order (pruning can orphan nodes); a child is
+        # created after its parent, so one pass in id order reaches them all
+        n = len(nodes.depth)
+        reachable = [False] * n
         reachable[0] = True
-        for i in range(len(nodes.depth)):
-            if reachable[i] and nodes.left_child[i] != -1:
-                reachable[nodes.left_child[i]] = reachable[nodes.right_child[i]] = True
+        right_child = nodes.right_child
+        for i, lc in enumerate(nodes.left_child):
+            if lc != -1 and reachable[i]:
+                reachable[lc] = reachable[right_child[i]] = True
         old = np.flatnonzero(reachable)
-        new_id = -np.ones(len(nodes.depth), np.int64)
+        # new ids of old ones, one spare entry at the end: index -1 (no child) reads -1
+        new_id = np.full(n + 1, -1, np.int64)
         new_id[old] = np.arange(old.size)
-        arrays: dict[str, list] = {}
-        for name in ("split_feature", "split_bin", "threshold", "default_left", "value", "gain",
-                     "cover", "count"):
-            col = getattr(nodes, name)
-            arrays[name] = [col[i] for i in old]
-        arrays["left_child"] = [int(new_id[nodes.left_child[i]]) if nodes.left_child[i] != -1
-                                else -1 for i in old]
-        arrays["right_child"] = [int(new_id[nodes.right_child[i]])
-                                 if nodes.right_child[i] != -1 else -1 for i in old]
-        for j, lc in enumerate(arrays["left_child"]):
-            if lc == -1:  # leaves (pruned splits included) carry no split fields
-                arrays["split_bin"][j] = 0
-                arrays["threshold"][j] = 0.0
-                arrays["default_left"][j] = 0
+        arrays = {name: np.asarray(getattr(nodes, name))[old]
+                  for name in ("split_feature", "split_bin", "threshold", "default_left",
+                               "value", "gain", "cover", "count")}
+        arrays["left_child"] = new_id[np.asarray(nodes.left_child)[old]]
+        arrays["right_child"] = new_id[np.asarray(right_child)[old]]
+        is_leaf = arrays["left_child"] == -1
+        # leaves (pruned splits included) carry no split fields
+        arrays["split_bin"][is_leaf] = 0
+        arrays["threshold"][is_leaf] = 0.0
+        arrays["default_left"][is_leaf] = 0
         tree = Tree.from_nodes(arrays, class_index)
-        leaves = [int(i) for i in old if nodes.left_child[i] == -1]
-        return GrownTree(tree, [held[i] for i in leaves],
-                         np.array([nodes.value[i] for i in leaves], np.float64))
+        return GrownTree(tree, [held[i] for i in old[is_leaf].tolist()],
+                         arrays["value"][is_leaf].astype(np.float64))
