@@ -17,7 +17,7 @@ set -uo pipefail
 what=${1:-nccl,train,embed}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 site=""
 if [[ -f .whl/np.tar.xz ]]; then
     mkdir -p /tmp/np && tar xJf .whl/np.tar.xz -C /tmp/np || exit 1
