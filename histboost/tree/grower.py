@@ -243,6 +243,8 @@ class TreeGrower:
                                           self.params.colsample_bytree, rng)
         with self.timer("histogram"):
             be.build_histograms([0])
+            if self._planned_depthwise():
+                be.plan_depthwise(self.params.max_depth, tree_mask, self.reg)
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:
@@ -261,6 +263,16 @@ class TreeGrower:
         if self.params.gamma > 0:
             self._prune(nodes, held)
         return self._finish(nodes, output, held)
+
+    def _planned_depthwise(self) -> bool:
+        """Whether every choice of a depth-wise tree follows one rule a backend can apply
+        ahead (`Backend.plan_depthwise`): a node splits when its best gain exceeds
+        MIN_SPLIT_GAIN, all nodes are searched with the tree's mask and no constraint."""
+        p = self.params
+        return (p.grow_policy == "depthwise" and p.max_depth > 0
+                and (p.max_leaves <= 0 or p.max_leaves >= 2 ** p.max_depth)
+                and self.constraints is None and self.columns is None
+                and p.colsample_bylevel >= 1.0 and p.colsample_bynode >= 1.0)
 
     # -- shared steps --
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:
