@@ -56,6 +56,49 @@ def check_training_matches_cpu() -> None:
             f"{params}: CPU and simulated-GPU models differ"
 
 
+def check_planned_depthwise_matches_cpu() -> None:
+    """Depth-wise trees planned on the device (`CUDABackend.plan_depthwise`: every level
+    launched at once) are the CPU engine's: multiclass, a row sample, missing values, gamma
+    pruning; the plan is taken for every tree, and a grower call it cannot answer raises."""
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    planned = []
+    plain = CUDABackend.plan_depthwise
+
+    def counted(self, *args):
+        planned.append(plain(self, *args))
+        return planned[-1]
+    CUDABackend.plan_depthwise = counted
+    try:
+        X, y = make_classification(80, 4, n_classes=3, seed=4)
+        X[::5, 1] = np.nan
+        params = {"objective": "multi:softprob", "num_class": 3, "max_depth": 3,
+                  "subsample": 0.8, "gamma": 0.05, "quantized_grad": True, "max_bin": 6,
+                  "nthread": 1, "seed": 2}
+        raw = [histboost.train({**params, "device": dev}, histboost.Dataset(X, label=y), 2,
+                               verbose_eval=False).save_raw().replace(
+                                   f'"device":"{dev}"'.encode(), b"")
+               for dev in ("cpu", "cuda")]
+    finally:
+        CUDABackend.plan_depthwise = plain
+    assert raw[0] == raw[1], "planned depth-wise trees differ from the CPU engine's"
+    assert planned == [True] * 6, planned
+    be = make_backend("cuda", np.zeros((8, 2), np.uint8), np.array([0, 3, 6]), n_threads=1,
+                      label=np.arange(8.0) % 2, weight=None, n_outputs=1, count_rows=False)
+    be.compute_gradients("logistic")
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    reg = np.array([1.0, 0.0, 0.0, 0.0, 0.0])
+    assert be.plan_depthwise(2, np.ones(2, bool), reg)
+    totals = np.array([[*be.histogram_totals([0])[0], 8.0]])
+    try:
+        be.find_best_splits([0], totals, np.zeros((1, 2), bool), reg)
+    except RuntimeError as e:
+        assert "planned on the device" in str(e)
+    else:
+        raise AssertionError("a search with other feature masks than the plan's was answered")
+
+
 def check_ranking_matches_cpu() -> None:
     """A ranking objective (gradient pairs computed on the host, copied to the device) grows
     the CPU engine's trees on the simulated GPU."""
@@ -254,6 +297,7 @@ def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
+    checks.append(("check_planned_depthwise_matches_cpu", check_planned_depthwise_matches_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))
     checks.append(("check_constrained_training_matches_cpu",
