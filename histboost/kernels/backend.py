@@ -106,14 +106,18 @@ class Backend(Protocol):
         """Host float64 (k, total_bins, channels) histograms of `nodes` in gradient units
         (channels: G, H, and the row count when histograms count rows). For checks."""
 
-    def plan_depthwise(self, max_depth: int, feature_mask: np.ndarray, reg: np.ndarray) -> bool:
-        """A hint, given after the root's `build_histograms([0])`: the tree will grow
-        depth-wise to `max_depth`, every node whose best gain exceeds `MIN_SPLIT_GAIN`
-        splitting, every search with the bool (n_features,) `feature_mask` and `reg`,
-        without monotone constraints. A backend may then grow the whole tree ahead (a device
-        without waiting for the host between levels) and answer the grower's calls for it
-        (`histogram_totals([0])`, `find_best_splits`, `split_and_search`, `apply_splits`)
-        from that, checking them. Returns whether it does; `ComposedSteps` declines."""
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        """A hint, given after the root's `build_histograms([0])`: the tree's first `levels`
+        steps split, level by level, every node of the level whose best gain exceeds
+        `MIN_SPLIT_GAIN` (in any order within a level), their children searched (those of the
+        last level only with `search_last`), every search with the bool (n_features,)
+        `feature_mask` and `reg`, without monotone constraints. A backend may then grow these
+        levels ahead (a device without waiting for the host between levels) and answer the
+        grower's calls for them (`histogram_totals([0])`, `find_best_splits` of the root,
+        `split_and_search`, `apply_splits`) from that, checking them; after the last one it
+        holds the searched children's histograms as `split_and_search` leaves them. Returns
+        whether it does; `ComposedSteps` declines."""
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
@@ -203,7 +207,8 @@ class ComposedSteps:
     """`Backend.split_and_search` made of the backend's own calls (backends whose calls cost
     no transfer, and wrappers that reduce between them)."""
 
-    def plan_depthwise(self, max_depth: int, feature_mask: np.ndarray, reg: np.ndarray) -> bool:
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
         return False
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],

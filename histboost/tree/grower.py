@@ -243,8 +243,9 @@ class TreeGrower:
                                           self.params.colsample_bytree, rng)
         with self.timer("histogram"):
             be.build_histograms([0])
-            if self._planned_depthwise():
-                be.plan_depthwise(self.params.max_depth, tree_mask, self.reg)
+            plan = self._planned_levels()
+            if plan is not None:
+                be.plan_levels(plan[0], tree_mask, self.reg, plan[1])
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:
@@ -264,15 +265,29 @@ class TreeGrower:
             self._prune(nodes, held)
         return self._finish(nodes, output, held)
 
-    def _planned_depthwise(self) -> bool:
-        """Whether every choice of a depth-wise tree follows one rule a backend can apply
-        ahead (`Backend.plan_depthwise`): a node splits when its best gain exceeds
-        MIN_SPLIT_GAIN, all nodes are searched with the tree's mask and no constraint."""
+    def _planned_levels(self) -> tuple[int, bool] | None:
+        """(levels, whether the last level's children are searched) of the tree's first
+        levels whose choices follow one rule a backend can apply ahead
+        (`Backend.plan_levels`: every node whose best gain exceeds MIN_SPLIT_GAIN splits, all
+        searched with the tree's mask, no constraint); None when there are none. Depth-wise
+        growth without a leaf budget: the whole tree. Best-first growth: while a level has
+        no more nodes than a step splits (`best_first_batch`), every leaf of positive gain is
+        split in the same step (the leaves known are the level's), the first
+        `best_first_batch.bit_length()` levels, unless the leaf budget or max_depth stops
+        them first."""
         p = self.params
-        return (p.grow_policy == "depthwise" and p.max_depth > 0
-                and (p.max_leaves <= 0 or p.max_leaves >= 2 ** p.max_depth)
-                and self.constraints is None and self.columns is None
-                and p.colsample_bylevel >= 1.0 and p.colsample_bynode >= 1.0)
+        if (self.constraints is not None or self.columns is not None
+                or p.colsample_bylevel < 1.0 or p.colsample_bynode < 1.0):
+            return None
+        if p.grow_policy == "depthwise":
+            if p.max_depth > 0 and (p.max_leaves <= 0 or p.max_leaves >= 2 ** p.max_depth):
+                return p.max_depth, False
+        elif p.grow_policy == "lossguide" and self.best_first_batch > 1:
+            levels = int(self.best_first_batch).bit_length()
+            if ((p.max_depth <= 0 or p.max_depth > levels)
+                    and (p.max_leaves <= 0 or p.max_leaves > 2 ** levels)):
+                return levels, True
+        return None
 
     # -- shared steps --
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:

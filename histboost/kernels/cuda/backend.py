@@ -39,7 +39,7 @@ from ..nodes import NodeRanges
 
 if TYPE_CHECKING:
     from ...timer import PhaseTimer
-    from .ahead import DepthwisePlan
+    from .ahead import LevelPlan
 
 _TORCH_DTYPE: dict[str, object] = {}
 # upload staging: host buffers in the ring (uploads in flight at once), copy sizes rounded up
@@ -190,7 +190,7 @@ class CUDABackend:
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
         self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
-        self._ahead: DepthwisePlan | None = None  # a depth-wise tree planned on the device
+        self._ahead: LevelPlan | None = None  # levels of the tree planned on the device
         self._level_buffers = None  # its buffers (`ahead.LevelBuffers`), kept between trees
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
@@ -563,22 +563,22 @@ class CUDABackend:
         self._settle(nodes)
         return self._scaled(self._gather(nodes).cpu().numpy())
 
-    def plan_depthwise(self, max_depth: int, feature_mask: np.ndarray, reg: np.ndarray) -> bool:
-        """`Backend.plan_depthwise`: the tree's levels launched at once, each planned on the
-        device (`histboost.kernels.cuda.ahead`); the grower's calls for the tree are then
-        answered from them. Declined (False) for trees deeper than `ahead.MAX_DEPTH` (its
-        launches are sized for 2**depth nodes) or when other histograms than the root's are
-        held."""
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        """`Backend.plan_levels`: the levels launched at once, each planned on the device
+        (`histboost.kernels.cuda.ahead`); the grower's calls for them are then answered from
+        them. Declined (False) for more than `ahead.MAX_LEVELS` levels (its launches are
+        sized for 2**levels nodes) or when other histograms than the root's are held."""
         from . import ahead
 
-        if not 0 < max_depth <= ahead.MAX_DEPTH or list(self._slot) != [0] or self._pending:
+        if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
             return False
         n = self._ranges.bounds([0])[0][1]
         bufs = self._level_buffers
-        if bufs is None or bufs.depth != max_depth or bufs.n_rows != n:
+        if bufs is None or bufs.depth != levels or bufs.n_rows != n:
             self._level_buffers = None
-            bufs = self._level_buffers = ahead.LevelBuffers(self, max_depth, n)
-        plan = ahead.DepthwisePlan(self, bufs, n)
+            bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
+        plan = ahead.LevelPlan(self, bufs, n, search_last)
         plan.launch(feature_mask, reg)
         self._ahead = plan
         return True
@@ -701,7 +701,9 @@ class CUDABackend:
         common = self._k["common"]
         k = len(parents)
         if self._ahead is not None:
-            counts, _ = self._ahead.step(parents, lefts, rights, None, None)
+            counts, _, last = self._ahead.step(parents, lefts, rights, None, None)
+            if last:
+                self._ahead = None
             return self._record_children(parents, lefts, rights, counts[:, 0])
         table, n_chunks = self._partition(parents, records)
         n_left = np.zeros(k, np.int64)
@@ -733,7 +735,10 @@ class CUDABackend:
             if monotone is not None:
                 self._ahead.mismatch("monotone constraints")
             with phase(timer, "levels"):  # waiting for the device's level
-                counts, recs = self._ahead.step(parents, lefts, rights, feature_masks, reg)
+                counts, recs, last = self._ahead.step(parents, lefts, rights, feature_masks,
+                                                      reg)
+            if last:
+                self._ahead = None  # host-planned steps from here (best-first growth)
             return self._record_children(parents, lefts, rights, counts[:, 0]), recs
         with phase(timer, "partition"):
             self._settle_before_split(parents, [])

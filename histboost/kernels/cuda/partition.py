@@ -189,8 +189,9 @@ def _plan_children(table, child_counts, first_slot, build_first, chunk, parent_s
     of the built child: its rows in chunks of chunk[0] rows, blocks build_first[j] .. (parent
     j owns ceil(half its rows / chunk) blocks)), search[2j], search[2j + 1] ((slot, pending
     sibling's slot or -1) of the left and right child), the row counts into
-    totals[2j:2j + 2, 2] (float64) and result[j, 0:2], and the children's rows (start, end,
-    row buffer) into ranges[2j:2j + 2]. A padding parent (parent_slots[j] < 0, a level
+    totals[2j:2j + 2, 2] (float64) and result[j, 0:2], the children's slots into
+    result[j, 2:4], and the children's rows (start, end, row buffer) into ranges[2j:2j + 2].
+    A padding parent (parent_slots[j] < 0, a level
     planned on the device, `_plan_level`) gets children without rows (search slot -1: the
     split search skips them) and a build entry without rows at block build_first[j]."""
     j = cuda.grid(1)
@@ -227,15 +228,18 @@ def _plan_children(table, child_counts, first_slot, build_first, chunk, parent_s
         for i in range(2):
             search[2 * j + i, 0] = -1
             search[2 * j + i, 1] = -1
+            result[j, 2 + i] = -1
         return
     search[2 * j, 0] = fresh if left_small else own
     search[2 * j, 1] = -1 if left_small else fresh
     search[2 * j + 1, 0] = own if left_small else fresh
     search[2 * j + 1, 1] = fresh if left_small else -1
+    result[j, 2] = search[2 * j, 0]
+    result[j, 3] = search[2 * j + 1, 0]
 
 
 # a level planned on the device: the rows of a step's output block (`_plan_level`,
-# `CUDABackend.plan_depthwise`) after the records and counts, its last row: (frontier size,
+# `CUDABackend.plan_levels`) after the records and counts, its last row: (frontier size,
 # partition chunks, histogram blocks, histogram chunk rows)
 INFO_FRONT, INFO_CHUNKS, INFO_BLOCKS, INFO_HIST_CHUNK = 0, 1, 2, 3
 
