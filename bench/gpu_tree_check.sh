@@ -12,7 +12,8 @@
 #          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py); categorical
 #          features on the device (tests/categorical/test_cuda_categorical_gpu.py)
 #   (GPU_TESTS: the test files of "tests", default both)
-#   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler)
+#   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler;
+#          PROFILE_ARGS: its options, e.g. "--rounds 6")
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
 #   base   bench/gpu.py of this checkout timing the histboost package of another one,
 #          BASE_TREE (e.g. main's tree, for before/after figures in one call; no correctness
@@ -54,7 +55,7 @@ if [[ $what == *tests* ]]; then
         2>&1 | tee "$OUT/tests.txt" || status=1
 fi
 if [[ $what == *profile* ]]; then
-    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" 2>&1 | tee "$OUT/profile.txt" || status=1
+    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" || status=1
 fi
 if [[ $what == *base* && -n ${BASE_TREE:-} ]]; then
     here=$PWD
