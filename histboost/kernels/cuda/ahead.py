@@ -181,7 +181,7 @@ class LevelPlan:
             host.copy_(dev)
             return
         host.copy_(dev, non_blocking=True)
-        event.record()
+        event.record(self.be._torch.cuda.current_stream(self.be.device))
 
     def _block(self, b: int) -> np.ndarray:
         """Output block b (host), once the device has written it."""
