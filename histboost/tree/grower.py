@@ -14,6 +14,11 @@ Best-first (loss-guided) growth splits leaves ahead of their turn, several in on
 (`Backend.split_and_search`), and replays the exact best-first order on the host: a split
 record depends only on the node's rows and path, never on when the node is split, so the tree
 is the one that splitting one leaf a step grows (`_grow_lossguide`).
+
+Where the choices of a tree's first levels follow one rule (every node of positive gain splits:
+depth-wise trees without a leaf budget or constraints, the first levels of best-first growth),
+the grower tells the backend so (`Backend.plan_levels`); a device backend then runs those levels
+without waiting for the host and answers the grower's calls for them from what it ran.
 """
 
 from __future__ import annotations
