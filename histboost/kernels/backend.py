@@ -106,6 +106,19 @@ class Backend(Protocol):
         """Host float64 (k, total_bins, channels) histograms of `nodes` in gradient units
         (channels: G, H, and the row count when histograms count rows). For checks."""
 
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        """A hint, given after the root's `build_histograms([0])`: the tree's first `levels`
+        steps split, level by level, every node of the level whose best gain exceeds
+        `MIN_SPLIT_GAIN` (in any order within a level), their children searched (those of the
+        last level only with `search_last`), every search with the bool (n_features,)
+        `feature_mask` and `reg`, without monotone constraints. A backend may then grow these
+        levels ahead (a device without waiting for the host between levels) and answer the
+        grower's calls for them (`histogram_totals([0])`, `find_best_splits` of the root,
+        `split_and_search`, `apply_splits`) from that, checking them; after the last one it
+        holds the searched children's histograms as `split_and_search` leaves them. Returns
+        whether it does; `ComposedSteps` declines."""
+
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
         feature's slots, which hold every row once), so they match the histogram exactly."""
@@ -193,6 +206,10 @@ def phase(timer: PhaseTimer | None, name: str) -> AbstractContextManager:
 class ComposedSteps:
     """`Backend.split_and_search` made of the backend's own calls (backends whose calls cost
     no transfer, and wrappers that reduce between them)."""
+
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        return False
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
