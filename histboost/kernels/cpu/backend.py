@@ -124,6 +124,12 @@ class CPUBackend(ComposedSteps):
     a distributed wrapper adds up choose one layout and their packed sums cannot overflow.
     row_ids: int64 (n,) global index of each row, the counter of its stochastic rounding
     (None: 0..n-1), so a worker holding part of the rows rounds them as one process would.
+    raw: the raw matrix (n, F) float32/float64 the bins were made from (the same columns), or
+    None. A tree grown on a sample of the rows adds its values to every row's margin by
+    traversing it: on the raw values when raw is given and the data small (the traversal
+    that prediction and evaluation sets compile anyway: a first run compiles one traversal
+    kernel instead of two, docs/compile_cache.md), else on the bins (an eighth of the bytes
+    of float64 values). Both rules give every row the same leaf.
     """
 
     name = "cpu"
@@ -132,8 +138,11 @@ class CPUBackend(ComposedSteps):
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
-                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0,
+                 raw: np.ndarray | None = None) -> None:
         self._bins = bins
+        self._raw = (raw if isinstance(raw, np.ndarray) and raw.shape == bins.shape
+                     and bins.shape[0] < _PARALLEL_MIN_ROWS else None)
         # replaced columns not yet copied into _bins: (features, their bins (n, k)); the
         # histograms read slots, so the row-major bins are needed only to traverse a tree
         # over sampled rows and to refresh a column-major copy (see replace_columns)
@@ -239,6 +248,7 @@ class CPUBackend(ComposedSteps):
         self._hist_buffers = _HistogramBuffers()
         self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
+        self._raw = None
         self._pending = []
 
     # -- margins and gradients ------------------------------------------------------------
@@ -613,6 +623,7 @@ class CPUBackend(ComposedSteps):
                              f"{bins.shape}")
         if f.size == 0:
             return
+        self._raw = None  # the bins no longer those of the raw values
         # older pending writes of these columns must not win: dropped when this one covers
         # them (the per-tree statistics block replaces the last tree's), else written now
         self._pending = [(fs, b) for fs, b in self._pending if not np.isin(fs, f).all()]
@@ -645,6 +656,7 @@ class CPUBackend(ComposedSteps):
     def bins(self, value: np.ndarray) -> None:
         self._bins = value
         self._pending = []
+        self._raw = None
 
     def _sync_bins(self, features: np.ndarray | None = None) -> None:
         """Copy pending replaced columns into the row-major bins (those among `features`, or
@@ -714,4 +726,8 @@ class CPUBackend(ComposedSteps):
         else:  # rows outside the sample are in no leaf range: traverse
             if tree.class_index != output:
                 raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-            PackedForest([tree]).add_margin_binned(self.bins, self.missing_bins, self._margin)
+            forest = PackedForest([tree])
+            if self._raw is not None:
+                forest.add_margin(self._raw, self._margin)
+            else:
+                forest.add_margin_binned(self.bins, self.missing_bins, self._margin)
