@@ -487,10 +487,13 @@ class CPUBackend(ComposedSteps):
         m = a[0].size
         threads = self._pool()
         parallel = threads > 1 and k * m >= _ELEMENTWISE_THREAD_MIN_VALUES
-        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES)) if parallel else 1
-        kernel = histogram.subtract_pairs if parallel else histogram.subtract_pairs_serial
-        kernel(a.reshape(k, -1), b.reshape(k, -1), np.array(built_rows, np.int64),
-               np.array(target_rows, np.int64), pieces, out.reshape(2 * k, -1))
+        if not parallel:
+            histogram.subtract_pairs_numpy(a, b, built_rows, target_rows, out)
+            return out
+        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES))
+        histogram.subtract_pairs(a.reshape(k, -1), b.reshape(k, -1),
+                                 np.array(built_rows, np.int64), np.array(target_rows, np.int64),
+                                 pieces, out.reshape(2 * k, -1))
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:

@@ -105,9 +105,13 @@ def write_slots(new, offsets, slots, first):
             out[j] = offsets[j] + row[j]
 
 
-@nb.njit(inline="always")
-def _subtract_items(parents, built, built_rows, target_rows, pieces, out):
-    """The body of `subtract_pairs` and `subtract_pairs_serial`."""
+@nb.njit(parallel=True, cache=True, nogil=True)
+def subtract_pairs(parents, built, built_rows, target_rows, pieces, out):
+    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
+    out[built_rows[j]] = built[j], in one pass, each pair in `pieces` value ranges run in
+    parallel. parents, built: (k, m); out: (2k, m); built_rows, target_rows: int64 (k,) rows
+    of out (see `HistogramStore.pair_layout`). On one thread the backend runs the same
+    subtraction in NumPy (`subtract_pairs_numpy`): as fast, and no kernel to compile."""
     m = parents.shape[1]
     for j in nb.prange(parents.shape[0] * pieces):
         pair = j // pieces
@@ -123,19 +127,13 @@ def _subtract_items(parents, built, built_rows, target_rows, pieces, out):
             t[i] = p[i] - v
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_pairs(parents, built, built_rows, target_rows, pieces, out):
-    """out[target_rows[j]] = parents[j] - built[j] (the sibling of a built child) and
-    out[built_rows[j]] = built[j], in one pass, each pair in `pieces` value ranges run in
-    parallel. parents, built: (k, m); out: (2k, m); built_rows, target_rows: int64 (k,) rows
-    of out (see `HistogramStore.pair_layout`)."""
-    _subtract_items(parents, built, built_rows, target_rows, pieces, out)
-
-
-@nb.njit(cache=True, nogil=True)
-def subtract_pairs_serial(parents, built, built_rows, target_rows, pieces, out):
-    """`subtract_pairs` on the calling thread, without a parallel launch."""
-    _subtract_items(parents, built, built_rows, target_rows, pieces, out)
+def subtract_pairs_numpy(parents: np.ndarray, built: np.ndarray, built_rows: list[int],
+                         target_rows: list[int], out: np.ndarray) -> None:
+    """`subtract_pairs` on the calling thread: the same values (one IEEE or wrapping integer
+    subtraction per value)."""
+    for j, (b, t) in enumerate(zip(built_rows, target_rows, strict=True)):
+        np.copyto(out[b], built[j])
+        np.subtract(parents[j], built[j], out=out[t])
 
 
 # columns of a histogram work item (rows `build_histograms` sums in one thread's turn)
