@@ -147,7 +147,6 @@ class CPUBackend(ComposedSteps):
         # histograms read slots, so the row-major bins are needed only to traverse a tree
         # over sampled rows and to refresh a column-major copy (see replace_columns)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
-        self.columns = np.ascontiguousarray(bins.T)
         self._stale = np.zeros(bins.shape[1], bool)  # columns behind bins (replace_columns)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.bin_offsets = self.offsets
@@ -155,6 +154,7 @@ class CPUBackend(ComposedSteps):
         self.n_rows = int(bins.shape[0])
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._claim_pool()
+        self.columns = partition.column_major(bins, threads=self._pool())
         histogram.global_slots(bins, self.offsets, self.slots, threads=self._pool())
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
@@ -471,29 +471,43 @@ class CPUBackend(ComposedSteps):
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         # both children of each parent into one buffer, in node-id order (siblings' rows
-        # adjacent): the split search of a pair, or of a level, reads a view of it
+        # adjacent): the split search of a pair, or of a level, reads a view of it. The
+        # parents are read where they are stored, not stacked (best-first growth splits
+        # leaves of many steps together: a stacked copy of them cost as much as the rest)
         order, built_rows, target_rows = HistogramStore.pair_layout(built, targets)
-        out = self._subtract_pairs(self._hists.stack(parents), self._hists.stack(built),
-                                   built_rows, target_rows)
+        out = self._subtract_pairs([self._hists.histogram(i) for i in parents],
+                                   self._hists.stack(built), built_rows, target_rows,
+                                   self._hists.source(parents))
         self._hists.release(parents)
         self._hists.store(order, out)
         self._float_memo = None
 
-    def _subtract_pairs(self, a: np.ndarray, b: np.ndarray, built_rows: list[int],
-                        target_rows: list[int]) -> np.ndarray:
-        """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
-        k = a.shape[0]
-        out = self._hist_buffers.empty((2 * k, *a.shape[1:]), a.dtype)
-        m = a[0].size
+    def _subtract_pairs(self, parents: list[np.ndarray] | np.ndarray, b: np.ndarray,
+                        built_rows: list[int], target_rows: list[int],
+                        source: tuple[np.ndarray, list[int]] | None = None) -> np.ndarray:
+        """(2k, ...) histograms: row target_rows[j] = parents[j] - b[j], row built_rows[j] =
+        b[j]. parents: k histograms, an array (k, ...) or views; source: (buffer, rows) when
+        they are those rows of one buffer (an array `parents` is its own source)."""
+        k = b.shape[0]
+        out = self._hist_buffers.empty((2 * k, *b.shape[1:]), b.dtype)
+        m = b[0].size
         threads = self._pool()
-        parallel = threads > 1 and k * m >= _ELEMENTWISE_THREAD_MIN_VALUES
-        if not parallel:
-            histogram.subtract_pairs_numpy(a, b, built_rows, target_rows, out)
+        if threads < 2 or k * m < _ELEMENTWISE_THREAD_MIN_VALUES:
+            histogram.subtract_pairs_numpy(parents, b, built_rows, target_rows, out)
             return out
+        if isinstance(parents, np.ndarray):
+            source = (parents, list(range(k)))
+        flat = out.reshape(2 * k, -1)
+        if source is not None and source[0].flags.c_contiguous:
+            src, rows = source[0].reshape(source[0].shape[0], -1), source[1]
+        else:  # parents of several buffers: each copied to its sibling's row, used there
+            for j, t in enumerate(target_rows):
+                np.copyto(out[t], parents[j])
+            src, rows = flat, target_rows
         pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES))
-        histogram.subtract_pairs(a.reshape(k, -1), b.reshape(k, -1),
+        histogram.subtract_pairs(src, np.array(rows, np.int64), b.reshape(k, -1),
                                  np.array(built_rows, np.int64), np.array(target_rows, np.int64),
-                                 pieces, out.reshape(2 * k, -1))
+                                 pieces, flat)
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
