@@ -77,30 +77,36 @@ _HISTOGRAM_POOL_BYTES = 256 << 20
 
 
 class _HistogramBuffers:
-    """Histogram-sized arrays for reuse, by shape and dtype. A fresh array of a few hundred
-    KiB comes from mmap, or from heap the allocator has just given back, and pays a page
-    fault per 4 KiB on its first writes: measured 120 us for a pair of 28 x 256-slot
-    histograms, ten times the subtraction that fills them. An array is free again once
-    nothing else refers to it (the histogram store released its nodes). Free arrays are
-    dropped once the pool holds more than _HISTOGRAM_POOL_BYTES (steps of varying node
-    counts make many shapes)."""
+    """Histogram-sized arrays for reuse. A fresh array of a few hundred KiB comes from mmap,
+    or from heap the allocator has just given back, and pays a page fault per 4 KiB on its
+    first writes: measured 120 us for a pair of 28 x 256-slot histograms, ten times the
+    subtraction that fills them. An array of k histograms is a view of the first k rows of
+    a pooled array of the next power of two rows (the steps of a tree have many node counts:
+    kept by exact shape, depth-wise growth with a leaf limit allocated 20 MB of fresh
+    buffers a tree, 200k x 28 rows, 256 bins). A pooled array is free again once nothing
+    refers to it or to a view of it (the histogram store released its nodes). Free arrays
+    are dropped once the pool holds more than _HISTOGRAM_POOL_BYTES."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple, list[np.ndarray]] = {}
         self._bytes = 0
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        bufs = self._bufs.setdefault((shape, dtype.str), [])
+        if shape[0] == 0:
+            return np.empty(shape, dtype)
+        rows = 1 << (shape[0] - 1).bit_length()
+        bufs = self._bufs.setdefault(((rows, *shape[1:]), dtype.str), [])
         for buf in bufs:
-            # references: the list, this loop's name and getrefcount's argument
+            # references: the list, this loop's name and getrefcount's argument (a view
+            # handed out holds one more)
             if sys.getrefcount(buf) <= 3:
-                return buf
-        buf = np.empty(shape, dtype)
+                return buf[:shape[0]]
+        buf = np.empty((rows, *shape[1:]), dtype)
         if self._bytes + buf.nbytes > _HISTOGRAM_POOL_BYTES:
             self._drop_free()
         bufs.append(buf)
         self._bytes += buf.nbytes
-        return buf
+        return buf[:shape[0]]
 
     def _drop_free(self) -> None:
         for bufs in self._bufs.values():
