@@ -96,7 +96,7 @@ def _exact(be, d, hist) -> bool:
     """The histogram equals NumPy's per-feature sums of the backend's integer pairs."""
     pairs = be._ints.cpu().numpy().astype(np.float64)  # exact: integer sums below 2**53
     offsets = d.bin_mapper.bin_offsets
-    got = hist.cpu().numpy()
+    got = hist[0].cpu().numpy()
     for f in range(d.bins.shape[1]):
         lo, hi = int(offsets[f]), int(offsets[f + 1])
         for ch in range(2):
@@ -150,24 +150,41 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     if not hasattr(hist, "make_build"):
         return out
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    key = (be._bin_dtype, be._channels)
-    default = hist.BUILD[key]
-    variants = {(hist.UNROLL, hist.LAUNCH_BOUNDS): default}
-    for unroll, bounds in ((2, (512, 3)), (8, (512, 3)), (4, (512, 2)), (8, (512, 2))):
-        variants[(unroll, bounds)] = hist.make_build(key[0], key[1], unroll, bounds)
-    for (unroll, bounds), kernel in variants.items():
-        hist.BUILD[key] = kernel
-        for per_sm in (bounds[1], 2 * bounds[1]):
-            name = f"unroll={unroll} bounds={bounds[0]}x{bounds[1]} blocks/SM={per_sm}"
+    default = dict(hist.BUILD)
+    for spec in a.hist_sweep.split(";"):
+        bounds = _use_hist_variant(spec)
+        for per_sm in (bounds[1],):
+            name = f"{spec} blocks/SM={per_sm}"
             try:
                 be._set_histogram_launch(bounds[0], per_sm * sms)
                 ms = node()
                 out["sweep"][name] = (ms, bool(torch.equal(root(), want)))
             except Exception as e:  # a launch the device refuses
                 print(f"{name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
-    hist.BUILD[key] = default
+    hist.BUILD.update(default)
     be._set_histogram_launch(hist.HIST_THREADS)
     return out
+
+
+def _hist_variant(spec: str) -> tuple[bool, int, tuple[int, int]]:
+    """'packed|plain,UNROLL,THREADSxBLOCKS' -> (packed, unroll, launch bounds) of
+    `histogram.make_build`."""
+    kind, unroll, bounds = spec.split(",")
+    threads, blocks = bounds.split("x")
+    return kind == "packed", int(unroll), (int(threads), int(blocks))
+
+
+def _use_hist_variant(spec: str) -> tuple[int, int]:
+    """Use the histogram kernel variant `spec` (`_hist_variant`; 'plain': for quantised pairs
+    too) instead of the package's kernels, launched with its bounds' threads and blocks a
+    multiprocessor (from the next `_set_histogram_launch`, or backend); returns the bounds."""
+    from histboost.kernels.cuda import histogram as hist
+    packed, unroll, bounds = _hist_variant(spec)
+    for dtype, channels, pack in list(hist.BUILD):
+        hist.BUILD[dtype, channels, pack] = hist.make_build(
+            dtype, channels, packed and pack, unroll, bounds)
+    hist.HIST_THREADS, hist.BLOCKS_PER_SM = bounds
+    return bounds
 
 
 def _xgboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
@@ -212,6 +229,8 @@ def _catboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
 
 
 def worker(cfg: str, a: argparse.Namespace, data: str) -> dict:
+    if a.hist_kernel:
+        _use_hist_variant(a.hist_kernel)
     if cfg == "histboost-root":
         return _histboost_root(cfg, a, data)
     lib = cfg.split("-")[0]
@@ -283,6 +302,11 @@ def main() -> None:
     ap.add_argument("--data-dir", default="/tmp/histboost-gpu-bench")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--hist-kernel", help="train with this histogram kernel variant: "
+                    "'packed|plain,UNROLL,THREADSxBLOCKS' (histogram.make_build)")
+    ap.add_argument("--hist-sweep", default="plain,4,512x2;packed,4,512x2;packed,2,512x2;"
+                    "packed,4,512x3",
+                    help="histogram kernel variants the root sweep times, ';'-separated")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -303,6 +327,8 @@ def main() -> None:
     for cfg in a.configs.split(","):
         args = [sys.executable, __file__, "--worker", cfg, "--data-dir", str(data)]
         args += [f"--{k}={getattr(a, k)}" for k in ("rounds", "depth", "leaves", "bins")]
+        args += [f"--hist-sweep={a.hist_sweep}"]
+        args += [f"--hist-kernel={a.hist_kernel}"] if a.hist_kernel else []
         with _MemorySampler() as mem:
             res = subprocess.run(args, capture_output=True, text=True)
         line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]

@@ -13,10 +13,11 @@
 #          features on the device (tests/categorical/test_cuda_categorical_gpu.py)
 #   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler)
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
-#   compare  bench/gpu.py --configs histboost-root,histboost-depthwise (and the options given)
-#          with the package of the checkout $BASELINE first on PYTHONPATH (e.g. main: old and
-#          new kernels timed by the same script in one call), then with this tree's package
-#          and its correctness check; logs in $OUT/compare.txt
+#   compare  bench/gpu.py --configs $COMPARE_CONFIGS (default histboost-root,histboost-depthwise;
+#          and the options given) with this tree's package and its correctness check, then
+#          --configs $BASELINE_CONFIGS (default the same) with the package of the checkout
+#          $BASELINE first on PYTHONPATH (e.g. main: old and new kernels timed by the same
+#          script in one call); logs in $OUT/compare.txt
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -56,11 +57,12 @@ if [[ $what == *profile* ]]; then
     timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" 2>&1 | tee "$OUT/profile.txt" || status=1
 fi
 if [[ $what == *compare* ]]; then
-    for tree in ${BASELINE:-} "$PWD"; do
+    configs=${COMPARE_CONFIGS:-histboost-root,histboost-depthwise}
+    for tree in "$PWD" ${BASELINE:-}; do
         check=$([[ $tree == "$PWD" ]] || echo --skip-check)
+        [[ $tree == "$PWD" ]] || configs=${BASELINE_CONFIGS:-$configs}
         echo "== package of $tree" | tee -a "$OUT/compare.txt"
-        PYTHONPATH="$site$tree" timeout 600 python3 bench/gpu.py $check \
-            --configs histboost-root,histboost-depthwise \
+        PYTHONPATH="$site$tree" timeout 600 python3 bench/gpu.py $check --configs "$configs" \
             --json "$OUT/compare-$(basename "$tree").json" "$@" 2>&1 \
             | tee -a "$OUT/compare.txt" || status=1
     done
