@@ -166,23 +166,21 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     return out
 
 
-def _hist_variant(spec: str) -> tuple[bool, int, tuple[int, int]]:
-    """'packed|plain,UNROLL,THREADSxBLOCKS' -> (packed, unroll, launch bounds) of
-    `histogram.make_build`."""
-    kind, unroll, bounds = spec.split(",")
+def _hist_variant(spec: str) -> tuple[int, tuple[int, int]]:
+    """'UNROLL,THREADSxBLOCKS' -> (unroll, launch bounds) of `histogram.make_build`."""
+    unroll, bounds = spec.split(",")
     threads, blocks = bounds.split("x")
-    return kind == "packed", int(unroll), (int(threads), int(blocks))
+    return int(unroll), (int(threads), int(blocks))
 
 
 def _use_hist_variant(spec: str) -> tuple[int, int]:
-    """Use the histogram kernel variant `spec` (`_hist_variant`; 'plain': for quantised pairs
-    too) instead of the package's kernels, launched with its bounds' threads and blocks a
-    multiprocessor (from the next `_set_histogram_launch`, or backend); returns the bounds."""
+    """Use the histogram kernel variant `spec` (`_hist_variant`) instead of the package's,
+    launched with its bounds' threads and blocks a multiprocessor (from the next backend or
+    `_set_histogram_launch`); returns the bounds."""
     from histboost.kernels.cuda import histogram as hist
-    packed, unroll, bounds = _hist_variant(spec)
-    for dtype, channels, pack in list(hist.BUILD):
-        hist.BUILD[dtype, channels, pack] = hist.make_build(
-            dtype, channels, packed and pack, unroll, bounds)
+    unroll, bounds = _hist_variant(spec)
+    for dtype, channels in list(hist.BUILD):
+        hist.BUILD[dtype, channels] = hist.make_build(dtype, channels, unroll, bounds)
     hist.HIST_THREADS, hist.BLOCKS_PER_SM = bounds
     return bounds
 
@@ -303,9 +301,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--hist-kernel", help="train with this histogram kernel variant: "
-                    "'packed|plain,UNROLL,THREADSxBLOCKS' (histogram.make_build)")
-    ap.add_argument("--hist-sweep", default="plain,4,512x2;packed,4,512x2;packed,2,512x2;"
-                    "packed,4,512x3",
+                    "'UNROLL,THREADSxBLOCKS' (histogram.make_build)")
+    ap.add_argument("--hist-sweep", default="4,512x2;2,512x2;8,512x2;4,512x3",
                     help="histogram kernel variants the root sweep times, ';'-separated")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()

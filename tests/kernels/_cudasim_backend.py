@@ -199,23 +199,21 @@ def check_histogram_kernel_paths() -> None:
     """The histogram kernel's paths against a NumPy sum, over several nodes of several
     chunks, through the row buffers and over identity rows: one-byte and int32 bins, 2 and 3
     channels, two feature groups, groups of fewer features than lanes (a warp over several
-    rows at a time), two warps a block, bins in several tiles, packed pairs (moved to the
-    wide planes at a small limit, or not) and `wide` values (global memory)."""
+    rows at a time), two warps a block, bins in several tiles and `wide` values (global
+    memory)."""
     import torch
 
     from histboost.kernels.cuda import _common, histogram
 
     rng = np.random.default_rng(11)
     n = 70
-    cases = [  # (bins per feature, dtype, channels, pack limit, bins per tile, threads, wide)
-        # groups of 32 and 10 features; packed pairs moved to the wide planes all the time
-        ([2] * 40 + [5, 7], np.uint8, 2, 100, 7, 64, False),
-        ([6, 255, 3], np.uint8, 3, 0, 255, 32, False),
-        ([3, 256, 4, 9, 1], np.int32, 3, 0, 64, 32, False),  # 4 tiles
-        ([6, 700, 3], np.int32, 2, 20000, 256, 32, False),  # 3 tiles, packed
-        ([4, 5, 6], np.uint8, 2, 0, 6, 32, True),
+    cases = [  # (bins per feature, dtype, channels, bins per tile, threads, wide)
+        ([2] * 40 + [5, 7], np.uint8, 2, 7, 64, False),  # groups of 32 and 10 features
+        ([6, 255, 3], np.uint8, 3, 255, 32, False),
+        ([3, 256, 4, 9, 1], np.int32, 3, 64, 32, False),  # 4 tiles
+        ([4, 5, 6], np.uint8, 2, 6, 32, True),
     ]
-    for widths, dtype, channels, limit, tile, threads, wide in cases:
+    for widths, dtype, channels, tile, threads, wide in cases:
         widths = np.array(widths)
         offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
         bins = (rng.random((n, len(widths))) * widths).astype(np.int64)
@@ -232,12 +230,12 @@ def check_histogram_kernel_paths() -> None:
         first, last = histogram.feature_groups(len(widths))
         tiles = -(-int(widths.max()) // tile)
         pool = torch.zeros((4, int(offsets[-1]), channels), dtype=torch.int64)
-        histogram.BUILD[np.dtype(dtype), channels, limit > 0].launch(
+        histogram.BUILD[np.dtype(dtype), channels].launch(
             (n_chunks, len(first) * tiles), threads, torch.device("cpu"),
             torch.from_numpy(padded), torch.from_numpy(gh.view(np.int64).reshape(-1)),
             torch.from_numpy(rows2), torch.from_numpy(table), torch.from_numpy(first),
-            torch.from_numpy(last), torch.from_numpy(offsets), tile, tiles, wide, limit, pool,
-            shared_bytes=0 if wide else histogram.shared_bytes(tile, channels + (limit > 0)))
+            torch.from_numpy(last), torch.from_numpy(offsets), tile, tiles, wide, pool,
+            shared_bytes=0 if wide else histogram.shared_bytes(tile, channels))
         for j, ((a, b), side) in enumerate(zip(bounds, sides, strict=True)):
             rows = np.arange(a, b) if side == 2 else rows2[side, a:b]
             want = np.zeros((int(offsets[-1]), channels), np.int64)

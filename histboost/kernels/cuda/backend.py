@@ -171,7 +171,6 @@ class CUDABackend:
         self._set_histogram_launch(histogram.HIST_THREADS)
         self._scales = (1.0, 1.0)
         self._wide = False
-        self._largest = float(2**31 - 1)  # the tree's largest |pair value| (begin_tree)
         self._chunk_cap = self._k["common"].CHUNK_ROWS
         self._uses_all_rows = True
         self._growing = False
@@ -219,15 +218,13 @@ class CUDABackend:
         (`bench/gpu.py` sweeps these on the root.)"""
         hist = self._k["histogram"]
         props = self._props
-        # packed pairs take a third plane (2 channels only; tiles sized for it)
-        planes = self._channels + (self._channels == 2)
         self._hist_tile, self._hist_tiles = hist.bin_tile(
-            self.offsets_host, planes, props["shared_per_block"], self._bin_dtype != np.uint8)
+            self.offsets_host, self._channels, props["shared_per_block"],
+            self._bin_dtype != np.uint8)
         self._hist_shared = hist.shared_bytes(self._hist_tile, self._channels)
-        self._hist_shared_packed = hist.shared_bytes(self._hist_tile, planes)
         self._hist_threads = int(threads)
         per_sm = min(hist.BLOCKS_PER_SM,
-                     props["shared_per_sm"] // (self._hist_shared_packed + props["reserved"]),
+                     props["shared_per_sm"] // (self._hist_shared + props["reserved"]),
                      props["threads_per_sm"] // self._hist_threads)
         self._hist_blocks = max(1, per_sm) * props["sms"] if blocks is None else int(blocks)
         first, last = hist.feature_groups(self.n_features)
@@ -260,15 +257,11 @@ class CUDABackend:
         """The histogram kernel over the chunks of a node table on the device."""
         hist = self._k["histogram"]
         groups = int(self._group_first.shape[0])
-        limit = 0 if self._wide or self._channels != 2 else \
-            hist.pack_limit(self._largest, self._hist_threads)
-        packed = limit > 0
-        shared = 0 if self._wide else self._hist_shared_packed if packed else self._hist_shared
-        hist.BUILD[self._bin_dtype, self._channels, packed].launch(
+        hist.BUILD[self._bin_dtype, self._channels].launch(
             (n_chunks, groups * self._hist_tiles), self._hist_threads, self.device, self.bins,
             self._pairs64, self._rows2, table_d, self._group_first, self._group_last,
-            self.offsets, self._hist_tile, self._hist_tiles, self._wide, limit, self._pool,
-            shared_bytes=shared)
+            self.offsets, self._hist_tile, self._hist_tiles, self._wide, self._pool,
+            shared_bytes=0 if self._wide else self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -469,7 +462,6 @@ class CUDABackend:
             self._row_ids, g_inv, h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
         self._scales = (1.0 / g_inv, 1.0 / h_inv)
         self._wide = largest > top
-        self._largest = largest
         self._chunk_cap = self._k["histogram"].chunk_cap(largest)
         self._uses_all_rows = rows is None
         self._growing = True  # replace_columns rebuilds the tree's held histograms

@@ -36,8 +36,6 @@ read without the row-index buffer (table side `IDENTITY_SIDE`).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import cuda
 
@@ -96,19 +94,13 @@ def _high(v):
 
 
 @cuda.jit(device=True, inline=True)
-def _pack(v):
-    """A pair read as one int64 (G low, H high) as the int32 G * 2**16 + H (|G|, H < 2**15)."""
-    return np.int32(_low(v) * 65536 + _high(v))
-
-
-@cuda.jit(device=True, inline=True)
 def _u32(i):
     """A non-negative index as uint32: Numba wraps signed indices around (a compare and an
     add per access, in 64 bits), which the compiler drops for a zero-extended 32-bit one."""
     return np.uint32(i)
 
 
-def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: bool):
+def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds):
     """The histogram kernel for histograms of `channels` channels (2: G, H; 3: and the row
     count), for bins in several tiles (`tiled`: int32 bins) or in one (one-byte bins), issuing
     the loads of `unroll` rows before their atomics; compile-time constants, so the loops
@@ -120,7 +112,7 @@ def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: 
     lanes = np.uint64(LANES)
 
     @cuda.jit(device=True, inline=True)
-    def add_row(shared, b, lo_bin, tile, column, plane, limit, v):
+    def add_row(shared, b, lo_bin, tile, column, plane, v):
         """A row's bin b and pair v into column `column` of the shared histogram (uint64
         values; bins [lo_bin, lo_bin + tile) when tiled)."""
         if tiled:
@@ -128,24 +120,14 @@ def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: 
                 return
             b -= lo_bin
         i = b * lanes + column
-        if packed:
-            # G * 2**16 + H in one word; a field past `limit` moves the word to the wide
-            # planes (exchanged for 0, so a concurrent add is neither lost nor counted twice)
-            new = cuda.atomic.add(shared, i, _pack(v)) + _pack(v)
-            g = new >> 16
-            if (new & 0xFFFF) >= limit or g >= limit or g < -limit:
-                old = cuda.atomic.exch(shared, i, np.int32(0))
-                cuda.atomic.add(shared, i + plane, np.int32(old >> 16))
-                cuda.atomic.add(shared, i + plane + plane, np.int32(old & 0xFFFF))
-        else:
-            cuda.atomic.add(shared, i, _low(v))
-            cuda.atomic.add(shared, i + plane, _high(v))
-            if channels == 3:
-                cuda.atomic.add(shared, i + plane + plane, np.int32(1))
+        cuda.atomic.add(shared, i, _low(v))
+        cuda.atomic.add(shared, i + plane, _high(v))
+        if channels == 3:
+            cuda.atomic.add(shared, i + plane + plane, np.int32(1))
 
     @cuda.jit(**options)
     def _build(bins, gh, rows2, table, group_first, group_last, offsets, tile, tiles, wide,
-               pack_limit, pool):
+               pool):
         """grid (chunks, groups x tiles): pool[slot] += sums over the rows of each chunk of
         the nodes of `table` (int64 (k, TABLE_WIDTH)), features group_first[g] ..
         group_last[g] - 1 (at most LANES), bins [t * tile, (t + 1) * tile) of blockIdx.y =
@@ -196,11 +178,11 @@ def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: 
             return
         shared = cuda.shared.array(0, np.int32)
         # (32-bit values: the compiler knows a shared index's sign bit clear)
-        plane = np.uint64(_u32(tile * LANES))  # one plane of the table
+        plane = np.uint64(_u32(tile * LANES))  # one channel's table
         lo = np.uint64(_u32(lo_bin))
         width = np.uint64(_u32(tile))
         column = np.uint64(_u32(lane))
-        for s in range(tid, (channels + packed) * tile * LANES, threads):
+        for s in range(tid, channels * tile * LANES, threads):
             shared[_u32(s)] = 0
         cuda.syncthreads()
         row_bins = cuda.local.array(unroll, np.uint64)
@@ -215,12 +197,10 @@ def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: 
                 row_bins[u] = np.uint64(bins[r, f])
                 row_pairs[u] = gh[r]
             for u in range(unroll):
-                add_row(shared, row_bins[u], lo, width, column, plane, pack_limit,
-                        row_pairs[u])
+                add_row(shared, row_bins[u], lo, width, column, plane, row_pairs[u])
         for q in range(whole, stop, stride):
             r = q if identity else np.uint64(rows[q])
-            add_row(shared, np.uint64(bins[r, f]), lo, width, column, plane, pack_limit,
-                    gh[r])
+            add_row(shared, np.uint64(bins[r, f]), lo, width, column, plane, gh[r])
         cuda.syncthreads()
         # bins over threads with the features fastest, so a warp reads consecutive columns
         for s in range(tid, tile * n_feat, threads):
@@ -231,16 +211,10 @@ def _make_build(channels: int, tiled: bool, unroll: int, launch_bounds, packed: 
             if bin_ < offsets[ff + 1] - offsets[ff]:
                 slot = offsets[ff] + bin_
                 for ch in range(channels):
-                    i = b * LANES + kf
+                    i = (ch * tile + b) * LANES + kf
                     total = np.int64(0)
                     for k in range(per_pass):
-                        j = i + k * n_feat
-                        if packed:  # the wide plane and the packed word's field
-                            word = np.int64(shared[_u32(j)])
-                            total += shared[_u32(j + (ch + 1) * plane)]
-                            total += word >> 16 if ch == 0 else word & 0xFFFF
-                        else:
-                            total += shared[_u32(j + ch * plane)]
+                        total += shared[_u32(i + k * n_feat)]
                     if total != 0:
                         cuda.atomic.add(pool, (dst, slot, ch), total)
 
@@ -300,34 +274,21 @@ def shared_bytes(tile: int, channels: int) -> int:
 
 def _spec(bin_dtype: str) -> tuple:
     return ((bin_dtype, 2), ("int64", 1), ("int32", 2), ("int64", 2), ("int64", 1),
-            ("int64", 1), ("int64", 1), "int64", "int64", "boolean", "int64", ("int64", 3))
+            ("int64", 1), ("int64", 1), "int64", "int64", "boolean", ("int64", 3))
 
 
-def make_build(bin_dtype, channels: int, packed: bool = False, unroll: int = UNROLL,
+def make_build(bin_dtype, channels: int, unroll: int = UNROLL,
                launch_bounds: tuple[int, int] | None = LAUNCH_BOUNDS) -> CudaKernel:
-    """The histogram kernel for bins of `bin_dtype` (uint8: one tile of bins; int32:
-    several), packed pairs (2 channels only) or not. (`bench/gpu.py` builds others to
-    compare.)"""
-    if packed and channels != 2:
-        raise ValueError(f"packed pairs take 2 channels, not {channels}")
+    """The histogram kernel for bins of `bin_dtype`: uint8 (one tile of bins) or int32
+    (several). (`bench/gpu.py` builds others to compare.)"""
     dtype = np.dtype(bin_dtype)
     kernel = _make_build(channels, dtype != np.uint8, unroll,
-                         None if simulated() else launch_bounds, packed)
+                         None if simulated() else launch_bounds)
     return CudaKernel(kernel, _spec(dtype.name))
 
 
-def pack_limit(max_value: float, threads: int) -> int:
-    """The packed kernel's spill threshold for pairs of at most max_value (|G|, H) in blocks
-    of `threads`: a field moves to the wide planes once past it, and a warp's add lands
-    before its check, so one add a warp may follow: the threshold plus a value a warp must
-    stay below 2**15. 0: pairs too large to pack (fixed-point float pairs)."""
-    limit = 2**15 - 1 - (threads // LANES + 1) * int(math.ceil(max_value))
-    return limit if limit >= 4 * max_value else 0
-
-
-# by (dtype of the backend's bins, channels, packed pairs)
-BUILD = {(np.dtype(dtype), channels, packed): make_build(dtype, channels, packed)
-         for dtype in (np.uint8, np.int32) for channels, packed in ((2, False), (3, False),
-                                                                   (2, True))}
+# by (dtype of the backend's bins, channels)
+BUILD = {(np.dtype(dtype), channels): make_build(dtype, channels)
+         for dtype in (np.uint8, np.int32) for channels in (2, 3)}
 SUBTRACT = CudaKernel(_subtract, (("int64", 3), ("int64", 2)))
 KERNELS = (*BUILD.values(), SUBTRACT)
