@@ -109,16 +109,15 @@ def _exact(be, d, hist) -> bool:
 def _root_histogram(d, a: argparse.Namespace) -> dict:
     """Median time of the root histogram kernel, and the memory floor: the bytes it must
     read once (bins, integer pairs) over the measured copy bandwidth; the root's histogram
-    checked against NumPy. Then the root read through the row-index buffer (as every deeper
-    node is), an eighth of the rows at random through it (a node three levels down: ms and
-    ns a row), and, where the package has the kernel factory (`histogram.make_build`), a
-    sweep of kernel variants (rows loaded ahead of their atomics, launch bounds) and
-    launches (blocks per multiprocessor), each checked to give the same histogram. Runs on
-    any checkout's package, so that old and new kernels are timed by the same code."""
+    checked against NumPy. Then a sweep of the kernel's launch (threads per block, blocks per
+    call, shared memory per block: 48 KiB takes two feature groups at 28 x 256 bins), each
+    checked to give the same histogram, the root read through the row-index buffer (as every
+    deeper node is), and an eighth of the rows at random through it (a node three levels
+    down, where a depth-wise tree spends most of its histogram time: ms and ns a row)."""
     import torch
 
     from histboost.kernels.backend import make_backend
-    from histboost.kernels.cuda import histogram as hist
+    from histboost.kernels.cuda.histogram import HIST_THREADS
     from histboost.tree.quantize import make_quantisation
     be = make_backend("cuda", d.bins, d.bin_mapper.bin_offsets, n_threads=1, label=d.label,
                       weight=None, n_outputs=1, count_rows=False)
@@ -141,48 +140,24 @@ def _root_histogram(d, a: argparse.Namespace) -> dict:
     dst = torch.empty_like(buf)
     bandwidth = 2 * buf.numel() * 4 / (_time_ms(lambda b=buf, o=dst: o.copy_(b), 6) * 1e-3)
     del buf, dst
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sweep = {}
+    for threads, blocks, shared in ((512, 3, None), (512, 6, None), (512, 12, None),
+                                    (256, 6, None), (512, 3, 48 << 10)):
+        name = f"threads={threads} blocks/SM={blocks} shared={shared or 'max'}"
+        try:
+            be._set_histogram_launch(threads, shared, blocks * sms)
+            ms = node()
+            sweep[name] = (ms, bool(torch.equal(root(), want)))
+        except Exception as e:  # a launch the device refuses
+            print(f"{name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+    be._set_histogram_launch(HIST_THREADS, None, None)
     eighth = np.sort(np.random.default_rng(0).choice(n, n // 8, replace=False))
     eighth_ms = node(eighth)
-    out = {"root_ms": kernel_ms, "floor_ms": 1e3 * read / bandwidth,
-           "copy_GBs": bandwidth / 1e9, "exact": _exact(be, d, want),
-           "root_via_rows_ms": node(np.arange(n)), "eighth_ms": eighth_ms,
-           "eighth_ns_row": 1e6 * eighth_ms / len(eighth), "sweep": {}}
-    if not hasattr(hist, "make_build"):
-        return out
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    default = dict(hist.BUILD)
-    for spec in a.hist_sweep.split(";"):
-        bounds = _use_hist_variant(spec)
-        for per_sm in (bounds[1],):
-            name = f"{spec} blocks/SM={per_sm}"
-            try:
-                be._set_histogram_launch(bounds[0], per_sm * sms)
-                ms = node()
-                out["sweep"][name] = (ms, bool(torch.equal(root(), want)))
-            except Exception as e:  # a launch the device refuses
-                print(f"{name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
-    hist.BUILD.update(default)
-    be._set_histogram_launch(hist.HIST_THREADS)
-    return out
-
-
-def _hist_variant(spec: str) -> tuple[int, tuple[int, int]]:
-    """'UNROLL,THREADSxBLOCKS' -> (unroll, launch bounds) of `histogram.make_build`."""
-    unroll, bounds = spec.split(",")
-    threads, blocks = bounds.split("x")
-    return int(unroll), (int(threads), int(blocks))
-
-
-def _use_hist_variant(spec: str) -> tuple[int, int]:
-    """Use the histogram kernel variant `spec` (`_hist_variant`) instead of the package's,
-    launched with its bounds' threads and blocks a multiprocessor (from the next backend or
-    `_set_histogram_launch`); returns the bounds."""
-    from histboost.kernels.cuda import histogram as hist
-    unroll, bounds = _hist_variant(spec)
-    for dtype, channels in list(hist.BUILD):
-        hist.BUILD[dtype, channels] = hist.make_build(dtype, channels, unroll, bounds)
-    hist.HIST_THREADS, hist.BLOCKS_PER_SM = bounds
-    return bounds
+    return {"root_ms": kernel_ms, "floor_ms": 1e3 * read / bandwidth,
+            "copy_GBs": bandwidth / 1e9, "exact": _exact(be, d, want), "sweep": sweep,
+            "root_via_rows_ms": node(np.arange(n)), "eighth_ms": eighth_ms,
+            "eighth_ns_row": 1e6 * eighth_ms / len(eighth)}
 
 
 def _xgboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
@@ -227,8 +202,6 @@ def _catboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
 
 
 def worker(cfg: str, a: argparse.Namespace, data: str) -> dict:
-    if a.hist_kernel:
-        _use_hist_variant(a.hist_kernel)
     if cfg == "histboost-root":
         return _histboost_root(cfg, a, data)
     lib = cfg.split("-")[0]
@@ -300,10 +273,6 @@ def main() -> None:
     ap.add_argument("--data-dir", default="/tmp/histboost-gpu-bench")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--skip-check", action="store_true")
-    ap.add_argument("--hist-kernel", help="train with this histogram kernel variant: "
-                    "'UNROLL,THREADSxBLOCKS' (histogram.make_build)")
-    ap.add_argument("--hist-sweep", default="4,512x2;2,512x2;8,512x2;4,512x3",
-                    help="histogram kernel variants the root sweep times, ';'-separated")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -324,8 +293,6 @@ def main() -> None:
     for cfg in a.configs.split(","):
         args = [sys.executable, __file__, "--worker", cfg, "--data-dir", str(data)]
         args += [f"--{k}={getattr(a, k)}" for k in ("rounds", "depth", "leaves", "bins")]
-        args += [f"--hist-sweep={a.hist_sweep}"]
-        args += [f"--hist-kernel={a.hist_kernel}"] if a.hist_kernel else []
         with _MemorySampler() as mem:
             res = subprocess.run(args, capture_output=True, text=True)
         line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]

@@ -197,29 +197,31 @@ def check_raw_prediction_kernel() -> None:
 
 def check_histogram_kernel_paths() -> None:
     """The histogram kernel's paths against a NumPy sum, over several nodes of several
-    chunks, through the row buffers and over identity rows: one-byte and int32 bins, 2 and 3
-    channels, two feature groups, groups of fewer features than lanes (a warp over several
-    rows at a time), two warps a block, bins in several tiles and `wide` values (global
-    memory)."""
+    chunks, through the row buffers and over identity rows: one-byte bins (four to a word)
+    and int32 bins, 2 and 3 channels, a group wider than the block (a thread's several words
+    a row), a feature too wide for shared memory and `wide` values (global memory)."""
     import torch
 
     from histboost.kernels.cuda import _common, histogram
 
     rng = np.random.default_rng(11)
     n = 70
-    cases = [  # (bins per feature, dtype, channels, bins per tile, threads, wide)
-        ([2] * 40 + [5, 7], np.uint8, 2, 7, 64, False),  # groups of 32 and 10 features
-        ([6, 255, 3], np.uint8, 3, 255, 32, False),
-        ([3, 256, 4, 9, 1], np.int32, 3, 64, 32, False),  # 4 tiles
-        ([4, 5, 6], np.uint8, 2, 6, 32, True),
+    cases = [  # (bins per feature, dtype, channels, shared values, wide)
+        ([2] * 150 + [5, 7], np.uint8, 2, 1000, False),  # 75+ words a group > 32 threads
+        ([3, 256, 4, 9, 1], np.uint8, 3, 12288, False),
+        ([6, 700, 3], np.int32, 2, 1024, False),  # the 700-bin feature: global memory
+        ([4, 5, 6], np.uint8, 2, 12288, True),
     ]
-    for widths, dtype, channels, tile, threads, wide in cases:
+    for widths, dtype, channels, shared_values, wide in cases:
         widths = np.array(widths)
         offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
         bins = (rng.random((n, len(widths))) * widths).astype(np.int64)
-        padded = np.zeros((n, histogram.row_width(len(widths), np.dtype(dtype).itemsize)),
-                          dtype)
-        padded[:, :len(widths)] = bins
+        if dtype == np.uint8:
+            packed = np.zeros((n, -(-len(widths) // 4) * 4), np.uint8)
+            packed[:, :len(widths)] = bins
+            words = torch.from_numpy(packed.view(np.int32).copy())
+        else:
+            words = torch.from_numpy(bins.astype(np.int32))
         gh = rng.integers(-2000, 2000, (n, 2)).astype(np.int32)
         gh[:, 1] = np.abs(gh[:, 1])
         order = rng.permutation(n).astype(np.int32)
@@ -227,15 +229,15 @@ def check_histogram_kernel_paths() -> None:
         # nodes: rows 0..n-1 in order (identity), two ranges of buffer 0, one of buffer 1
         bounds, sides = [(0, n), (0, 30), (30, 70), (5, 61)], [2, 0, 0, 1]
         table, n_chunks = _common.node_table(bounds, sides, 16, [(j,) for j in range(4)])
-        first, last = histogram.feature_groups(len(widths))
-        tiles = -(-int(widths.max()) // tile)
+        first, last = histogram.feature_groups(offsets, channels, shared_values)
         pool = torch.zeros((4, int(offsets[-1]), channels), dtype=torch.int64)
         histogram.BUILD[np.dtype(dtype), channels].launch(
-            (n_chunks, len(first) * tiles), threads, torch.device("cpu"),
-            torch.from_numpy(padded), torch.from_numpy(gh.view(np.int64).reshape(-1)),
-            torch.from_numpy(rows2), torch.from_numpy(table), torch.from_numpy(first),
-            torch.from_numpy(last), torch.from_numpy(offsets), tile, tiles, wide, pool,
-            shared_bytes=0 if wide else histogram.shared_bytes(tile, channels))
+            (n_chunks, len(first)), histogram.HIST_THREADS, torch.device("cpu"), words,
+            torch.from_numpy(gh), torch.from_numpy(rows2), torch.from_numpy(table),
+            torch.from_numpy(first), torch.from_numpy(last), torch.from_numpy(offsets),
+            shared_values, wide, pool,
+            shared_bytes=histogram.shared_bytes(offsets, first, last, channels,
+                                                shared_values))
         for j, ((a, b), side) in enumerate(zip(bounds, sides, strict=True)):
             rows = np.arange(a, b) if side == 2 else rows2[side, a:b]
             want = np.zeros((int(offsets[-1]), channels), np.int64)

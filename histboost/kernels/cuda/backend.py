@@ -8,7 +8,7 @@ cheap, and its tensors take CuPy, JAX and NumPy inputs through DLPack. Under Num
 simulator the same code runs on CPU tensors (CI).
 
 Everything as large as the data stays on the device: bins (n, F) uint8 (int32 when a feature
-has more than 256 slots; rows padded to whole 32-byte sectors) and their column-major copy, labels,
+has more than 256 slots; rows padded to 4-byte words) and their column-major copy, labels,
 weights, margins float64 (n, K), gradient pairs float32 (K, n, 2), the tree's integer pairs
 int32 (n, 2), the row-index array and the histograms. Only split records, gain tables of
 oblivious levels (total_bins x 2), node totals and row counts cross to the host.
@@ -124,15 +124,10 @@ class CUDABackend:
         self.n_outputs = int(n_outputs)
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
-        self._props = self._device_properties()
-        # one-byte bins when every feature's slots fit one tile of the shared histogram
-        widest = int(np.diff(self.offsets_host).max(initial=1))
-        one_byte = widest <= 256 and histogram.shared_bytes(widest, self._channels) <= \
-            self._props["shared_per_block"]
+        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
         self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
-        # rows padded so that none straddles a 32-byte sector (the histogram kernel reads a
-        # node's rows through the row-index buffer one sector each)
-        width = histogram.row_width(self.n_features, self._bin_dtype.itemsize)
+        # one-byte bins: rows padded to whole 4-byte words, which the histogram kernel reads
+        width = -(-self.n_features // 4) * 4 if one_byte else self.n_features
         self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
                                 device=dev)
         if bins is not None:
@@ -140,6 +135,7 @@ class CUDABackend:
                 np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(dev)
         else:
             self._bin_on_device(raw, mapper)
+        self._words = self.bins.view(torch.int32) if one_byte else self.bins
         self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
         self.offsets = torch.from_numpy(self.offsets_host).to(dev)
         self.missing_bins = torch.from_numpy(
@@ -156,7 +152,6 @@ class CUDABackend:
         self._pairs = torch.zeros((self.n_outputs, self.n_rows, 2), dtype=torch.float32,
                                   device=dev)
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
-        self._pairs64 = self._ints.view(torch.int64).view(-1)  # a row's pair in one load
         self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
         # global row indices of quantised rounding (empty: 0..n-1), see the CPU backend
         if row_ids is not None and np.shape(row_ids) != (self.n_rows,):
@@ -168,7 +163,7 @@ class CUDABackend:
         # the two row-index buffers of the partition (module `partition`); a tree's rows are
         # their first entries, the root's in buffer 0
         self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
-        self._set_histogram_launch(histogram.HIST_THREADS)
+        self._set_histogram_launch(histogram.HIST_THREADS, None, None)
         self._scales = (1.0, 1.0)
         self._wide = False
         self._chunk_cap = self._k["common"].CHUNK_ROWS
@@ -194,40 +189,30 @@ class CUDABackend:
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
 
-    def _device_properties(self) -> dict[str, int]:
-        """What the histogram launch depends on: dynamic shared memory a block may take
-        (opt-in limit), per multiprocessor, reserved per block, threads per multiprocessor,
-        multiprocessors (under the simulator one, of `SIM_SHARED_BYTES`)."""
-        if self.device.type != "cuda":
-            limit = self._k["histogram"].SIM_SHARED_BYTES
-            return {"shared_per_block": limit, "shared_per_sm": limit, "reserved": 0,
-                    "threads_per_sm": 1 << 30, "sms": 1}
-        from cuda.core import Device
-
-        props = Device(self.device.index).properties
-        return {"shared_per_block": props.max_shared_memory_per_block_optin,
-                "shared_per_sm": props.max_shared_memory_per_multiprocessor,
-                "reserved": props.reserved_shared_memory_per_block,
-                "threads_per_sm": props.max_threads_per_multiprocessor,
-                "sms": props.multiprocessor_count}
-
-    def _set_histogram_launch(self, threads: int, blocks: int | None = None) -> None:
-        """The histogram kernel's launch: threads per block and the blocks a call aims at
-        (None: as many as the device runs at once, at most `BLOCKS_PER_SM` per
-        multiprocessor); the tiles of bins follow from the shared memory a block may take.
+    def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
+                              blocks: int | None) -> None:
+        """The histogram kernel's launch: threads per block, dynamic shared memory per block
+        (None: the device's opt-in limit; under the simulator `histogram.SHARED_VALUES`),
+        and the blocks a call aims at (None: as many as the device runs at once,
+        `BLOCKS_PER_SM` per multiprocessor). The feature groups follow from the shared memory.
         (`bench/gpu.py` sweeps these on the root.)"""
         hist = self._k["histogram"]
-        props = self._props
-        self._hist_tile, self._hist_tiles = hist.bin_tile(
-            self.offsets_host, self._channels, props["shared_per_block"],
-            self._bin_dtype != np.uint8)
-        self._hist_shared = hist.shared_bytes(self._hist_tile, self._channels)
+        if self.device.type == "cuda":
+            from cuda.core import Device
+
+            props = Device(self.device.index).properties
+            limit = props.max_shared_memory_per_block_optin
+            sms = props.multiprocessor_count
+        else:
+            limit, sms = 4 * hist.SHARED_VALUES, 1
+        nbytes = limit if shared_bytes is None else min(int(shared_bytes), limit)
+        self._shared_values = nbytes // 4
         self._hist_threads = int(threads)
-        per_sm = min(hist.BLOCKS_PER_SM,
-                     props["shared_per_sm"] // (self._hist_shared + props["reserved"]),
-                     props["threads_per_sm"] // self._hist_threads)
-        self._hist_blocks = max(1, per_sm) * props["sms"] if blocks is None else int(blocks)
-        first, last = hist.feature_groups(self.n_features)
+        self._hist_blocks = hist.BLOCKS_PER_SM * sms if blocks is None else int(blocks)
+        first, last = hist.feature_groups(self.offsets_host, self._channels,
+                                          self._shared_values)
+        self._hist_shared = hist.shared_bytes(self.offsets_host, first, last, self._channels,
+                                              self._shared_values)
         self._group_first = self._torch.from_numpy(first).to(self.device)
         self._group_last = self._torch.from_numpy(last).to(self.device)
 
@@ -256,12 +241,11 @@ class CUDABackend:
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The histogram kernel over the chunks of a node table on the device."""
         hist = self._k["histogram"]
-        groups = int(self._group_first.shape[0])
         hist.BUILD[self._bin_dtype, self._channels].launch(
-            (n_chunks, groups * self._hist_tiles), self._hist_threads, self.device, self.bins,
-            self._pairs64, self._rows2, table_d, self._group_first, self._group_last,
-            self.offsets, self._hist_tile, self._hist_tiles, self._wide, self._pool,
-            shared_bytes=0 if self._wide else self._hist_shared)
+            (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
+            self._words, self._ints, self._rows2, table_d, self._group_first,
+            self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
+            shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
         """Bin the raw matrix on the device with the mapper's cuts, uploading it in blocks of
@@ -389,7 +373,7 @@ class CUDABackend:
     def release(self) -> None:
         """Drop every device buffer and return the cached memory to the driver."""
         self.synchronize()
-        for name in ("_stage_dev", "bins", "_pairs64", "_columns", "offsets", "missing_bins",
+        for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_group_first",
