@@ -15,10 +15,11 @@
 #   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler;
 #          PROFILE_ARGS: its options, e.g. "--rounds 6")
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
-#   base   bench/gpu.py of this checkout timing the histboost package of another one,
-#          BASE_TREE (e.g. main's tree, for before/after figures in one call; no correctness
-#          check), with BASE_CONFIGS (default: histboost depthwise and lossguide); run
-#          before "bench"
+#   compare  bench/gpu.py --configs $COMPARE_CONFIGS (default histboost-root,histboost-depthwise;
+#          and the options given) with this tree's package and its correctness check, then
+#          --configs $BASELINE_CONFIGS (default the same) with the package of the checkout
+#          $BASELINE first on PYTHONPATH (e.g. main: old and new kernels timed by the same
+#          script in one call); logs in $OUT/compare.txt
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -57,12 +58,16 @@ fi
 if [[ $what == *profile* ]]; then
     timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" || status=1
 fi
-if [[ $what == *base* && -n ${BASE_TREE:-} ]]; then
-    here=$PWD
-    (cd "$BASE_TREE" && PYTHONPATH="$site$PWD" python3 "$here/bench/gpu.py" --skip-check \
-        --json "$OUT/gpu_base.json" "$@" \
-        --configs "${BASE_CONFIGS:-histboost-depthwise,histboost-lossguide}") 2>&1 \
-        | tee "$OUT/bench_base.txt" || status=1
+if [[ $what == *compare* ]]; then
+    configs=${COMPARE_CONFIGS:-histboost-root,histboost-depthwise}
+    for tree in "$PWD" ${BASELINE:-}; do
+        check=$([[ $tree == "$PWD" ]] || echo --skip-check)
+        [[ $tree == "$PWD" ]] || configs=${BASELINE_CONFIGS:-$configs}
+        echo "== package of $tree" | tee -a "$OUT/compare.txt"
+        PYTHONPATH="$site$tree" timeout 600 python3 bench/gpu.py $check --configs "$configs" \
+            --json "$OUT/compare-$(basename "$tree").json" "$@" 2>&1 \
+            | tee -a "$OUT/compare.txt" || status=1
+    done
 fi
 if [[ $what == *bench* ]]; then
     python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1
