@@ -51,12 +51,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..kernels.backend import ComposedSteps
+from ..kernels.backend import ComposedSteps, phase
 from ..tree.split import REC_BIN, REC_FEATURE, REC_GAIN
 
 if TYPE_CHECKING:
     from ..collective.base import Communicator
     from ..kernels.backend import Backend
+    from ..timer import PhaseTimer
     from ..tree.quantize import Quantisation
     from ..tree.tree import Tree
 
@@ -88,6 +89,11 @@ def feature_blocks(bin_offsets: np.ndarray, world: int) -> np.ndarray:
     return blocks.astype(np.int64)
 
 
+def _nbytes(x: Any) -> int:
+    """Bytes of numpy array or torch tensor x."""
+    return int(x.nbytes if isinstance(x, np.ndarray) else x.numel() * x.element_size())
+
+
 def _is_float(x: Any) -> bool:
     """Whether numpy array or torch tensor x holds floating-point values."""
     return bool(x.is_floating_point()) if hasattr(x, "is_floating_point") \
@@ -109,7 +115,7 @@ class DistributedBackend(ComposedSteps):
     """
 
     def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data",
-                 divide_search: bool | None = None) -> None:
+                 divide_search: bool | None = None, total_rows: int | None = None) -> None:
         if getattr(local, "pack", False) and not getattr(local, "pack_rows", 0):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
@@ -138,6 +144,10 @@ class DistributedBackend(ComposedSteps):
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
         self._check: bool | str = True  # per-call metadata check (see begin_tree)
+        self._last_checked = False  # whether the last collective ran the metadata check
+        # the rows of all workers (a tree on all rows needs no count reduction); None: the
+        # first such tree reduces it
+        self._total_rows = total_rows
         # "data" on CPU ranks that share memory: each searches its feature block too (an
         # allgather of a few records costs less than the search of the other blocks)
         self.divide_search = tree_learner == "reduce_scatter" or (
@@ -156,16 +166,27 @@ class DistributedBackend(ComposedSteps):
         if exact and self.comm.prefers_native(args[0]):
             kwargs["algorithm"] = "native"
         start = time.perf_counter()
+        check, self._check = self._check, "trust"  # one checked call, then the tree's own
+        self._last_checked = check is True
         try:
-            return call(*args, check_metadata=self._check, **kwargs)
+            return call(*args, check_metadata=check, **kwargs)
         finally:
             self.wait_seconds += time.perf_counter() - start
 
-    def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
-        self.traffic[kind] += int(x.nbytes if hasattr(x, "nbytes")
-                                  else x.numel() * x.element_size())
-        return self._collective(self.comm.allreduce, x, op=op, inplace=True,
-                                exact=op != "sum" or not _is_float(x))
+    def _reduce(self, x: Any, kind: str, op: Any = "sum", counts: Any = None) -> Any:
+        """x reduced in place (op) and returned; counts (int64 (k, 2) numpy, when given)
+        summed in the same call, as the tail of x's dtype and device, and written back."""
+        self.traffic[kind] += _nbytes(x)
+        if counts is None:
+            return self._collective(self.comm.allreduce, x, op=op, inplace=True,
+                                    exact=op != "sum" or not _is_float(x))
+        tail = (counts.astype(x.dtype) if isinstance(x, np.ndarray)  # float64: exact ints
+                else x.new_tensor(counts))
+        self.traffic["counts"] += _nbytes(tail)
+        self._collective(self.comm.allreduce, x, op=op, inplace=True, tail=tail,
+                         exact=not _is_float(x))
+        counts[...] = tail if isinstance(tail, np.ndarray) else tail.cpu().numpy()
+        return x
 
     @property
     def n_rows(self) -> int:
@@ -210,19 +231,25 @@ class DistributedBackend(ComposedSteps):
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None) -> int:
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
-        row count over all workers."""
+        row count over all workers: reduced for a sample of rows, else the rows of all
+        workers (reduced once)."""
         bounds = None
         if quantisation is None and self.row_rounding > 0:
             # fixed-point float sums (the GPU's): every worker scales by the global bounds
             bounds = self.gradient_bounds(output)
+        # once per tree, a collective checks that the ranks agree on shapes and dtypes (a rank
+        # out of step fails there, naming itself): the tree's first, unless the last one
+        # (gradient_bounds, just before) was checked; the tree's own calls, many and small,
+        # skip that extra round trip (the whole cost of a small reduction): their shapes
+        # follow from the agreed job and from counts every rank reduced
+        if not self._last_checked:
+            self._check = True
         count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
-        # once per tree, every collective checks that the ranks agree on shapes and dtypes
-        # (a rank out of step fails here, naming itself); the tree's own calls, many and
-        # small, skip that extra round trip (the whole cost of a small reduction): their
-        # shapes follow from the agreed job and from counts every rank reduced
-        self._check = True
+        if rows is None and self._total_rows is not None:
+            return self._total_rows
         self._reduce(count, "counts")
-        self._check = "trust"
+        if rows is None:
+            self._total_rows = int(count[0])
         return int(count[0])
 
     def build_histograms(self, nodes: list[int]) -> Any:
@@ -232,9 +259,13 @@ class DistributedBackend(ComposedSteps):
         The local backend stores that buffer, so its histograms of `nodes` become global
         before any subtraction (a subtracted sibling is then global too). Returns the
         buffer."""
-        buf = self.local.build_histograms(nodes)
+        return self._reduce_built(self.local.build_histograms(nodes))
+
+    def _reduce_built(self, buf: Any, counts: np.ndarray | None = None) -> Any:
+        """`build_histograms`'s reduction of the local buffer buf; counts (int64 (k, 2)
+        child row counts, when given) summed in place in the same collective."""
         if self.tree_learner == "data":
-            return self._reduce(buf, "histograms")
+            return self._reduce(buf, "histograms", counts=counts)
         # feature 0's slots summed on every worker too: the local backend's node totals
         # (summed over feature 0's slots, which hold every row once) are then global, and
         # the same on every worker (taken before the reduce-scatter overwrites its block)
@@ -243,8 +274,35 @@ class DistributedBackend(ComposedSteps):
         first = (np.array(first, order="C") if isinstance(first, np.ndarray)  # copies
                  else first.contiguous().clone())
         self._reduce_scatter_blocks(buf)
-        buf[:, lo:hi] = self._reduce(first, "counts")
+        buf[:, lo:hi] = self._reduce(first, "counts", counts=counts)
         return buf
+
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """`Backend.split_and_search` with one reduction for the level: the children's row
+        counts travel with the built histograms. Of each pair the child with the smaller
+        hessian sum (every worker has it from the records; ties: the left one) is built,
+        the other subtracted, where one process builds the child with fewer rows: the
+        global counts are not known before that reduction. The sums and so the quantised
+        model are the same."""
+        with phase(timer, "partition"):
+            counts = np.array(self.local.apply_splits(parents, lefts, rights, records),
+                              np.int64)
+        hessians = child_sums[:, 1].reshape(-1, 2)
+        left_small = (hessians[:, 0] <= hessians[:, 1]).tolist()
+        small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+        large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+        with phase(timer, "histogram"):
+            self._reduce_built(self.local.build_histograms(small), counts)
+            self.local.subtract_histograms(parents, small, large)
+        with phase(timer, "split"):
+            children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+            totals = np.column_stack([child_sums, counts.reshape(-1).astype(np.float64)])
+            kw = {} if monotone is None else {"monotone": monotone}
+            return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
 
     def _reduce_scatter_blocks(self, buf: Any) -> None:
         """buf (k, total_bins, C) or packed (k, total_bins), numpy or torch: this worker's
@@ -263,8 +321,7 @@ class DistributedBackend(ComposedSteps):
             send = buf.new_zeros((world, widest, k, c))
             for r, (lo, hi) in enumerate(self._slots):
                 send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
-        self.traffic["histograms"] += int(send.nbytes if isinstance(send, np.ndarray)
-                                          else send.numel() * send.element_size())
+        self.traffic["histograms"] += _nbytes(send)
         mine = self._collective(self.comm.reduce_scatter, send, op="sum",
                                 exact=not _is_float(send))
         lo, hi = self._slots[self.comm.rank]
