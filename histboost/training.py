@@ -237,6 +237,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         booster.timings["collectives"] = run.backend.wait_seconds
     # bytes this rank passed to collectives, by purpose (distributed training; else None)
     booster.traffic = dict(run.backend.traffic) if run.dist is not None else None
+    booster.collective_calls = run.backend.calls if run.dist is not None else None
     return booster
 
 

@@ -6,11 +6,16 @@ learners (``tree_learner``):
 
 ``"data"`` (XGBoost's histogram allreduce):
 - ``gradient_bounds``: max, so every worker derives the same `Quantisation`;
-- ``begin_tree``: the root's row count, summed;
+- ``begin_tree``: the root's row count, summed (a tree on all rows: the rows of all workers,
+  known, no collective);
 - ``build_histograms``: the buffer of the new histograms, summed in place (allreduce), so the
   local backend's stored histograms become the global ones before any subtraction;
 - ``apply_splits``: the children's row counts, summed (the local backend keeps its own row
-  ranges; only the grower sees the global counts, and picks the same child to build).
+  ranges; only the grower sees the global counts);
+- ``split_and_search`` (a level of depthwise and best-first growth): the children's row
+  counts ride with the built histograms in one allreduce (`Communicator.allreduce`'s
+  ``tail``); the child to build is the one with the smaller global hessian sum, which every
+  worker has from the records before any count is reduced.
 Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
 and return the same values on every worker. Where allgathers are cheap (``divide_search``: by
 default CPU workers whose communicator shares memory, `Communicator.shares_memory`) each worker
@@ -24,7 +29,8 @@ the bytes of an allreduce). Each worker searches its block, the best-split recor
 allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
 the lower feature, as one process breaks them); oblivious gain tables are reduced with max
 (-inf outside a block), a chosen split's child sums are broadcast by the block's owner, and
-the first feature's slots are also allreduced, so node totals are global on every worker.
+the first feature's slots (and, in ``split_and_search``, the children's row counts) travel
+after every block of the same reduce-scatter, so node totals are global on every worker.
 The grower sees the same values as with ``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
@@ -39,8 +45,9 @@ Float histograms are float64 sums reduced in a fixed order: reproducible for a g
 count, but not bit-identical to one process.
 
 ``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
-"splits", "counts"), and ``wait_seconds`` the wall-clock time it spent in them (transfer plus
-waiting for slower workers), for `bench/distributed.py` and the docs.
+"splits", "counts"), ``calls`` how many it made, and ``wait_seconds`` the wall-clock time it
+spent in them (transfer plus waiting for slower workers), for `bench/distributed.py` and the
+docs.
 """
 
 from __future__ import annotations
@@ -133,6 +140,7 @@ class DistributedBackend(ComposedSteps):
         self.row_rounding = local.row_rounding
         self.traffic = {"histograms": 0, "splits": 0, "counts": 0}
         self.wait_seconds = 0.0
+        self.calls = 0  # collectives (each a meeting of the ranks, or two: docs/distributed.md)
         offsets = np.asarray(local.bin_offsets, np.int64)
         self.bin_offsets = offsets
         blocks = feature_blocks(offsets, comm.world_size)
@@ -143,7 +151,10 @@ class DistributedBackend(ComposedSteps):
         self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
-        self._check: bool | str = True  # per-call metadata check (see begin_tree)
+        # the metadata check of the first collective of each tree (see begin_tree): none
+        # over shared memory, where every step compares the ranks' call numbers and sizes
+        self._tree_check: bool | str = "trust" if comm.shares_memory else True
+        self._check: bool | str = self._tree_check  # the next collective's check
         self._last_checked = False  # whether the last collective ran the metadata check
         # the rows of all workers (a tree on all rows needs no count reduction); None: the
         # first such tree reduces it
@@ -166,6 +177,7 @@ class DistributedBackend(ComposedSteps):
         if exact and self.comm.prefers_native(args[0]):
             kwargs["algorithm"] = "native"
         start = time.perf_counter()
+        self.calls += 1
         check, self._check = self._check, "trust"  # one checked call, then the tree's own
         self._last_checked = check is True
         try:
@@ -223,7 +235,7 @@ class DistributedBackend(ComposedSteps):
         """(max |g|, max |h|) over all workers' rows: every worker must quantise with the
         same scales."""
         bounds = np.array(self.local.gradient_bounds(output), np.float64)
-        self._check = True  # a call between trees: checked (see begin_tree)
+        self._check = self._tree_check  # a call between trees: checked (see begin_tree)
         self._reduce(bounds, "counts", "max")
         return float(bounds[0]), float(bounds[1])
 
@@ -243,7 +255,7 @@ class DistributedBackend(ComposedSteps):
         # skip that extra round trip (the whole cost of a small reduction): their shapes
         # follow from the agreed job and from counts every rank reduced
         if not self._last_checked:
-            self._check = True
+            self._check = self._tree_check
         count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
         if rows is None and self._total_rows is not None:
             return self._total_rows
@@ -266,15 +278,7 @@ class DistributedBackend(ComposedSteps):
         child row counts, when given) summed in place in the same collective."""
         if self.tree_learner == "data":
             return self._reduce(buf, "histograms", counts=counts)
-        # feature 0's slots summed on every worker too: the local backend's node totals
-        # (summed over feature 0's slots, which hold every row once) are then global, and
-        # the same on every worker (taken before the reduce-scatter overwrites its block)
-        lo, hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
-        first = buf[:, lo:hi]
-        first = (np.array(first, order="C") if isinstance(first, np.ndarray)  # copies
-                 else first.contiguous().clone())
-        self._reduce_scatter_blocks(buf)
-        buf[:, lo:hi] = self._reduce(first, "counts", counts=counts)
+        self._reduce_scatter_blocks(buf, counts)
         return buf
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
@@ -304,31 +308,45 @@ class DistributedBackend(ComposedSteps):
             kw = {} if monotone is None else {"monotone": monotone}
             return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
 
-    def _reduce_scatter_blocks(self, buf: Any) -> None:
+    def _reduce_scatter_blocks(self, buf: Any, counts: np.ndarray | None = None) -> None:
         """buf (k, total_bins, C) or packed (k, total_bins), numpy or torch: this worker's
-        slots become the sums over all workers. The blocks travel as (world, widest block, k,
-        C), one block per worker."""
+        slots become the sums over all workers, and so do feature 0's slots on every worker
+        (the local backend's node totals, summed over feature 0's slots, which hold every row
+        once, are then global and the same on every worker) and counts (int64 (k, 2), when
+        given: written back). The blocks travel as (world, widest block + extra, k, C), one
+        block per worker, each followed by a copy of the extra rows: feature 0's slots, then
+        the counts (two rows of one channel, or one row of channels 0 and 1): one
+        reduce-scatter for all."""
         if buf.ndim == 2:  # packed: one channel (a view, written through)
             buf = buf[..., None]
         k, _, c = buf.shape
         world = self.comm.world_size
         widest = max(hi - lo for lo, hi in self._slots)
-        if isinstance(buf, np.ndarray):
-            send = np.zeros((world, widest, k, c), buf.dtype)
-            for r, (lo, hi) in enumerate(self._slots):
-                send[r, :hi - lo] = buf[:, lo:hi].transpose(1, 0, 2)
-        else:  # a torch tensor on the device
-            send = buf.new_zeros((world, widest, k, c))
-            for r, (lo, hi) in enumerate(self._slots):
-                send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
+        f_lo, f_hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
+        count_rows = 0 if counts is None else (2 if c == 1 else 1)
+        rows = widest + (f_hi - f_lo) + count_rows
+        numpy = isinstance(buf, np.ndarray)
+        send = np.zeros((world, rows, k, c), buf.dtype) if numpy \
+            else buf.new_zeros((world, rows, k, c))
+        swap = (lambda a: a.transpose(1, 0, 2)) if numpy else (lambda a: a.permute(1, 0, 2))
+        for r, (lo, hi) in enumerate(self._slots):
+            send[r, :hi - lo] = swap(buf[:, lo:hi])
+        send[:, widest:widest + f_hi - f_lo] = swap(buf[:, f_lo:f_hi])
+        if counts is not None:
+            tail = counts.T.reshape(2, k, 1) if c == 1 else counts[None]
+            tail = tail if numpy else buf.new_tensor(tail)
+            send[:, rows - count_rows:, :, :2] = tail
         self.traffic["histograms"] += _nbytes(send)
         mine = self._collective(self.comm.reduce_scatter, send, op="sum",
-                                exact=not _is_float(send))
+                                exact=not _is_float(send))[0]
         lo, hi = self._slots[self.comm.rank]
         if hi > lo:
-            block = mine[0, :hi - lo]
-            buf[:, lo:hi] = (block.transpose(1, 0, 2) if isinstance(block, np.ndarray)
-                             else block.permute(1, 0, 2))
+            buf[:, lo:hi] = swap(mine[:hi - lo])
+        buf[:, f_lo:f_hi] = swap(mine[widest:widest + f_hi - f_lo])
+        if counts is not None:
+            got = mine[rows - count_rows:, :, :2]
+            got = got if numpy else got.cpu().numpy()
+            counts[...] = got.reshape(2, k).T if c == 1 else got[0]
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
