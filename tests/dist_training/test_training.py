@@ -288,3 +288,27 @@ def test_reference_on_some_ranks_only_raises_on_every_rank():
 
     errors = _train_errors(3, dataset_of)
     assert all(e is not None and "some ranks only" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+def test_a_level_is_one_collective(learner):
+    """A depthwise level's histograms and children's row counts travel in one collective:
+    per tree the quantisation bounds, the root's histograms, one per level below and the
+    last level's counts; "reduce_scatter" adds the records of each searched level (thread
+    ranks share no memory: "data" searches all features on every rank)."""
+    X, y = _data("binary:logistic")
+    depth, rounds = 3, 3
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": depth,
+              "nthread": 1, "tree_learner": learner}
+    full = hb.Dataset(X, label=y)
+    full.construct()
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        bst = hb.train(params, hb.Dataset(X[b], label=y[b], reference=full), rounds, comm=comm)
+        return bst.collective_calls, bst.to_dict()
+
+    for calls, model in run_threads(2, body):
+        assert all(len(t["value"]) == 2 ** (depth + 1) - 1 for t in model["trees"])
+        assert calls == rounds * (depth + 2 + (depth if learner == "reduce_scatter" else 0))
