@@ -141,6 +141,7 @@ class DistributedBackend(ComposedSteps):
         self.traffic = {"histograms": 0, "splits": 0, "counts": 0}
         self.wait_seconds = 0.0
         self.calls = 0  # collectives (each a meeting of the ranks, or two: docs/distributed.md)
+        self._bounds: np.ndarray | None = None  # (K, 2) of this round's gradients, reduced
         offsets = np.asarray(local.bin_offsets, np.int64)
         self.bin_offsets = offsets
         blocks = feature_blocks(offsets, comm.world_size)
@@ -221,10 +222,12 @@ class DistributedBackend(ComposedSteps):
         return self.local.margin()
 
     def compute_gradients(self, loss: str) -> None:
+        self._bounds = None
         self.local.compute_gradients(loss)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         """pairs: float32 (K, n_rows, 2), this worker's rows."""
+        self._bounds = None
         self.local.set_gradients(pairs)
 
     def gradients(self, output: int) -> np.ndarray:
@@ -233,11 +236,15 @@ class DistributedBackend(ComposedSteps):
 
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         """(max |g|, max |h|) over all workers' rows: every worker must quantise with the
-        same scales."""
-        bounds = np.array(self.local.gradient_bounds(output), np.float64)
-        self._check = self._tree_check  # a call between trees: checked (see begin_tree)
-        self._reduce(bounds, "counts", "max")
-        return float(bounds[0]), float(bounds[1])
+        same scales. The first call after new gradients reduces the bounds of every output
+        (one collective a round, not one a tree of a multiclass round)."""
+        if self._bounds is None:
+            outputs = range(getattr(self.local, "n_outputs", 1))
+            bounds = np.array([self.local.gradient_bounds(k) for k in outputs], np.float64)
+            self._check = self._tree_check  # a call between trees: checked (see begin_tree)
+            self._reduce(bounds, "counts", "max")
+            self._bounds = bounds
+        return float(self._bounds[output, 0]), float(self._bounds[output, 1])
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
