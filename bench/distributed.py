@@ -79,7 +79,8 @@ def worker(args: argparse.Namespace) -> None:
     start, cpu_start = time.perf_counter(), _cpu_seconds()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
-    timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start)
+    timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start,
+                   calls=booster.collective_calls or 0)
     Path(f"{args.result}.{rank}").write_text(json.dumps(timings))
     if rank == 0:
         model = booster.save_raw()
@@ -157,9 +158,11 @@ def main() -> None:
                                for k, v in sorted(r["timings"].items(), key=lambda kv: -kv[1]))
             waits = ", ".join(f"{t.get('collectives', 0) / args.rounds * 1e3:.1f}"
                               for t in r["rank_timings"])
+            calls = r["rank_timings"][0].get("calls", 0) / args.rounds
             print(f"  done: {learner} x{world}; ms/round by phase (rank 0; collectives are "
-                  f"within the others): {phases}; in collectives by rank: {waits}; CPU of all "
-                  f"processes {cpu:.1f}", flush=True)
+                  f"within the others): {phases}; in collectives by rank: {waits}; "
+                  f"collective calls/round: {calls:.1f}; CPU of all processes {cpu:.1f}",
+                  flush=True)
     print("\n| learner | processes | threads each | ms/round | CPU ms/round (all processes) | "
           "speed-up vs 1 | MiB sent/tree (rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|---|")

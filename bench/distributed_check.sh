@@ -9,6 +9,10 @@
 #   cpu    bench/distributed.py on the CPU: 1, 2, 4 processes splitting the 16 cores
 #   gpu    bench/distributed.py --device cuda: 1 and 2 processes (sharing the GPU when there is
 #          one: a correctness and overhead check, not a scaling figure)
+#   cores2 the 2-core target on CPUs 0 and 1 (taskset): 300k x 28 rows, "data" learner,
+#          1 x 2 threads and 2 x 1 thread alternating, 3 repeats; with BEFORE=DIR (another
+#          checkout, e.g. the code before a change) its 2 x 1 thread run after each repeat;
+#          then "reduce_scatter" once (cores2 is not in the default list)
 # Carried: .whl/np.tar.xz (numpy 2.3 for numba-cuda), unpacked to /tmp and put first on
 # PYTHONPATH, as bench/gpu_tree_check.sh does.
 set -uo pipefail
@@ -35,5 +39,20 @@ fi
 if [[ $what == *gpu* ]]; then
     timeout 600 python3 bench/distributed.py --device cuda --rows 2000000 --test-rows 200000 \
         --rounds 20 --workers 1,2 2>&1 | tee "$OUT/gpu.txt" || status=1
+fi
+if [[ $what == *cores2* ]]; then
+    two=(taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 20000 --rounds 10)
+    for rep in 1 2 3; do
+        order=$([[ $((rep % 2)) == 1 ]] && echo 2,1 || echo 1,2)
+        timeout 300 "${two[@]}" --workers "$order" --learners data 2>&1 \
+            | tee -a "$OUT/cores2.txt" || status=1
+        if [[ -n ${BEFORE:-} ]]; then
+            echo "before ($BEFORE):" | tee -a "$OUT/cores2.txt"
+            (cd "$BEFORE" && timeout 300 "${two[@]}" --workers 2 --learners data 2>&1) \
+                | tee -a "$OUT/cores2.txt" || status=1
+        fi
+    done
+    timeout 300 "${two[@]}" --workers 1,2 --learners reduce_scatter 2>&1 \
+        | tee -a "$OUT/cores2.txt" || status=1
 fi
 exit $status

@@ -91,9 +91,10 @@ class Booster:
         self.best_iteration: int | None = None
         self.best_score: float | None = None
         # set by train(): seconds per phase; bytes this rank passed to collectives by
-        # purpose (distributed training only)
+        # purpose and the number of the trees' collective calls (distributed training only)
         self.timings: dict[str, float] = {}
         self.traffic: dict[str, int] | None = None
+        self.collective_calls: int | None = None
         self._objective: Objective | None = None
         self._forest: PackedForest | None = None
         self._forest_size = -1

@@ -237,6 +237,7 @@ def train(params: dict[str, Any], dtrain: Dataset, num_boost_round: int = 100,
         booster.timings["collectives"] = run.backend.wait_seconds
     # bytes this rank passed to collectives, by purpose (distributed training; else None)
     booster.traffic = dict(run.backend.traffic) if run.dist is not None else None
+    booster.collective_calls = run.backend.calls if run.dist is not None else None
     return booster
 
 
@@ -358,8 +359,6 @@ class _Training:
         if custom_metric is not None and not callable(custom_metric):
             raise TypeError("custom_metric must be callable: custom_metric(preds, dtrain) -> "
                             "(name, value)")
-        if custom_metric is not None and dist is not None:
-            raise ValueError("custom_metric is not supported by distributed training yet")
         metric_fns = {m: get_metric(_metric_key(m, p), p.label_gain, p.ndcg_exp_gain)
                       for m in metrics}
         eval_sets = [_EvalSet(d, name, y_e, booster)
@@ -377,6 +376,9 @@ class _Training:
                 dist.raise_together(comm, e)
             if dist is not None:
                 dist.raise_together(comm, None)
+        # custom metrics under comm: each set's rows of all ranks, gathered once
+        metric_sets = ([dist.gather_dataset(comm, es.data) for es in eval_sets]
+                       if custom_metric is not None and dist is not None else None)
         history.clear()
 
         with timer("binning"):
@@ -408,11 +410,14 @@ class _Training:
         self.dtrain, self.y, self.w, self.row_ids = dtrain, y, w, row_ids
         self.objective, self.custom_objective, self.custom_metric = objective, obj, custom_metric
         self.metric_fns, self.eval_sets, self.history = metric_fns, eval_sets, history
+        self._metric_sets = metric_sets
         self.backend, self.grower, self.booster = backend, grower, booster
         self.start_round = booster.num_boosted_rounds()
         self._params = dict(booster.params)  # what the run was set up with
         self._new_trees: list = []  # the last round's trees
         self.ctr = ctr
+        # leaf refresh under comm: quantiles over the rows of all ranks
+        self._refresh_args = {} if dist is None else {"quantiles": dist.leaf_quantiles(comm)}
         self._trees_grown = 0  # categorical statistics: one permutation per tree, rotating
 
     def _follow_params(self) -> None:
@@ -460,7 +465,7 @@ class _Training:
                 with timer("gradient"):
                     grown = refresh_leaves(grown, objective.leaf_alpha, self.dtrain.data,
                                            backend.margin()[:, k], self.y, self.w, rows,
-                                           p.learning_rate)
+                                           p.learning_rate, **self._refresh_args)
             with timer("predict"):
                 backend.update_margin(grown.tree, *grown.margin_leaves(), k)
             # categorical combinations: the model's feature indices
@@ -478,7 +483,7 @@ class _Training:
         objective, obj, dist, comm = self.objective, self.custom_objective, self.dist, self.comm
         with self.timer("eval"):
             new = PackedForest(self._new_trees)
-            for es in self.eval_sets:
+            for i, es in enumerate(self.eval_sets):
                 if es.data is self.dtrain:
                     es.margin = self.backend.margin()
                 else:
@@ -503,7 +508,11 @@ class _Training:
                     pred = (es.margin[:, 0].copy() if obj is not None and K == 1
                             else es.margin.copy() if obj is not None
                             else _metric_input(objective, es.margin, ""))
-                    for m, value in _custom_metric_values(self.custom_metric, pred, es.data):
+                    data = es.data
+                    if self._metric_sets is not None:  # the set of all ranks, in rank order
+                        pred = np.asarray(comm.allgather(np.ascontiguousarray(pred)))
+                        data = self._metric_sets[i]
+                    for m, value in _custom_metric_values(self.custom_metric, pred, data):
                         log.setdefault(m, []).append(value)
 
     def release(self) -> None:

@@ -177,22 +177,42 @@ class Communicator(ABC):
     # --- public API ---------------------------------------------------------------------
     def allreduce(self, x: Any, op: Op = "sum", algorithm: str = "auto", *,
                   timeout: float | None = None, check_metadata: bool | str | None = None,
-                  inplace: bool = False) -> Any:
+                  inplace: bool = False, tail: Any = None) -> Any:
         """Elementwise reduction of ``x`` over all ranks, returned on every rank.
 
         x: any shape and dtype, equal on all ranks. op: "sum", "max", "min", a callable
         ``f(a, b)`` (see `histboost.collective.ops` for records) or `elementwise(f)`.
         algorithm: "native", "ring", "recursive_doubling", "allgather_reduce",
         "reduce_scatter_allgather" or "auto". inplace: reduce into ``x`` (contiguous) and
-        return it, saving a copy. Returns an array like ``x``."""
+        return it, saving a copy. tail: a second, small array of ``x``'s kind, dtype and
+        device (writable, contiguous; needs ``inplace`` and a built-in op), reduced in place
+        in the same call: through shared memory it travels in ``x``'s last step, so both
+        cost one meeting of the ranks (e.g. histograms and row counts of a tree level);
+        elsewhere it is reduced after ``x`` by the same algorithm. Returns an array like
+        ``x``."""
         red = as_reducer(op)
         arg = Operand.of(x)
         self._check_native(algorithm, red, "allreduce", arg)
         if inplace:
             _check_writable(arg)
+        extra = None
+        if tail is not None:
+            extra = Operand.of(tail)
+            if not (inplace and red.builtin):
+                raise ValueError("allreduce: tail needs inplace=True and op 'sum', 'max' or "
+                                 "'min'")
+            if (extra.kind, extra.dtype, extra.device) != (arg.kind, arg.dtype, arg.device):
+                raise ValueError(f"allreduce: tail must be like x ({arg.kind} {arg.dtype} on "
+                                 f"{arg.device}), got {extra.kind} {extra.dtype} on "
+                                 f"{extra.device}")
+            _check_writable(extra)
         with self._call("allreduce", algorithm, timeout) as call:
             self._agree(call, arg, red, 0, check_metadata)
-            return self._allreduce(call, arg, red, inplace)
+            if extra is None:
+                return self._allreduce(call, arg, red, inplace)
+            if extra.size:
+                self._agree(call, extra, red, 0, check_metadata)
+            return self._allreduce(call, arg, red, inplace, extra if extra.size else None)
 
     def reduce_scatter(self, x: Any, op: Op = "sum", algorithm: str = "auto", *,
                        timeout: float | None = None,
@@ -317,7 +337,10 @@ class Communicator(ABC):
         """Allgather of int64 (META_LEN,) vectors: (world_size, META_LEN) in rank order."""
 
     @abstractmethod
-    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool) -> Any: ...
+    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool,
+                   tail: Operand | None = None) -> Any:
+        """``arg`` reduced (into ``arg.x`` when ``inplace``); ``tail``, when given, reduced
+        in place in the same call (`allreduce`)."""
 
     @abstractmethod
     def _reduce_scatter(self, call: Call, arg: Operand, red: Reducer) -> Any: ...

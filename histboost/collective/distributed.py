@@ -116,30 +116,43 @@ class DistributedCommunicator(Communicator):
         return out.cpu().numpy().reshape(p, META_LEN)
 
     # --- collectives --------------------------------------------------------------------
-    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool) -> Any:
+    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool,
+                   tail: Operand | None = None) -> Any:
         src = Buffer.wrap(arg.x, arg.kind)
         if inplace:
             buf = src
         else:
             buf = src.empty(src.n)
             buf.copy_(0, src, 0, src.n)
-        if buf.n and self.world_size > 1:
+        extra = None if tail is None else Buffer.wrap(tail.x, tail.kind)
+        if self.world_size > 1 and (buf.n or extra is not None):
             bred = red.bind(arg.shape, is_structured(arg.x, arg.kind))
             alg = call.algorithm
-            if self._shared(alg, buf, bred.rec_size):
+            if buf.n and self._shared(alg, buf, bred.rec_size + (0 if extra is None
+                                                                  else extra.n)):
+                # the tail rides in the last step
                 _sh.allreduce(self._ctx(call, _sh.ALGORITHM), self._segment, buf, bred,
-                              (call.seq, self._nbytes(buf)))
+                              (call.seq, self._nbytes(buf) + (0 if extra is None
+                                                              else self._nbytes(extra))),
+                              tail=extra)
                 return arg.x if inplace else buf.to_user(arg.shape)
-            if alg in ("auto", _sh.ALGORITHM):
-                alg = _ar.choose(self.world_size, buf.n // bred.rec_size, self._nbytes(buf))
-            ctx = self._ctx(call, alg)
-            work = self._stage(buf)
-            if alg == "native":
-                self.native.allreduce(ctx, work, red.name)
-            else:
-                _ar.run(alg, ctx, work, bred)
-            self._unstage(work, buf)
+            for part, pred in ((buf, bred), (extra, red.bind((-1,), False))):
+                if part is not None and part.n:
+                    self._allreduce_points(call, part, red, pred)
         return arg.x if inplace else buf.to_user(arg.shape)
+
+    def _allreduce_points(self, call: Call, buf: Buffer, red: Reducer, bred: Any) -> None:
+        """``buf`` reduced in place by a point-to-point algorithm (or the engine's)."""
+        alg = call.algorithm
+        if alg in ("auto", _sh.ALGORITHM):
+            alg = _ar.choose(self.world_size, buf.n // bred.rec_size, self._nbytes(buf))
+        ctx = self._ctx(call, alg)
+        work = self._stage(buf)
+        if alg == "native":
+            self.native.allreduce(ctx, work, red.name)
+        else:
+            _ar.run(alg, ctx, work, bred)
+        self._unstage(work, buf)
 
     def _reduce_scatter(self, call: Call, arg: Operand, red: Reducer) -> Any:
         p, r = self.world_size, self.rank

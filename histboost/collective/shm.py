@@ -378,7 +378,7 @@ class ShmTransport:
             self._out.clear()
             self._in.clear()
             self.segment._tensors.clear()
-            self.segment._slots = self.segment._desc = None
+            self.segment._slots = self.segment._desc = self.segment._desc_all = None
             self._region.close()
             self._region = None
 
@@ -500,6 +500,11 @@ class SharedSegment:
         self._arrived = [base + layout.bell_at(q) + _ARRIVED_AT for q in range(self.size)]
         self._desc = [[region.mem[layout.bell_at(q) + _DESC_AT + 64 * h:][:8 * DESC_WORDS]
                        .view(np.int64) for h in (0, 1)] for q in range(self.size)]
+        # every rank's descriptor of each half as one (size, DESC_WORDS) view: one compare
+        self._desc_all = [np.lib.stride_tricks.as_strided(
+            region.mem[layout.bell_at(0) + _DESC_AT + 64 * h:].view(np.int64),
+            shape=(self.size, DESC_WORDS), strides=(_RANK_BYTES, 8), writeable=False)
+            for h in (0, 1)]
         self._slots = [[region.mem[layout.stage_slot_at(h, q):][:layout.stage_bytes]
                         for q in range(self.size)] for h in (0, 1)]
         self._tensors: dict[tuple[int, int, Any], Any] = {}
@@ -534,9 +539,10 @@ class SharedSegment:
         mine[:] = 0
         mine[:len(desc)] = desc
         self.barrier(ctx)
-        rows = [tuple(int(v) for v in self._desc[q][half]) for q in range(self.size)]
-        if all(row == rows[0] for row in rows):
+        every = self._desc_all[half]
+        if (every == mine).all():
             return
+        rows = [tuple(int(v) for v in every[q]) for q in range(self.size)]
         groups: dict[tuple[int, ...], list[int]] = {}
         for q, row in enumerate(rows):
             groups.setdefault(row, []).append(q)

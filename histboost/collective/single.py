@@ -22,7 +22,8 @@ class SingleCommunicator(Communicator):
     def _exchange_metadata(self, call: Call, vec: np.ndarray) -> np.ndarray:
         return vec[None, :]
 
-    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool) -> Any:
+    def _allreduce(self, call: Call, arg: Operand, red: Reducer, inplace: bool,
+                   tail: Operand | None = None) -> Any:
         return arg.x if inplace else copy_array(arg.x, arg.kind)
 
     def _reduce_scatter(self, call: Call, arg: Operand, red: Reducer) -> Any:

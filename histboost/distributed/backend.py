@@ -6,11 +6,16 @@ learners (``tree_learner``):
 
 ``"data"`` (XGBoost's histogram allreduce):
 - ``gradient_bounds``: max, so every worker derives the same `Quantisation`;
-- ``begin_tree``: the root's row count, summed;
+- ``begin_tree``: the root's row count, summed (a tree on all rows: the rows of all workers,
+  known, no collective);
 - ``build_histograms``: the buffer of the new histograms, summed in place (allreduce), so the
   local backend's stored histograms become the global ones before any subtraction;
 - ``apply_splits``: the children's row counts, summed (the local backend keeps its own row
-  ranges; only the grower sees the global counts, and picks the same child to build).
+  ranges; only the grower sees the global counts);
+- ``split_and_search`` (a level of depthwise and best-first growth): the children's row
+  counts ride with the built histograms in one allreduce (`Communicator.allreduce`'s
+  ``tail``); the child to build is the one with the smaller global hessian sum, which every
+  worker has from the records before any count is reduced.
 Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
 and return the same values on every worker. Where allgathers are cheap (``divide_search``: by
 default CPU workers whose communicator shares memory, `Communicator.shares_memory`) each worker
@@ -24,7 +29,8 @@ the bytes of an allreduce). Each worker searches its block, the best-split recor
 allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
 the lower feature, as one process breaks them); oblivious gain tables are reduced with max
 (-inf outside a block), a chosen split's child sums are broadcast by the block's owner, and
-the first feature's slots are also allreduced, so node totals are global on every worker.
+the first feature's slots (and, in ``split_and_search``, the children's row counts) travel
+after every block of the same reduce-scatter, so node totals are global on every worker.
 The grower sees the same values as with ``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
@@ -39,8 +45,9 @@ Float histograms are float64 sums reduced in a fixed order: reproducible for a g
 count, but not bit-identical to one process.
 
 ``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
-"splits", "counts"), and ``wait_seconds`` the wall-clock time it spent in them (transfer plus
-waiting for slower workers), for `bench/distributed.py` and the docs.
+"splits", "counts"), ``calls`` how many it made, and ``wait_seconds`` the wall-clock time it
+spent in them (transfer plus waiting for slower workers), for `bench/distributed.py` and the
+docs.
 """
 
 from __future__ import annotations
@@ -51,12 +58,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..kernels.backend import ComposedSteps
+from ..kernels.backend import ComposedSteps, phase
 from ..tree.split import REC_BIN, REC_FEATURE, REC_GAIN
 
 if TYPE_CHECKING:
     from ..collective.base import Communicator
     from ..kernels.backend import Backend
+    from ..timer import PhaseTimer
     from ..tree.quantize import Quantisation
     from ..tree.tree import Tree
 
@@ -88,6 +96,11 @@ def feature_blocks(bin_offsets: np.ndarray, world: int) -> np.ndarray:
     return blocks.astype(np.int64)
 
 
+def _nbytes(x: Any) -> int:
+    """Bytes of numpy array or torch tensor x."""
+    return int(x.nbytes if isinstance(x, np.ndarray) else x.numel() * x.element_size())
+
+
 def _is_float(x: Any) -> bool:
     """Whether numpy array or torch tensor x holds floating-point values."""
     return bool(x.is_floating_point()) if hasattr(x, "is_floating_point") \
@@ -109,7 +122,7 @@ class DistributedBackend(ComposedSteps):
     """
 
     def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data",
-                 divide_search: bool | None = None) -> None:
+                 divide_search: bool | None = None, total_rows: int | None = None) -> None:
         if getattr(local, "pack", False) and not getattr(local, "pack_rows", 0):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
@@ -127,6 +140,8 @@ class DistributedBackend(ComposedSteps):
         self.row_rounding = local.row_rounding
         self.traffic = {"histograms": 0, "splits": 0, "counts": 0}
         self.wait_seconds = 0.0
+        self.calls = 0  # collectives (each a meeting of the ranks, or two: docs/distributed.md)
+        self._bounds: np.ndarray | None = None  # (K, 2) of this round's gradients, reduced
         offsets = np.asarray(local.bin_offsets, np.int64)
         self.bin_offsets = offsets
         blocks = feature_blocks(offsets, comm.world_size)
@@ -137,7 +152,14 @@ class DistributedBackend(ComposedSteps):
         self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
-        self._check: bool | str = True  # per-call metadata check (see begin_tree)
+        # the metadata check of the first collective of each tree (see begin_tree): none
+        # over shared memory, where every step compares the ranks' call numbers and sizes
+        self._tree_check: bool | str = "trust" if comm.shares_memory else True
+        self._check: bool | str = self._tree_check  # the next collective's check
+        self._last_checked = False  # whether the last collective ran the metadata check
+        # the rows of all workers (a tree on all rows needs no count reduction); None: the
+        # first such tree reduces it
+        self._total_rows = total_rows
         # "data" on CPU ranks that share memory: each searches its feature block too (an
         # allgather of a few records costs less than the search of the other blocks)
         self.divide_search = tree_learner == "reduce_scatter" or (
@@ -156,16 +178,28 @@ class DistributedBackend(ComposedSteps):
         if exact and self.comm.prefers_native(args[0]):
             kwargs["algorithm"] = "native"
         start = time.perf_counter()
+        self.calls += 1
+        check, self._check = self._check, "trust"  # one checked call, then the tree's own
+        self._last_checked = check is True
         try:
-            return call(*args, check_metadata=self._check, **kwargs)
+            return call(*args, check_metadata=check, **kwargs)
         finally:
             self.wait_seconds += time.perf_counter() - start
 
-    def _reduce(self, x: Any, kind: str, op: Any = "sum") -> Any:
-        self.traffic[kind] += int(x.nbytes if hasattr(x, "nbytes")
-                                  else x.numel() * x.element_size())
-        return self._collective(self.comm.allreduce, x, op=op, inplace=True,
-                                exact=op != "sum" or not _is_float(x))
+    def _reduce(self, x: Any, kind: str, op: Any = "sum", counts: Any = None) -> Any:
+        """x reduced in place (op) and returned; counts (int64 (k, 2) numpy, when given)
+        summed in the same call, as the tail of x's dtype and device, and written back."""
+        self.traffic[kind] += _nbytes(x)
+        if counts is None:
+            return self._collective(self.comm.allreduce, x, op=op, inplace=True,
+                                    exact=op != "sum" or not _is_float(x))
+        tail = (counts.astype(x.dtype) if isinstance(x, np.ndarray)  # float64: exact ints
+                else x.new_tensor(counts))
+        self.traffic["counts"] += _nbytes(tail)
+        self._collective(self.comm.allreduce, x, op=op, inplace=True, tail=tail,
+                         exact=not _is_float(x))
+        counts[...] = tail if isinstance(tail, np.ndarray) else tail.cpu().numpy()
+        return x
 
     @property
     def n_rows(self) -> int:
@@ -188,10 +222,12 @@ class DistributedBackend(ComposedSteps):
         return self.local.margin()
 
     def compute_gradients(self, loss: str) -> None:
+        self._bounds = None
         self.local.compute_gradients(loss)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         """pairs: float32 (K, n_rows, 2), this worker's rows."""
+        self._bounds = None
         self.local.set_gradients(pairs)
 
     def gradients(self, output: int) -> np.ndarray:
@@ -200,29 +236,39 @@ class DistributedBackend(ComposedSteps):
 
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         """(max |g|, max |h|) over all workers' rows: every worker must quantise with the
-        same scales."""
-        bounds = np.array(self.local.gradient_bounds(output), np.float64)
-        self._check = True  # a call between trees: checked (see begin_tree)
-        self._reduce(bounds, "counts", "max")
-        return float(bounds[0]), float(bounds[1])
+        same scales. The first call after new gradients reduces the bounds of every output
+        (one collective a round, not one a tree of a multiclass round)."""
+        if self._bounds is None:
+            outputs = range(getattr(self.local, "n_outputs", 1))
+            bounds = np.array([self.local.gradient_bounds(k) for k in outputs], np.float64)
+            self._check = self._tree_check  # a call between trees: checked (see begin_tree)
+            self._reduce(bounds, "counts", "max")
+            self._bounds = bounds
+        return float(self._bounds[output, 0]), float(self._bounds[output, 1])
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None) -> int:
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
-        row count over all workers."""
+        row count over all workers: reduced for a sample of rows, else the rows of all
+        workers (reduced once)."""
         bounds = None
         if quantisation is None and self.row_rounding > 0:
             # fixed-point float sums (the GPU's): every worker scales by the global bounds
             bounds = self.gradient_bounds(output)
+        # once per tree, a collective checks that the ranks agree on shapes and dtypes (a rank
+        # out of step fails there, naming itself): the tree's first, unless the last one
+        # (gradient_bounds, just before) was checked; the tree's own calls, many and small,
+        # skip that extra round trip (the whole cost of a small reduction): their shapes
+        # follow from the agreed job and from counts every rank reduced
+        if not self._last_checked:
+            self._check = self._tree_check
         count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
-        # once per tree, every collective checks that the ranks agree on shapes and dtypes
-        # (a rank out of step fails here, naming itself); the tree's own calls, many and
-        # small, skip that extra round trip (the whole cost of a small reduction): their
-        # shapes follow from the agreed job and from counts every rank reduced
-        self._check = True
+        if rows is None and self._total_rows is not None:
+            return self._total_rows
         self._reduce(count, "counts")
-        self._check = "trust"
+        if rows is None:
+            self._total_rows = int(count[0])
         return int(count[0])
 
     def build_histograms(self, nodes: list[int]) -> Any:
@@ -232,46 +278,82 @@ class DistributedBackend(ComposedSteps):
         The local backend stores that buffer, so its histograms of `nodes` become global
         before any subtraction (a subtracted sibling is then global too). Returns the
         buffer."""
-        buf = self.local.build_histograms(nodes)
+        return self._reduce_built(self.local.build_histograms(nodes))
+
+    def _reduce_built(self, buf: Any, counts: np.ndarray | None = None) -> Any:
+        """`build_histograms`'s reduction of the local buffer buf; counts (int64 (k, 2)
+        child row counts, when given) summed in place in the same collective."""
         if self.tree_learner == "data":
-            return self._reduce(buf, "histograms")
-        # feature 0's slots summed on every worker too: the local backend's node totals
-        # (summed over feature 0's slots, which hold every row once) are then global, and
-        # the same on every worker (taken before the reduce-scatter overwrites its block)
-        lo, hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
-        first = buf[:, lo:hi]
-        first = (np.array(first, order="C") if isinstance(first, np.ndarray)  # copies
-                 else first.contiguous().clone())
-        self._reduce_scatter_blocks(buf)
-        buf[:, lo:hi] = self._reduce(first, "counts")
+            return self._reduce(buf, "histograms", counts=counts)
+        self._reduce_scatter_blocks(buf, counts)
         return buf
 
-    def _reduce_scatter_blocks(self, buf: Any) -> None:
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """`Backend.split_and_search` with one reduction for the level: the children's row
+        counts travel with the built histograms. Of each pair the child with the smaller
+        hessian sum (every worker has it from the records; ties: the left one) is built,
+        the other subtracted, where one process builds the child with fewer rows: the
+        global counts are not known before that reduction. The sums and so the quantised
+        model are the same."""
+        with phase(timer, "partition"):
+            counts = np.array(self.local.apply_splits(parents, lefts, rights, records),
+                              np.int64)
+        hessians = child_sums[:, 1].reshape(-1, 2)
+        left_small = (hessians[:, 0] <= hessians[:, 1]).tolist()
+        small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+        large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+        with phase(timer, "histogram"):
+            self._reduce_built(self.local.build_histograms(small), counts)
+            self.local.subtract_histograms(parents, small, large)
+        with phase(timer, "split"):
+            children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+            totals = np.column_stack([child_sums, counts.reshape(-1).astype(np.float64)])
+            kw = {} if monotone is None else {"monotone": monotone}
+            return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
+
+    def _reduce_scatter_blocks(self, buf: Any, counts: np.ndarray | None = None) -> None:
         """buf (k, total_bins, C) or packed (k, total_bins), numpy or torch: this worker's
-        slots become the sums over all workers. The blocks travel as (world, widest block, k,
-        C), one block per worker."""
+        slots become the sums over all workers, and so do feature 0's slots on every worker
+        (the local backend's node totals, summed over feature 0's slots, which hold every row
+        once, are then global and the same on every worker) and counts (int64 (k, 2), when
+        given: written back). The blocks travel as (world, widest block + extra, k, C), one
+        block per worker, each followed by a copy of the extra rows: feature 0's slots, then
+        the counts (two rows of one channel, or one row of channels 0 and 1): one
+        reduce-scatter for all."""
         if buf.ndim == 2:  # packed: one channel (a view, written through)
             buf = buf[..., None]
         k, _, c = buf.shape
         world = self.comm.world_size
         widest = max(hi - lo for lo, hi in self._slots)
-        if isinstance(buf, np.ndarray):
-            send = np.zeros((world, widest, k, c), buf.dtype)
-            for r, (lo, hi) in enumerate(self._slots):
-                send[r, :hi - lo] = buf[:, lo:hi].transpose(1, 0, 2)
-        else:  # a torch tensor on the device
-            send = buf.new_zeros((world, widest, k, c))
-            for r, (lo, hi) in enumerate(self._slots):
-                send[r, :hi - lo] = buf[:, lo:hi].permute(1, 0, 2)
-        self.traffic["histograms"] += int(send.nbytes if isinstance(send, np.ndarray)
-                                          else send.numel() * send.element_size())
+        f_lo, f_hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
+        count_rows = 0 if counts is None else (2 if c == 1 else 1)
+        rows = widest + (f_hi - f_lo) + count_rows
+        numpy = isinstance(buf, np.ndarray)
+        send = np.zeros((world, rows, k, c), buf.dtype) if numpy \
+            else buf.new_zeros((world, rows, k, c))
+        swap = (lambda a: a.transpose(1, 0, 2)) if numpy else (lambda a: a.permute(1, 0, 2))
+        for r, (lo, hi) in enumerate(self._slots):
+            send[r, :hi - lo] = swap(buf[:, lo:hi])
+        send[:, widest:widest + f_hi - f_lo] = swap(buf[:, f_lo:f_hi])
+        if counts is not None:
+            tail = counts.T.reshape(2, k, 1) if c == 1 else counts[None]
+            tail = tail if numpy else buf.new_tensor(tail)
+            send[:, rows - count_rows:, :, :2] = tail
+        self.traffic["histograms"] += _nbytes(send)
         mine = self._collective(self.comm.reduce_scatter, send, op="sum",
-                                exact=not _is_float(send))
+                                exact=not _is_float(send))[0]
         lo, hi = self._slots[self.comm.rank]
         if hi > lo:
-            block = mine[0, :hi - lo]
-            buf[:, lo:hi] = (block.transpose(1, 0, 2) if isinstance(block, np.ndarray)
-                             else block.permute(1, 0, 2))
+            buf[:, lo:hi] = swap(mine[:hi - lo])
+        buf[:, f_lo:f_hi] = swap(mine[widest:widest + f_hi - f_lo])
+        if counts is not None:
+            got = mine[rows - count_rows:, :, :2]
+            got = got if numpy else got.cpu().numpy()
+            counts[...] = got.reshape(2, k).T if c == 1 else got[0]
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:

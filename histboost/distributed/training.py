@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,10 +22,12 @@ from ..kernels.backend import make_backend
 from ..metrics import MEAN_METRICS, finish_metric, metric_sums, set_facts
 from ..params import RANKING_OBJECTIVES
 from .backend import TREE_LEARNERS, DistributedBackend
+from .quantile import global_quantiles
 
 if TYPE_CHECKING:
     from ..collective.base import Communicator
     from ..data.binning import BinMapper
+    from ..data.dataset import Dataset
     from ..objectives.base import Objective
     from ..params import TrainParams
 
@@ -49,12 +51,13 @@ def check_supported(p: TrainParams) -> None:
     # ranking has no intercept (0: a constant shifts every score of a query alike), aft a
     # constant one
     if (not objective.intercept_from_mean and p.base_score is None
+            and objective.leaf_alpha is None  # a quantile of the labels (`global_intercept`)
             and p.objective not in RANKING_OBJECTIVES and p.objective != "survival:aft"):
         raise ValueError(f"distributed training of objective {p.objective!r} needs base_score "
                          "(its intercept is not a function of the mean label)")
-    if objective.leaf_alpha is not None or p.objective == "survival:cox":
+    if p.objective == "survival:cox":
         raise ValueError(f"objective {p.objective!r} is not supported by distributed training "
-                         "yet (it needs all rows of a leaf or a risk set together)")
+                         "yet (it needs all rows of a risk set together)")
 
 
 def ranks_on_host(comm: Communicator) -> int:
@@ -250,7 +253,12 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
                      w: np.ndarray | None) -> np.ndarray:
     """float64 (K,): the objective's intercept from the weighted mean label of all ranks
     (sum(w * y), sum(w) allreduced). Built-in objectives fit the intercept from that mean
-    alone (squared error: the mean; logistic: its logit; softmax and custom: zeros)."""
+    alone (squared error: the mean; logistic: its logit; softmax and custom: zeros), except
+    those that refresh leaves to a quantile (absolute and quantile error): theirs is that
+    quantile of the labels of all ranks (`histboost.distributed.quantile`)."""
+    if objective.leaf_alpha is not None:
+        q = global_quantiles(comm, np.zeros(len(y), np.int64), y, w, 1, objective.leaf_alpha)
+        return np.array([float(q[0])])
     if y.ndim == 2:  # interval labels (survival:aft, whose intercept is a constant)
         y = y[:, 0]
     ww = np.ones_like(y) if w is None else w
@@ -259,6 +267,17 @@ def global_intercept(comm: Communicator, objective: Objective, y: np.ndarray,
     if sums[1] <= 0:
         raise ValueError("all weights are zero on every rank")
     return objective.base_margin(np.array([sums[0] / sums[1]]), None)
+
+
+def leaf_quantiles(comm: Communicator) -> Callable[..., np.ndarray]:
+    """The quantiles of a leaf refresh (`histboost.objectives.leaves.refresh_leaves`) over
+    the rows of all ranks: each rank passes its rows' leaves and residuals."""
+
+    def quantiles(leaf: np.ndarray, residual: np.ndarray, w: np.ndarray | None,
+                  n_leaves: int, alpha: float) -> np.ndarray:
+        return global_quantiles(comm, leaf, residual, w, n_leaves, alpha)
+
+    return quantiles
 
 
 def check_ranking_weights(objective: Objective, w: np.ndarray | None) -> None:
@@ -281,6 +300,41 @@ def global_ranking_metric(comm: Communicator, fn: Any, y: np.ndarray, pred: np.n
     sizes = np.asarray(group if group is not None else [len(y)], np.int64)
     groups = np.asarray(comm.allgather(sizes))
     return fn(ys, ps, None, group=groups)
+
+
+_GATHERED_FIELDS = ("label", "weight", "base_margin", "label_lower_bound", "label_upper_bound")
+
+
+def gather_dataset(comm: Communicator, d: Dataset) -> Dataset:
+    """Collective: the rows of evaluation set `d` of all ranks in rank order as one dense
+    Dataset on every rank (features, labels, weights, base margins, label bounds, query
+    sizes), so that a custom metric sees the set one process would. It costs one allgather
+    of the whole set per run (the predictions then travel every round). ValueError on every
+    rank for a sparse or categorical set, or a field given on some ranks only."""
+    from ..data.dataset import Dataset
+
+    error = None
+    if d.is_sparse or d.categorical is not None or not isinstance(d.data, np.ndarray):
+        error = ValueError("custom_metric under comm gathers the evaluation sets' rows: each "
+                           "must be a dense numeric matrix (not sparse or categorical)")
+    raise_together(comm, error)
+    fields = [getattr(d, f) for f in _GATHERED_FIELDS] + [d.group]
+    present = np.array([f is not None for f in fields], np.int64)
+    flags = np.asarray(comm.allgather(present)).reshape(comm.world_size, -1)
+    if not np.all(flags == flags[0]):
+        names = [n for n, col in zip((*_GATHERED_FIELDS, "group"), flags.T, strict=True)
+                 if not np.all(col == col[0])]
+        raise ValueError(f"custom_metric under comm: evaluation set fields {names} are given on "
+                         "some ranks only")
+
+    def gathered(a: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+        return np.asarray(comm.allgather(np.ascontiguousarray(a, dtype)))
+
+    kwargs = {f: gathered(v) for f, v in zip(_GATHERED_FIELDS, fields, strict=False)
+              if v is not None}
+    if d.group is not None:
+        kwargs["group"] = gathered(d.group, np.int64)
+    return Dataset(gathered(d.data), feature_names=d.feature_names, **kwargs)
 
 
 def global_set_facts(comm: Communicator, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
@@ -315,4 +369,4 @@ def make_distributed_backend(comm: Communicator, device: str, bins: np.ndarray |
     rows = np.array([len(kwargs["row_ids"])], np.int64)
     comm.allreduce(rows, op="sum", inplace=True)
     local = make_backend(device, bins, bin_offsets, pack_rows=int(rows[0]), **kwargs)
-    return DistributedBackend(local, comm, tree_learner=tree_learner)
+    return DistributedBackend(local, comm, tree_learner=tree_learner, total_rows=int(rows[0]))

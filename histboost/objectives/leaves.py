@@ -4,6 +4,8 @@ quantile of the residuals ``y - margin`` of its training rows, times the learnin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..tree.grower import GrownTree
@@ -28,12 +30,29 @@ def leaf_ordinals(tree: Tree, X: np.ndarray) -> np.ndarray:
     return np.rint(out[:, tree.class_index]).astype(np.int64)
 
 
+def leaf_quantiles(leaf: np.ndarray, residual: np.ndarray, w: np.ndarray | None,
+                   n_leaves: int, alpha: float) -> np.ndarray:
+    """float64 (n_leaves,): the weighted alpha-quantile of the residuals of each leaf's rows
+    (leaf: int64 (n,) ordinals), NaN for a leaf without rows."""
+    out = np.full(n_leaves, np.nan)
+    order = np.argsort(leaf, kind="stable")
+    bounds = np.searchsorted(leaf[order], np.arange(n_leaves + 1))
+    for j in range(n_leaves):
+        idx = order[bounds[j]:bounds[j + 1]]
+        if idx.size:
+            out[j] = weighted_quantile(residual[idx], alpha, None if w is None else w[idx])
+    return out
+
+
 def refresh_leaves(grown: GrownTree, alpha: float, X: np.ndarray, margin: np.ndarray,
                    y: np.ndarray, w: np.ndarray | None, rows: np.ndarray | None,
-                   learning_rate: float) -> GrownTree:
+                   learning_rate: float, quantiles: Callable[..., np.ndarray] = leaf_quantiles
+                   ) -> GrownTree:
     """`grown` with each leaf's value set to learning_rate times the weighted alpha-quantile
     of y - margin over its rows (`rows`: the round's sample; None: all rows). Leaves without
-    rows keep their value. margin float64 (n,): the output's margins before this tree."""
+    rows keep their value. margin float64 (n,): the output's margins before this tree.
+    quantiles: `leaf_quantiles` or one with its arguments and result (distributed training:
+    the quantiles over the rows of all ranks)."""
     tree = grown.tree
     try:
         X = np.asarray(X)
@@ -46,13 +65,9 @@ def refresh_leaves(grown: GrownTree, alpha: float, X: np.ndarray, margin: np.nda
         leaf, residual = leaf[rows], residual[rows]
         w = None if w is None else w[rows]
     values = np.array(grown.leaf_values, np.float64)
-    order = np.argsort(leaf, kind="stable")
-    bounds = np.searchsorted(leaf[order], np.arange(values.shape[0] + 1))
-    for j in range(values.shape[0]):
-        idx = order[bounds[j]:bounds[j + 1]]
-        if idx.size:
-            q = weighted_quantile(residual[idx], alpha, None if w is None else w[idx])
-            values[j] = q * learning_rate
+    q = quantiles(leaf, residual, w, values.shape[0], alpha)
+    have = ~np.isnan(q)
+    values[have] = q[have] * learning_rate
     arrays = dict(tree.arrays)
     if tree.is_oblivious:
         arrays["leaf_value"] = values

@@ -158,6 +158,20 @@ def battery(comm) -> dict:
             key = f"reduce/{alg}/{op}/{np.dtype(dt).name}/{n}/root{root}"
             got = check.run(key, comm.reduce, x, root=root, algorithm=alg, **kw)
             check(key, got, want if r == root else None, same_on_all=False)
+    # --- allreduce with a tail (a tree level's histograms and row counts in one call): the
+    # tail rides in the last shared-memory step (several steps with the tests' small stage)
+    def with_tail(x, tail, **kw):
+        comm.allreduce(x, inplace=True, tail=tail, **kw)
+        return np.concatenate([x, tail])
+
+    for n in (0, 5, 1000 + p):
+        for op, dt in (("sum", np.int64), ("max", np.float64)):
+            want = np.concatenate([ref(op, n, dt), ref(op, 3, dt, seed=5)])
+            for alg in A["allreduce"]:
+                key = f"allreduce_tail/{alg}/{op}/{np.dtype(dt).name}/{n}"
+                got = check.run(key, with_tail, data(r, n, dt), data(r, 3, dt, seed=5),
+                                op=op, algorithm=alg, check_metadata=n == 5)
+                check(key, got, want)
     # --- allgather (equal and uneven lengths), broadcast -----------------------------------
     for dt in DTYPES:
         name = np.dtype(dt).name

@@ -100,3 +100,16 @@ def test_check_metadata_takes_true_false_or_trust():
     assert np.array_equal(comm.allreduce(x, check_metadata="trust"), x)
     with pytest.raises(ValueError, match="check_metadata must be True, False or 'trust'"):
         comm.allreduce(x, check_metadata="off")
+
+
+def test_allreduce_tail_must_be_like_x():
+    comm = hc.SingleCommunicator()
+    x, counts = np.arange(4, dtype=np.int64), np.array([3, 4], np.int64)
+    assert comm.allreduce(x, inplace=True, tail=counts) is x
+    assert counts.tolist() == [3, 4]
+    with pytest.raises(ValueError, match="tail must be like x"):
+        comm.allreduce(x, inplace=True, tail=counts.astype(np.float64))
+    with pytest.raises(ValueError, match="tail needs inplace=True"):
+        comm.allreduce(x, tail=counts)
+    with pytest.raises(ValueError, match="tail needs inplace=True"):
+        comm.allreduce(x, op=max, inplace=True, tail=counts)

@@ -6,8 +6,9 @@ barrier, then each reads the other ranks' slots in place. Per rank and per byte 
 allreduce is two copies and one reduction pass over 1/p of the data (copy in; reduce its own
 block, reading every rank's slot, in rank order; barrier; copy the other blocks out), where the
 ring over point-to-point rings copies every byte into and out of a ring slot at each of its
-2(p - 1) steps; up to `FOLD_ALL_BYTES` every rank reduces the whole step instead, and the
-second barrier goes. reduce_scatter, allgather and broadcast need one barrier per step.
+2(p - 1) steps; up to `FOLD_ALL_BYTES`, and at any size in groups of up to `FOLD_ALL_RANKS`
+ranks, every rank reduces the whole step instead, and the second barrier goes. reduce_scatter,
+allgather and broadcast need one barrier per step.
 Messages larger than a slot go in several steps.
 
 Results are deterministic and the same bits on every rank: each block is reduced once, by
@@ -29,6 +30,11 @@ ALGORITHM = "shared"
 # folds all of them (the same operands in the same order as the block owners would), which
 # reads p times the data but waits once, and a wait (a wake-up) costs more than that read
 FOLD_ALL_BYTES = 256 << 10
+# ... and so do steps of any size in groups of at most this many ranks: per element, folding
+# all reads and writes 5 (2 ranks) or 6 (3 ranks) elements where the blocks move 5 and 5.3
+# (copy in, the own block's fold, its copy to the slot, the other blocks' copy out), and the
+# second meeting of the ranks, whose cost is the slower rank's lag, goes
+FOLD_ALL_RANKS = 3
 # descriptor codes of the collectives, compared by every step's barrier
 OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST = 1, 2, 3, 4
 
@@ -64,19 +70,28 @@ def _fold(red: BoundReducer, out: Buffer, out_at: int, sources: list[Buffer], at
         red(d, v, into_a=True)
 
 
-def allreduce(ctx: Ctx, seg: Any, buf: Buffer, red: BoundReducer, desc: tuple[int, ...]
-              ) -> None:
+def allreduce(ctx: Ctx, seg: Any, buf: Buffer, red: BoundReducer, desc: tuple[int, ...],
+              tail: Buffer | None = None) -> None:
     """``buf`` (this rank's input, on the CPU) becomes the reduction over all ranks. desc:
-    (call number, bytes), compared at every step."""
+    (call number, bytes), compared at every step. tail: a few elements of ``buf``'s dtype
+    (a built-in op) reduced in place too, carried after ``buf``'s elements of the last step
+    and folded by every rank."""
     p, r, rec = ctx.size, ctx.rank, red.rec_size
-    cap = capacity(seg, buf) // rec * rec
-    for start in range(0, buf.n, cap):
+    extra = 0 if tail is None else tail.n
+    cap = (capacity(seg, buf) - extra) // rec * rec
+    starts = range(0, buf.n, cap)
+    for start in starts:
         m = min(cap, buf.n - start)
         half = seg.next_half(ctx)
         slots = [_slot(seg, half, q, buf) for q in range(p)]
         slots[r].copy_(0, buf, start, m)
+        last = start == starts[-1]
+        if last and extra:
+            slots[r].copy_(m, tail, 0, extra)
         seg.sync(ctx, half, (OP_ALLREDUCE, *desc))
-        if m * buf.scale * buf.wire.element_size() <= FOLD_ALL_BYTES:
+        if last and extra:
+            _fold(red, tail, 0, slots, m, extra)
+        if p <= FOLD_ALL_RANKS or m * buf.scale * buf.wire.element_size() <= FOLD_ALL_BYTES:
             _fold(red, buf, start, slots, 0, m)
             continue
         off = offsets_of(split_counts(m // rec, p, rec))

@@ -192,7 +192,7 @@ class CPUBackend(ComposedSteps):
         self._hist_shape: tuple[int, ...] = (self.total_bins, 2)
         self._hists = HistogramStore(np.stack)
         self._hist_buffers = _HistogramBuffers()
-        self._float_memo: tuple[tuple[int, ...], np.ndarray] | None = None
+        self._float_memo: tuple[tuple[int, ...], np.ndarray, tuple[int, int] | None] | None = None
         self._ranges = NodeRanges()
         self._chunk_buffers = np.zeros((0,), self.hist_dtype)
         self._offsets_list: list[int] = self.offsets.tolist()
@@ -516,35 +516,54 @@ class CPUBackend(ComposedSteps):
                                  pieces, flat)
         return out
 
-    def _float_histograms(self, nodes: list[int]) -> np.ndarray:
-        """float64 (k, total_bins, C) histograms of `nodes` in gradient units. The last
-        result is kept until histograms change: the split search and the totals (or the
-        oblivious gain table and the split's left sums) read the same nodes in a row."""
+    def _float_histograms(self, nodes: list[int], slots: tuple[int, int] | None = None
+                          ) -> np.ndarray:
+        """float64 (k, total_bins, C) histograms of `nodes` in gradient units; with `slots`
+        (lo, hi), only those slots are converted (the others hold anything). The last result
+        is kept until histograms change: the split search and the totals (or the oblivious
+        gain table and the split's left sums) read the same nodes in a row."""
         key = tuple(nodes)
         memo = self._float_memo
-        if memo is not None and memo[0] == key:
+        if memo is not None and memo[0] == key and (
+                memo[2] is None or slots is not None and memo[2][0] <= slots[0]
+                and slots[1] <= memo[2][1]):
             return memo[1]
-        hists = self._to_float(self._hists.stack(nodes))
-        self._float_memo = (key, hists)
+        stacked = self._hists.stack(nodes)
+        hists = self._to_float(stacked) if slots is None else self._to_float(stacked, slots)
+        self._float_memo = (key, hists, slots)
         return hists
 
-    def _to_float(self, hists: np.ndarray) -> np.ndarray:
-        """Histograms of any layout as float64 (k, total_bins, C) in gradient units."""
+    def _searched_slots(self, feature_masks: np.ndarray) -> tuple[int, int] | None:
+        """The slots (lo, hi) of the features a search may use (feature_masks bool (k, F)),
+        None when they span all: a distributed worker searching its block of features, or
+        column sampling, converts no more of the histograms than it reads."""
+        used = np.flatnonzero(np.asarray(feature_masks).any(axis=0))
+        if used.size == 0 or (used[0] == 0 and used[-1] == self.n_features - 1):
+            return None
+        return int(self.offsets[used[0]]), int(self.offsets[used[-1] + 1])
+
+    def _to_float(self, hists: np.ndarray, slots: tuple[int, int] | None = None
+                  ) -> np.ndarray:
+        """Histograms of any layout as float64 (k, total_bins, C) in gradient units (only
+        slots lo:hi, when given)."""
         q = self._quantisation
         if q is None:
             return hists
+        lo, hi = (0, hists.shape[1]) if slots is None else slots
+        part = hists[:, lo:hi] if slots is not None else hists
         parallel = self._team(min(hists.shape[0],
-                                  hists.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
+                                  part.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
         if hists.ndim == 2:  # packed quantised sums
             out = self._hist_buffers.empty((*hists.shape, 2), np.dtype(np.float64))
             kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
-            kernel(hists, q.g_scale, q.h_scale, out)
+            kernel(part, q.g_scale, q.h_scale, out[:, lo:hi] if slots is not None else out)
             return out
         # scales are powers of two, so these products and all later sums are exact
         out = self._hist_buffers.empty(hists.shape, np.dtype(np.float64))
         scales = np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
         kernel = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
-        kernel(np.ascontiguousarray(hists), scales, out)
+        kernel(np.ascontiguousarray(part), scales,
+               out[:, lo:hi] if slots is not None else out)
         return out
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
@@ -556,7 +575,7 @@ class CPUBackend(ComposedSteps):
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        hists = self._float_histograms(nodes)
+        hists = self._float_histograms(nodes, self._searched_slots(feature_masks))
         k = hists.shape[0]
         if monotone is not None:
             return split.monotone_search(hists, totals, self.offsets, feature_masks, reg,
