@@ -244,43 +244,18 @@ def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, 
                 dst[i] += src[i]
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_ranges(parent, child, out, rng_lo, rng_hi, width):
-    """out = parent - child over the slot ranges [rng_lo[r], rng_hi[r]) of one node's flat
-    (total_bins x width,) histograms, width = channels per slot."""
-    for r in nb.prange(rng_lo.shape[0]):
-        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
-            out[i] = parent[i] - child[i]
-
-
 @nb.njit(cache=True, nogil=True)
-def subtract_ranges_serial(parent, child, out, rng_lo, rng_hi, width):
-    """`subtract_ranges` on the calling thread."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
-            out[i] = parent[i] - child[i]
-
-
-@nb.njit(cache=True, nogil=True)
-def unpack_ranges(packed, g_scale, h_scale, rng_lo, rng_hi, out):
-    """Packed int64 (total_bins,) sums of one node to float64 (total_bins, 2) in gradient
-    units, over the ranges only."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(rng_lo[r], rng_hi[r]):
-            v = packed[i]
-            h = v & _LOW32
-            out[i, 0] = np.float64((v - h) >> 32) * g_scale
-            out[i, 1] = np.float64(h) * h_scale
-
-
-@nb.njit(cache=True, nogil=True)
-def scale_ranges(wide, scales, rng_lo, rng_hi, out):
-    """int64 (total_bins, C) sums of one node to float64 in gradient units (x scales[c]),
-    over the ranges only."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(rng_lo[r], rng_hi[r]):
-            for c in range(wide.shape[1]):
-                out[i, c] = np.float64(wide[i, c]) * scales[c]
+def gather_slots(src, starts, dst_ptr, dst):
+    """Runs of slots of one histogram into another: dst[dst_ptr[i]:dst_ptr[i+1]] =
+    src[starts[i]:starts[i] + dst_ptr[i+1] - dst_ptr[i]] for every i (src, dst: 2-D (slots,
+    channels) of one dtype). Copies a node's live features out of a full-width histogram
+    into its compact one, or a compact one into the compact layout of fewer features."""
+    for i in range(starts.shape[0]):
+        s = starts[i]
+        for d in range(dst_ptr[i], dst_ptr[i + 1]):
+            for c in range(src.shape[1]):
+                dst[d, c] = src[s, c]
+            s += 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
