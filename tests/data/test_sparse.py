@@ -129,7 +129,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
     spied = ["build_histogram_chunked", "build_histogram_chunked_serial",
-             "partition_node_chunked", "build_histograms", "fix_histograms"]
+             "partition_node_chunked", "build_histograms"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     for chunked in (True, False):
         with pytest.MonkeyPatch.context() as mp, forced_paths(chunked, min_rows=64):

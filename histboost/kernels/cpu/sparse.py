@@ -12,8 +12,10 @@ feature 0's slots of a node's histogram is the node's total. Column-major, ``col
 entries in row order (the partition reads them).
 
 A histogram built from the rows thus misses every default bin of the features f >= 1;
-`fix_histograms` sets it to the node total minus the feature's other slots (LightGBM's "fix
-histogram"). Histograms, split search and trees are then those of the dense layout.
+`gather_fixed` sets it to the node total minus the feature's other slots (LightGBM's "fix
+histogram") while it copies the node's live features into its compact histogram (see
+`kernels.cpu.sparse_backend`). Histograms, split search and trees are then those of the dense
+layout.
 """
 
 from __future__ import annotations
@@ -248,61 +250,79 @@ def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, 
 def gather_slots(src, starts, dst_ptr, dst):
     """Runs of slots of one histogram into another: dst[dst_ptr[i]:dst_ptr[i+1]] =
     src[starts[i]:starts[i] + dst_ptr[i+1] - dst_ptr[i]] for every i (src, dst: 2-D (slots,
-    channels) of one dtype). Copies a node's live features out of a full-width histogram
-    into its compact one, or a compact one into the compact layout of fewer features."""
+    channels) of one dtype): a compact histogram into the compact layout of fewer
+    features."""
     for i in range(starts.shape[0]):
+        a = dst_ptr[i]
+        b = dst_ptr[i + 1]
         s = starts[i]
-        for d in range(dst_ptr[i], dst_ptr[i + 1]):
-            for c in range(src.shape[1]):
-                dst[d, c] = src[s, c]
-            s += 1
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _fix_feature(hists, totals, j, lo, hi, d):
-    for c in range(hists.shape[2]):
-        rest = totals[j, c] - totals[j, c]  # zero of hists' dtype
-        for s in range(lo, d):
-            rest += hists[j, s, c]
-        for s in range(d + 1, hi):
-            rest += hists[j, s, c]
-        hists[j, d, c] = totals[j, c] - rest
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _node_total(hists, j, offsets, totals):
-    """totals[j, c] = sum of node j's feature-0 slots (every row once)."""
-    for c in range(hists.shape[2]):
-        t = totals[j, c] - totals[j, c]
-        for s in range(offsets[0], offsets[1]):
-            t += hists[j, s, c]
-        totals[j, c] = t
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def fix_histograms(hists, offsets, default_slots, live_ptr, live, totals):
-    """Set the default slot (global index default_slots[f]) of every live feature f >= 1 of
-    each histogram (node j's live features: live[live_ptr[j]:live_ptr[j+1]]) to the node
-    total minus the feature's other slots. hists: (k, total_bins, C) float64 or int64 (packed
-    sums: C = 1; two's-complement differences of packed sums are the packed differences);
-    totals: (k, C) scratch of hists' dtype."""
-    for j in range(hists.shape[0]):
-        _node_total(hists, j, offsets, totals)
-        for i in nb.prange(live_ptr[j], live_ptr[j + 1]):
-            f = live[i]
-            if f > 0:
-                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
+        dst[a:b] = src[s:s + b - a]
 
 
 @nb.njit(cache=True, nogil=True)
-def fix_histograms_serial(hists, offsets, default_slots, live_ptr, live, totals):
-    """`fix_histograms` on the calling thread."""
-    for j in range(hists.shape[0]):
-        _node_total(hists, j, offsets, totals)
-        for i in range(live_ptr[j], live_ptr[j + 1]):
-            f = live[i]
-            if f > 0:
-                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
+def gather_fixed(src, starts, ptr, defaults, totals, dst):
+    """A node's compact histogram dst (size, C) from its built, unfixed full-width one src
+    (total_bins, C), both float64 or int64 (packed sums: C = 1; two's-complement differences
+    of packed sums are the packed differences): the runs src[starts[i]:...] of its live
+    features into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
+    slot (dst index defaults[i]) is *fixed*: the node total (the sum of feature 0's slots,
+    every row once) minus the feature's other slots, summed in slot order. totals: (C,)
+    zeros of dst's dtype (scratch)."""
+    n0 = ptr[1]
+    s0 = starts[0]
+    dst[0:n0] = src[s0:s0 + n0]
+    for c in range(dst.shape[1]):
+        t = totals[c] - totals[c]  # zero of the dtype
+        for k in range(n0):
+            t += dst[k, c]
+        totals[c] = t
+    for i in range(1, starts.shape[0]):
+        a = ptr[i]
+        b = ptr[i + 1]
+        s = starts[i]
+        dst[a:b] = src[s:s + b - a]
+        d = defaults[i]
+        for c in range(dst.shape[1]):
+            rest = totals[c] - totals[c]
+            for k in range(a, d):
+                rest += dst[k, c]
+            for k in range(d + 1, b):
+                rest += dst[k, c]
+            dst[d, c] = totals[c] - rest
+
+
+@nb.njit(cache=True, nogil=True)
+def searched_bins(hist, ptr, out, out_ptr, bins):
+    """What the split search needs of a compact float64 histogram hist (size, C) with
+    features' runs ptr (L+1,): per feature its first and last value bins, the value bins
+    between them that hold anything (a channel non-zero), and its missing slot, into out
+    (size, C), runs out_ptr (L+1,), bins int32 (size,) each kept slot's bin in its feature;
+    returns the slots kept.
+
+    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
+    after the bin before it, which the search (the first of equal gains wins) ranks first;
+    the first and last value bins bound the candidates (missing values alone on the left; all
+    values on the left). So the search on `out` finds the split of `hist`, its bin read back
+    through `bins`."""
+    C = hist.shape[1]
+    pos = 0
+    for i in range(ptr.shape[0] - 1):
+        out_ptr[i] = pos
+        a = ptr[i]
+        b = ptr[i + 1]
+        for s in range(a, b):
+            keep = s == a or s >= b - 2
+            if not keep:
+                for c in range(C):
+                    if hist[s, c] != 0.0:
+                        keep = True
+            if keep:
+                for c in range(C):
+                    out[pos, c] = hist[s, c]
+                bins[pos] = s - a
+                pos += 1
+    out_ptr[ptr.shape[0] - 1] = pos
+    return pos
 
 
 _LOW32 = np.int64(0xFFFFFFFF)

@@ -46,18 +46,17 @@ _VALUES_PER_CHUNK_SLOT = 1
 _POOL_KEEP = 8
 # Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
 # slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps). Elementwise work over live slots (fixing, subtracting) runs in
-# parallel from this many values (several milliseconds of work), and a node's partition, a
-# galloping walk cheaper per row than the dense one, is chunked from this many rows.
+# of a sparse node's steps). A node's split search runs in parallel from this many
+# elementwise values' worth of work (several milliseconds; a searched slot costs _SPLIT_COST
+# of them: a gain per bin, twice with missing values), and a node's partition, a galloping
+# walk cheaper per row than the dense one, is chunked from this many rows.
 _PARALLEL_MIN_VALUES = 1 << 20
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
-# a slot of the split search costs about this many elementwise values (a gain per bin, twice
-# with missing values)
 _SPLIT_COST = 16
+_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
 
 
 class _Pool:
-    """Histogram-sized arrays for reuse. A sparse layout's histograms span every slot of a
+    """Full-width scratch arrays for reuse. A sparse layout's histograms span every slot of a
     wide matrix (megabytes each); a fresh array of that size comes from mmap and pays a page
     fault per 4 KiB on its first writes, as slow as filling it. An array is free again once
     nothing else refers to it (the store released its nodes)."""
@@ -194,8 +193,8 @@ class SparseCPUBackend(CPUBackend):
 
     def _build_group(self, nodes: list[int]) -> None:
         """Build `nodes` in full-width scratch histograms over their live ranges (nodes too
-        small for row chunks in one call, first), fix them, copy each into its compact
-        histogram."""
+        small for row chunks in one call, first), then copy each into its compact histogram,
+        fixing its default bins."""
         sb = self.sbins
         bounds = self._ranges.bounds(nodes)
         width = int(np.prod(self._hist_shape[1:], dtype=np.int64))
@@ -236,26 +235,13 @@ class SparseCPUBackend(CPUBackend):
                 sparse.build_histogram_chunked_serial(sb.indptr, sb.slots, self.gh, self.rows,
                                                       s, e, live.lo, live.hi, c,
                                                       self._chunk_buffers[0], out[j])
-        self._fix(out, lives)
+        totals = np.zeros(width, self.hist_dtype)
         for j, k in enumerate(order):
             live = lives[j]
             h = np.empty((live.size, *self._hist_shape[1:]), self.hist_dtype)
-            sparse.gather_slots(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
-                                h.reshape(live.size, -1))
+            sparse.gather_fixed(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
+                                live.defaults, totals, h.reshape(live.size, -1))
             self._compact[nodes[k]] = h
-
-    def _fix(self, out: np.ndarray, lives: list[_Live]) -> None:
-        """Every live feature's default bin from the node total (`kernels.cpu.sparse`)."""
-        hists = out.reshape(out.shape[0], out.shape[1], -1)
-        # zeros, not empty: the kernels take `totals - totals` as their zero (NaN from garbage)
-        totals = np.zeros((hists.shape[0], hists.shape[2]), hists.dtype)
-        live_ptr = np.zeros(len(lives) + 1, np.int64)
-        np.cumsum([lv.features.size for lv in lives], out=live_ptr[1:])
-        live = np.concatenate([lv.features for lv in lives])
-        work = sum(lv.values for lv in lives) * hists.shape[2]
-        parallel = self._team(work // _PARALLEL_MIN_VALUES) > 1
-        kernel = sparse.fix_histograms if parallel else sparse.fix_histograms_serial
-        kernel(hists, self.offsets, self.default_slots, live_ptr, live, totals)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -328,19 +314,27 @@ class SparseCPUBackend(CPUBackend):
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
         for j, node in enumerate(nodes):
             live = self._refine(node, float(totals[j, 1]), float(totals[j, 2]), reg)
-            hist = self._compact_float(self._compact[node])[None]
-            # the dense search on the compact layout: compact offsets, features 0..L-1
+            full = self._compact_float(self._compact[node])
+            # the dense search on the bins it needs (`kernels.cpu.sparse.searched_bins`):
+            # offsets of those, features numbered 0..L-1, both mapped back after
+            hist = np.empty_like(full)
+            ptr = np.empty(live.ptr.size, np.int64)
+            bins = np.empty(full.shape[0], np.int32)
+            kept = sparse.searched_bins(full, live.ptr, hist, ptr, bins)
+            hist = hist[None, :kept]
             mask = masks[j:j + 1, live.features]
             if monotone is None:
-                parallel = self._team(live.size * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
-                rec = split.search(hist, totals[j:j + 1], live.ptr, mask, reg, parallel)[0]
+                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
+                rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                rec = split.monotone_search(hist, totals[j:j + 1], live.ptr, mask, reg,
+                rec = split.monotone_search(hist, totals[j:j + 1], ptr, mask, reg,
                                             (np.asarray(cons)[live.features], lower[j:j + 1],
                                              upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
-                rec[split.REC_FEATURE] = live.features[int(rec[split.REC_FEATURE])]
+                f = int(rec[split.REC_FEATURE])
+                rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
+                rec[split.REC_FEATURE] = live.features[f]
             out[j] = rec
         return out
 
