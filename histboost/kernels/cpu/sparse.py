@@ -247,16 +247,44 @@ def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, 
 
 
 @nb.njit(cache=True, nogil=True)
+def node_layout(features, offsets, default_bins, gap, starts, ptr, defaults, lo, hi):
+    """The compact layout of live features (int32 (L,) ascending): starts[i] = offsets[f],
+    ptr (L+1,) the compact runs, defaults[i] the compact slot of f's default bin, and ranges
+    [lo[r], hi[r]) of global slots covering the features' slots, runs closer than `gap`
+    slots merged; returns the number of ranges (all int64 arrays, lo/hi of size L)."""
+    p = 0
+    r = -1
+    for i in range(features.shape[0]):
+        f = features[i]
+        a = offsets[f]
+        b = offsets[f + 1]
+        starts[i] = a
+        ptr[i] = p
+        defaults[i] = p + default_bins[f]
+        p += b - a
+        if r >= 0 and a - hi[r] <= gap:
+            hi[r] = b
+        else:
+            r += 1
+            lo[r] = a
+            hi[r] = b
+    ptr[features.shape[0]] = p
+    return r + 1
+
+
+@nb.njit(cache=True, nogil=True)
 def gather_slots(src, starts, dst_ptr, dst):
     """Runs of slots of one histogram into another: dst[dst_ptr[i]:dst_ptr[i+1]] =
     src[starts[i]:starts[i] + dst_ptr[i+1] - dst_ptr[i]] for every i (src, dst: 2-D (slots,
     channels) of one dtype): a compact histogram into the compact layout of fewer
     features."""
+    C = dst.shape[1]
     for i in range(starts.shape[0]):
-        a = dst_ptr[i]
-        b = dst_ptr[i + 1]
         s = starts[i]
-        dst[a:b] = src[s:s + b - a]
+        for d in range(dst_ptr[i], dst_ptr[i + 1]):
+            for c in range(C):
+                dst[d, c] = src[s, c]
+            s += 1
 
 
 @nb.njit(cache=True, nogil=True)
@@ -268,26 +296,31 @@ def gather_fixed(src, starts, ptr, defaults, totals, dst):
     slot (dst index defaults[i]) is *fixed*: the node total (the sum of feature 0's slots,
     every row once) minus the feature's other slots, summed in slot order. totals: (C,)
     zeros of dst's dtype (scratch)."""
-    n0 = ptr[1]
-    s0 = starts[0]
-    dst[0:n0] = src[s0:s0 + n0]
-    for c in range(dst.shape[1]):
+    C = dst.shape[1]
+    s = starts[0]
+    for k in range(ptr[1]):
+        for c in range(C):
+            dst[k, c] = src[s + k, c]
+    for c in range(C):
         t = totals[c] - totals[c]  # zero of the dtype
-        for k in range(n0):
+        for k in range(ptr[1]):
             t += dst[k, c]
         totals[c] = t
     for i in range(1, starts.shape[0]):
         a = ptr[i]
         b = ptr[i + 1]
-        s = starts[i]
-        dst[a:b] = src[s:s + b - a]
         d = defaults[i]
-        for c in range(dst.shape[1]):
+        s = starts[i] - a
+        for c in range(C):
             rest = totals[c] - totals[c]
             for k in range(a, d):
-                rest += dst[k, c]
+                v = src[s + k, c]
+                dst[k, c] = v
+                rest += v
             for k in range(d + 1, b):
-                rest += dst[k, c]
+                v = src[s + k, c]
+                dst[k, c] = v
+                rest += v
             dst[d, c] = totals[c] - rest
 
 

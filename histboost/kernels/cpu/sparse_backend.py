@@ -33,8 +33,8 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
+from . import _threads, histogram, sparse, sparse_predict, split
 from . import backend as dense_backend
-from . import histogram, sparse, sparse_predict, split
 from .backend import CPUBackend
 
 # the row chunks of a large node's histogram each zero and add a scratch histogram of the live
@@ -98,36 +98,30 @@ class _Live:
 
     def __init__(self, features: np.ndarray, offsets: np.ndarray,
                  default_bins: np.ndarray) -> None:
+        L = features.size
         self.features = features
-        lo, hi = offsets[features], offsets[features + 1]
-        self.starts = np.ascontiguousarray(lo)
-        self.ptr = np.zeros(features.size + 1, np.int64)
-        np.cumsum(hi - lo, out=self.ptr[1:])
-        self.defaults = self.ptr[:-1] + default_bins[features]
+        self.starts = np.empty(L, np.int64)
+        self.ptr = np.empty(L + 1, np.int64)
+        self.defaults = np.empty(L, np.int64)
+        lo = np.empty(L, np.int64)
+        hi = np.empty(L, np.int64)
+        n = sparse.node_layout(features, offsets, default_bins, _RANGE_GAP, self.starts,
+                               self.ptr, self.defaults, lo, hi)
+        self.lo, self.hi = lo[:n], hi[:n]
         self.size = int(self.ptr[-1])
-        start = np.ones(lo.size, bool)
-        start[1:] = lo[1:] - hi[:-1] > _RANGE_GAP
-        end = np.ones(lo.size, bool)
-        end[:-1] = start[1:]
-        self.lo = np.ascontiguousarray(lo[start])
-        self.hi = np.ascontiguousarray(hi[end])
-        self.values = int((self.hi - self.lo).sum())
-
-    def subset(self, keep: np.ndarray, offsets: np.ndarray, default_bins: np.ndarray
-               ) -> _Live:
-        """The layout of the features where bool (L,) keep is set."""
-        return _Live(self.features[keep], offsets, default_bins)
+        self.values = int(hi[:n].sum() - lo[:n].sum())
 
 
 class SparseCPUBackend(CPUBackend):
     """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
     binned matrix)."""
 
-    # Best-first growth splits this many leaves a step (`TreeGrower`). A sparse node's work
-    # is proportional to its live slots, not to a step's fixed cost, and leaves split ahead
-    # of their turn are mostly undone on sparse data, whose trees are lopsided (50k x 100k
-    # sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept a
-    # histogram for each; 2 a step, 1.03x)
+    # Best-first growth splits up to `best_first_batch` leaves a step (`TreeGrower`; set per
+    # backend in __init__). A sparse node's work is proportional to its live slots, not to
+    # a step's fixed cost, and leaves split ahead of their turn are mostly undone on sparse
+    # data, whose trees are lopsided (50k x 100k sparse_like, 63 leaves: 32 a step searched
+    # 2.2x the nodes of one a step and kept a histogram for each; 2 a step 1.03x, 4 a step
+    # 1.3x). A step's nodes run on threads of their own, so 4 a step on 8 threads or more.
     best_first_batch = 2
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
@@ -154,6 +148,7 @@ class SparseCPUBackend(CPUBackend):
         self._compact: dict[int, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
+        self.best_first_batch = 4 if self._pool() >= 8 else 2
 
     def _layout(self, features: np.ndarray) -> _Live:
         return _Live(features, self.offsets, self.default_bins)
@@ -235,12 +230,16 @@ class SparseCPUBackend(CPUBackend):
                 sparse.build_histogram_chunked_serial(sb.indptr, sb.slots, self.gh, self.rows,
                                                       s, e, live.lo, live.hi, c,
                                                       self._chunk_buffers[0], out[j])
-        totals = np.zeros(width, self.hist_dtype)
-        for j, k in enumerate(order):
+
+        def compact(j: int) -> np.ndarray:
             live = lives[j]
             h = np.empty((live.size, *self._hist_shape[1:]), self.hist_dtype)
             sparse.gather_fixed(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
-                                live.defaults, totals, h.reshape(live.size, -1))
+                                live.defaults, np.zeros(width, self.hist_dtype),
+                                h.reshape(live.size, -1))
+            return h
+
+        for k, h in zip(order, self._each(compact, list(range(len(order)))), strict=True):
             self._compact[nodes[k]] = h
 
     def subtract_histograms(self, parents: list[int], built: list[int],
@@ -307,12 +306,30 @@ class SparseCPUBackend(CPUBackend):
         self._live[node] = new
         return new
 
+    def _each(self, fn, items: list) -> list:
+        """[fn(x) for x in items], on the shared Python thread pool when there are several
+        and threads to spare: the per-node work of a step (copying a built histogram, a
+        split search) is serial kernels that release the GIL, each node's apart from the
+        others', so the results do not depend on the threads."""
+        threads = min(self._pool(), len(items))
+        if threads <= 1:
+            return [fn(x) for x in items]
+        pool = _threads._executor(threads - 1)
+        futures = [pool.submit(fn, x) for x in items[1:]]
+        try:
+            first = fn(items[0])
+        finally:
+            rest = [f.result() for f in futures]
+        return [first, *rest]
+
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
-        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
-        for j, node in enumerate(nodes):
+        one = len(nodes) == 1  # else nodes on Python threads, each searched serially
+
+        def search(j: int) -> np.ndarray:
+            node = nodes[j]
             live = self._refine(node, float(totals[j, 1]), float(totals[j, 2]), reg)
             full = self._compact_float(self._compact[node])
             # the dense search on the bins it needs (`kernels.cpu.sparse.searched_bins`):
@@ -324,7 +341,7 @@ class SparseCPUBackend(CPUBackend):
             hist = hist[None, :kept]
             mask = masks[j:j + 1, live.features]
             if monotone is None:
-                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
+                parallel = one and self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
                 rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
@@ -335,6 +352,10 @@ class SparseCPUBackend(CPUBackend):
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
                 rec[split.REC_FEATURE] = live.features[f]
+            return rec
+
+        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
+        for j, rec in enumerate(self._each(search, list(range(len(nodes))))):
             out[j] = rec
         return out
 
