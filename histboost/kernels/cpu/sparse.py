@@ -344,16 +344,14 @@ def searched_bins(hist, ptr, out, out_ptr, bins):
         a = ptr[i]
         b = ptr[i + 1]
         for s in range(a, b):
-            keep = s == a or s >= b - 2
-            if not keep:
-                for c in range(C):
-                    if hist[s, c] != 0.0:
-                        keep = True
-            if keep:
-                for c in range(C):
-                    out[pos, c] = hist[s, c]
-                bins[pos] = s - a
-                pos += 1
+            # branch-free: every slot is written at pos, which moves on past the kept ones
+            keep = (s == a) | (s >= b - 2)
+            for c in range(C):
+                v = hist[s, c]
+                out[pos, c] = v
+                keep |= v != 0.0
+            bins[pos] = s - a
+            pos += np.int64(keep)
     out_ptr[ptr.shape[0] - 1] = pos
     return pos
 
