@@ -44,7 +44,8 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
     if lib == "warm":  # compile histboost's kernels (float and quantised) into the cache
         import histboost
         d = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
-        for quantised in (False, True):
+        for quantised in {lib.endswith("quantized") for lib in a.libs.split(",")
+                          if lib.startswith("histboost")}:
             params = {"objective": "binary:logistic", "max_depth": 0, "max_leaves": a.leaves,
                       "grow_policy": "lossguide", "nthread": threads,
                       "quantized_grad": quantised}
@@ -127,7 +128,8 @@ def main() -> None:
             # fill Numba's cache in a process of its own: compiling takes hundreds of MB,
             # which a timed worker (loading the compiled kernels) should not count
             subprocess.run([sys.executable, __file__, "--worker", "warm", "--data", tmp,
-                            "--threads", str(a.threads)], capture_output=True, check=True)
+                            "--threads", str(a.threads), "--libs", a.libs],
+                           capture_output=True, check=True)
         for lib in libs:
             cmd = [sys.executable, __file__, "--worker", lib, "--data", tmp,
                    *[f"--{k}={v}" for k, v in (("rounds", a.rounds), ("leaves", a.leaves),
