@@ -33,8 +33,7 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
-from . import _threads, histogram, sparse, sparse_predict, split
-from . import backend as dense_backend
+from . import histogram, sparse, sparse_predict, split
 from .backend import CPUBackend
 
 # the row chunks of a large node's histogram each zero and add a scratch histogram of the live
@@ -46,10 +45,13 @@ _VALUES_PER_CHUNK_SLOT = 1
 _POOL_KEEP = 8
 # Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
 # slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps). A node's split search runs in parallel from this many
-# elementwise values' worth of work (several milliseconds; a searched slot costs _SPLIT_COST
-# of them: a gain per bin, twice with missing values), and a node's partition, a galloping
-# walk cheaper per row than the dense one, is chunked from this many rows.
+# of a sparse node's steps), and Numba's threads spin on their cores for a while after it
+# (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
+# step's nodes on parallel loops or on Python threads). A step's histograms are built, and a
+# node's split searched, in parallel from this many stored (elementwise) values' worth of
+# work (a searched slot costs _SPLIT_COST of them: a gain per bin, twice with missing
+# values); a step's partition, a galloping walk cheaper per row than the dense one, from
+# this many rows (a node's, in row chunks).
 _PARALLEL_MIN_VALUES = 1 << 20
 _SPLIT_COST = 16
 _PARTITION_CHUNKED_MIN_ROWS = 1 << 16
@@ -116,12 +118,11 @@ class SparseCPUBackend(CPUBackend):
     """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
     binned matrix)."""
 
-    # Best-first growth splits up to `best_first_batch` leaves a step (`TreeGrower`; set per
-    # backend in __init__). A sparse node's work is proportional to its live slots, not to
-    # a step's fixed cost, and leaves split ahead of their turn are mostly undone on sparse
-    # data, whose trees are lopsided (50k x 100k sparse_like, 63 leaves: 32 a step searched
-    # 2.2x the nodes of one a step and kept a histogram for each; 2 a step 1.03x, 4 a step
-    # 1.3x). A step's nodes run on threads of their own, so 4 a step on 8 threads or more.
+    # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
+    # work is proportional to its live slots, not to a step's fixed cost, and leaves split
+    # ahead of their turn are mostly undone on sparse data, whose trees are lopsided (50k x
+    # 100k sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept
+    # a histogram for each; 2 a step 1.03x, 4 a step 1.3x)
     best_first_batch = 2
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
@@ -148,7 +149,6 @@ class SparseCPUBackend(CPUBackend):
         self._compact: dict[int, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
-        self.best_first_batch = 4 if self._pool() >= 8 else 2
 
     def _layout(self, features: np.ndarray) -> _Live:
         return _Live(features, self.offsets, self.default_bins)
@@ -212,8 +212,9 @@ class SparseCPUBackend(CPUBackend):
             np.cumsum([lives[j].lo.size for j in range(len(idx))], out=rng_ptr[1:])
             lo = np.concatenate([lives[j].lo for j in range(len(idx))])
             hi = np.concatenate([lives[j].hi for j in range(len(idx))])
-            threads = self._team(min(len(idx), int((ends - starts).sum())
-                                     // dense_backend._HISTOGRAM_THREAD_MIN_ROWS))
+            threads = self._team(min(len(idx), int(int((ends - starts).sum())
+                                                   * self._values_per_row)
+                                     // _PARALLEL_MIN_VALUES))
             kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
             kernel(sb.indptr, sb.slots, self.gh, self.rows, starts, ends, rng_ptr, lo, hi,
                    out[:len(idx)])
@@ -239,8 +240,8 @@ class SparseCPUBackend(CPUBackend):
                                 h.reshape(live.size, -1))
             return h
 
-        for k, h in zip(order, self._each(compact, list(range(len(order)))), strict=True):
-            self._compact[nodes[k]] = h
+        for j, k in enumerate(order):
+            self._compact[nodes[k]] = compact(j)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -306,27 +307,10 @@ class SparseCPUBackend(CPUBackend):
         self._live[node] = new
         return new
 
-    def _each(self, fn, items: list) -> list:
-        """[fn(x) for x in items], on the shared Python thread pool when there are several
-        and threads to spare: the per-node work of a step (copying a built histogram, a
-        split search) is serial kernels that release the GIL, each node's apart from the
-        others', so the results do not depend on the threads."""
-        threads = min(self._pool(), len(items))
-        if threads <= 1:
-            return [fn(x) for x in items]
-        pool = _threads._executor(threads - 1)
-        futures = [pool.submit(fn, x) for x in items[1:]]
-        try:
-            first = fn(items[0])
-        finally:
-            rest = [f.result() for f in futures]
-        return [first, *rest]
-
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
-        one = len(nodes) == 1  # else nodes on Python threads, each searched serially
 
         def search(j: int) -> np.ndarray:
             node = nodes[j]
@@ -341,7 +325,7 @@ class SparseCPUBackend(CPUBackend):
             hist = hist[None, :kept]
             mask = masks[j:j + 1, live.features]
             if monotone is None:
-                parallel = one and self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
+                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
                 rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
@@ -355,8 +339,8 @@ class SparseCPUBackend(CPUBackend):
             return rec
 
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
-        for j, rec in enumerate(self._each(search, list(range(len(nodes))))):
-            out[j] = rec
+        for j in range(len(nodes)):
+            out[j] = search(j)
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
@@ -425,7 +409,7 @@ class SparseCPUBackend(CPUBackend):
             idx = np.array(small)
             sub = np.zeros(idx.size, np.int64)
             threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // dense_backend._PARTITION_THREAD_MIN_ROWS))
+                                     // _PARTITION_CHUNKED_MIN_ROWS))
             kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
             kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
                    features[idx], split_bins[idx], self.missing_bins, self.default_bins,
