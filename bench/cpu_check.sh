@@ -18,7 +18,8 @@
 #   old       histboost's three configurations of bench/cpu.py again with an older histboost
 #             first on PYTHONPATH, for an A/B in one run: extract it beforehand with
 #             mkdir -p shared/old && git archive COMMIT histboost | tar x -C shared/old
-#             (shared/ travels with carry "shared"; remove shared/old afterwards)
+#             (shared/ travels with carry "shared"; remove shared/old afterwards); with
+#             "two" too, the older histboost's configurations also run on two cores
 # Carried (in .whl/, ignored by git): cpu.tar.xz, the trees of the xgboost-cpu and lightgbm
 # wheels, and np.tar.xz (numpy 2.3), unpacked to /tmp and put first on PYTHONPATH.
 set -uo pipefail
@@ -63,6 +64,12 @@ if [[ $what == *two* ]]; then
     NUMBA_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py --threads 2 --rounds 50 --libs \
         histboost,histboost-depthwise,histboost-quantized,lightgbm "$@" \
         2>&1 | tee "$OUT/cpu-two.txt" || status=1
+fi
+if [[ $what == *two* && $what == *old* && -d shared/old/histboost ]]; then
+    PYTHONPATH="$site$PWD/shared/old:$PWD" NUMBA_CACHE_DIR=/tmp/numba-old NUMBA_NUM_THREADS=2 \
+        timeout 300 taskset -c 0,1 python3 bench/cpu.py --threads 2 --rounds 50 --libs \
+        histboost,histboost-depthwise,histboost-quantized "$@" \
+        2>&1 | tee "$OUT/cpu-two-old.txt" || status=1
 fi
 if [[ $what == *dist2* ]]; then
     timeout 400 taskset -c 0,1 python3 bench/distributed.py --rows 300000 --test-rows 50000 \

@@ -11,8 +11,14 @@
 #   tests  the CUDA backend on the GPU: conformance suite, GPU == CPU quantised models,
 #          determinism, memory release (tests/kernels/test_cuda_backend_gpu.py); categorical
 #          features on the device (tests/categorical/test_cuda_categorical_gpu.py)
-#   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler)
+#   (GPU_TESTS: the test files of "tests", default both)
+#   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler;
+#          PROFILE_ARGS: its options, e.g. "--rounds 6")
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
+#   base   bench/gpu.py of this checkout timing the histboost package of another one,
+#          BASE_TREE (e.g. main's tree, for before/after figures in one call; no correctness
+#          check), with BASE_CONFIGS (default: histboost depthwise and lossguide); run
+#          before "bench"
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -45,11 +51,18 @@ status=0
 [[ $what == all ]] && what=tests,bench
 if [[ $what == *tests* ]]; then
     timeout 900 python3 -m pytest -q -x -p no:cacheprovider -W "ignore:Grid size" \
-        tests/kernels/test_cuda_backend_gpu.py tests/categorical/test_cuda_categorical_gpu.py \
+        ${GPU_TESTS:-tests/kernels/test_cuda_backend_gpu.py tests/categorical/test_cuda_categorical_gpu.py} \
         2>&1 | tee "$OUT/tests.txt" || status=1
 fi
 if [[ $what == *profile* ]]; then
-    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" 2>&1 | tee "$OUT/profile.txt" || status=1
+    timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" || status=1
+fi
+if [[ $what == *base* && -n ${BASE_TREE:-} ]]; then
+    here=$PWD
+    (cd "$BASE_TREE" && PYTHONPATH="$site$PWD" python3 "$here/bench/gpu.py" --skip-check \
+        --json "$OUT/gpu_base.json" "$@" \
+        --configs "${BASE_CONFIGS:-histboost-depthwise,histboost-lossguide}") 2>&1 \
+        | tee "$OUT/bench_base.txt" || status=1
 fi
 if [[ $what == *bench* ]]; then
     python3 bench/gpu.py --json "$OUT/gpu.json" "$@" 2>&1 | tee "$OUT/bench.txt" || status=1

@@ -383,7 +383,7 @@ class _Training:
             # interval labels (survival:aft) only feed host gradients: the backend holds none
             backend_args = dict(n_threads=n_threads, label=y if y.ndim == 1 else None,
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
-                                raw=dtrain.data, mapper=mapper)
+                                raw=dtrain.data if ctr is None else None, mapper=mapper)
             # with categorical features, the matrix with their static columns (uploaded)
             bins = ctr.bins if ctr is not None else dtrain.bins if p.device == "cpu" else None
             if dist is None:

@@ -31,7 +31,10 @@ def client():
     import dask
     from distributed.utils import get_mp_context
 
-    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+    # no work stealing: the placement tests put partitions on chosen workers, and on a loaded
+    # machine the scheduler would otherwise move the (tiny) packing tasks elsewhere
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
+                          "distributed.scheduler.work-stealing": False}):
         ctx = get_mp_context()
         ctx.set_forkserver_preload(["distributed", "numpy", "pandas", "torch.distributed",
                                     "histboost.training", "histboost.dask"])

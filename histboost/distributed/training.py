@@ -152,6 +152,10 @@ def job_description(p: TrainParams, n_features: int, n_outputs: int, num_boost_r
                     custom_objective: bool, bin_layout: tuple[int, ...] | None) -> dict:
     """What every rank must agree on (the parameters that shape the model and the loop)."""
     params = {k: v for k, v in p.to_dict().items() if k not in _LOCAL_SETTINGS}
+    if isinstance(params.get("device"), str):
+        # the kind of device must agree; which GPU a rank uses is its own ("cuda:1" on rank 1
+        # with one process per GPU)
+        params["device"] = params["device"].split(":")[0]
     return {"params": params, "n_features": n_features, "n_outputs": n_outputs,
             "num_boost_round": num_boost_round, "evals": list(eval_names),
             "early_stopping_rounds": early_stopping_rounds,

@@ -106,6 +106,19 @@ class Backend(Protocol):
         """Host float64 (k, total_bins, channels) histograms of `nodes` in gradient units
         (channels: G, H, and the row count when histograms count rows). For checks."""
 
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        """A hint, given after the root's `build_histograms([0])`: the tree's first `levels`
+        steps split, level by level, every node of the level whose best gain exceeds
+        `MIN_SPLIT_GAIN` (in any order within a level), their children searched (those of the
+        last level only with `search_last`), every search with the bool (n_features,)
+        `feature_mask` and `reg`, without monotone constraints. A backend may then grow these
+        levels ahead (a device without waiting for the host between levels) and answer the
+        grower's calls for them (`histogram_totals([0])`, `find_best_splits` of the root,
+        `split_and_search`, `apply_splits`) from that, checking them; after the last one it
+        holds the searched children's histograms as `split_and_search` leaves them. Returns
+        whether it does; `ComposedSteps` declines."""
+
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
         feature's slots, which hold every row once), so they match the histogram exactly."""
@@ -194,6 +207,10 @@ class ComposedSteps:
     """`Backend.split_and_search` made of the backend's own calls (backends whose calls cost
     no transfer, and wrappers that reduce between them)."""
 
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        return False
+
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray,
@@ -219,11 +236,13 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
     bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`: the CPU's
     `SparseCPUBackend`) with slot offsets int64 (F+1,). A CUDA backend may instead take the
     raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on the
-    device. row_ids: int64 (n,) global index of each row when the rows are one worker's share
-    (quantised rounding draws at global rows); pack=False: CPU histograms keep one layout
-    whatever the totals; pack_rows: the rows of all workers, from which CPU backends decide
-    their layout alike (a distributed wrapper adds their histograms up). Raises ValueError for an
-    unknown device and RuntimeError naming what is missing when CUDA cannot be used."""
+    device; the CPU backend traverses it for the margins of rows left out of a tree's sample
+    on small data (see `CPUBackend`). row_ids: int64 (n,) global index of each row when the
+    rows are one worker's share (quantised rounding draws at global rows); pack=False: CPU
+    histograms keep one layout whatever the totals; pack_rows: the rows of all workers, from
+    which CPU backends decide their layout alike (a distributed wrapper adds their histograms
+    up). Raises ValueError for an unknown device and RuntimeError naming what is missing
+    when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend
 
@@ -236,7 +255,7 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                                     n_outputs=n_outputs, count_rows=count_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows, pack=pack,
-                          row_ids=row_ids, pack_rows=pack_rows)
+                          row_ids=row_ids, pack_rows=pack_rows, raw=raw)
     if device == "cuda" or device.startswith("cuda:"):
         from .cuda.backend import CUDABackend
 

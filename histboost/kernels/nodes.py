@@ -84,6 +84,15 @@ class HistogramStore:
         buffer, j = self._entries[node]
         return buffer[j]
 
+    def source(self, nodes: Sequence[int]) -> tuple[Any, list[int]] | None:
+        """(buffer, the row of each of `nodes` in it) when their histograms are rows of one
+        buffer, else None: a kernel may then read them there, not from a stacked copy."""
+        entries = [self._entries[i] for i in nodes]
+        buffer = entries[0][0]
+        if all(b is buffer for b, _ in entries):
+            return buffer, [j for _, j in entries]
+        return None
+
     def stack(self, nodes: Sequence[int]) -> Any:
         """The histograms of `nodes` as one (k, ...) array: a view when they are consecutive
         rows of one buffer (a level built or subtracted in one call), else a copy."""

@@ -14,6 +14,11 @@ Best-first (loss-guided) growth splits leaves ahead of their turn, several in on
 (`Backend.split_and_search`), and replays the exact best-first order on the host: a split
 record depends only on the node's rows and path, never on when the node is split, so the tree
 is the one that splitting one leaf a step grows (`_grow_lossguide`).
+
+Where the choices of a tree's first levels follow one rule (every node of positive gain splits:
+depth-wise trees without a leaf budget or constraints, the first levels of best-first growth),
+the grower tells the backend so (`Backend.plan_levels`); a device backend then runs those levels
+without waiting for the host and answers the grower's calls for them from what it ran.
 """
 
 from __future__ import annotations
@@ -244,6 +249,9 @@ class TreeGrower:
                                           self.params.colsample_bytree, rng)
         with self.timer("histogram"):
             be.build_histograms([0])
+            plan = self._planned_levels()
+            if plan is not None:
+                be.plan_levels(plan[0], tree_mask, self.reg, plan[1])
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:
@@ -262,6 +270,30 @@ class TreeGrower:
         if self.params.gamma > 0:
             self._prune(nodes, held)
         return self._finish(nodes, output, held)
+
+    def _planned_levels(self) -> tuple[int, bool] | None:
+        """(levels, whether the last level's children are searched) of the tree's first
+        levels whose choices follow one rule a backend can apply ahead
+        (`Backend.plan_levels`: every node whose best gain exceeds MIN_SPLIT_GAIN splits, all
+        searched with the tree's mask, no constraint); None when there are none. Depth-wise
+        growth without a leaf budget: the whole tree. Best-first growth: while a level has
+        no more nodes than a step splits (`best_first_batch`), every leaf of positive gain is
+        split in the same step (the leaves known are the level's), the first
+        `best_first_batch.bit_length()` levels, unless the leaf budget or max_depth stops
+        them first."""
+        p = self.params
+        if (self.constraints is not None or self.columns is not None
+                or p.colsample_bylevel < 1.0 or p.colsample_bynode < 1.0):
+            return None
+        if p.grow_policy == "depthwise":
+            if p.max_depth > 0 and (p.max_leaves <= 0 or p.max_leaves >= 2 ** p.max_depth):
+                return p.max_depth, False
+        elif p.grow_policy == "lossguide" and self.best_first_batch > 1:
+            levels = int(self.best_first_batch).bit_length()
+            if ((p.max_depth <= 0 or p.max_depth > levels)
+                    and (p.max_leaves <= 0 or p.max_leaves > 2 ** levels)):
+                return levels, True
+        return None
 
     # -- shared steps --
     def _search(self, node_ids: list[int], masks: np.ndarray, nodes: _Nodes) -> np.ndarray:

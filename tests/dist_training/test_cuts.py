@@ -163,3 +163,16 @@ def test_row_ids_give_the_cuts_of_one_process_in_global_order(weighted):
     for got in run_threads(3, body):
         np.testing.assert_array_equal(got.cut_ptr, want.cut_ptr)
         np.testing.assert_array_equal(got.cut_values, want.cut_values)
+
+
+def test_ranks_on_different_gpus_describe_the_same_job():
+    """One process per GPU passes device="cuda:<rank>": the job check compares the kind of
+    device only (a CPU rank beside a GPU rank still differs)."""
+    from histboost.distributed.training import job_description
+    from histboost.params import parse_params
+
+    def job(device):
+        return job_description(parse_params({"device": device}), 3, 1, 5, [], None, False, None)
+
+    assert job("cuda:0") == job("cuda:1") == job("cuda")
+    assert job("cpu") != job("cuda:1")

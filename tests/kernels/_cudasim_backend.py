@@ -56,6 +56,59 @@ def check_training_matches_cpu() -> None:
             f"{params}: CPU and simulated-GPU models differ"
 
 
+def check_planned_levels_match_cpu() -> None:
+    """Levels planned on the device (`CUDABackend.plan_levels`: launched at once) grow the
+    CPU engine's trees: depth-wise (multiclass, a row sample, missing values, gamma pruning)
+    and the first levels of best-first growth, whose later steps the host plans from the
+    histograms the planned levels leave (steps of two leaves here: two levels planned).
+    Every tree takes the plan; a grower call it cannot answer raises."""
+    from histboost.kernels.cuda.backend import CUDABackend
+    from histboost.tree import grower
+
+    planned = []
+    plain = CUDABackend.plan_levels
+
+    def counted(self, *args):
+        planned.append(plain(self, *args))
+        return planned[-1]
+    CUDABackend.plan_levels = counted
+    batch = grower.BEST_FIRST_BATCH
+    grower.BEST_FIRST_BATCH = 2
+    try:
+        X, y = make_classification(80, 4, n_classes=3, seed=4)
+        X[::5, 1] = np.nan
+        base = {"quantized_grad": True, "max_bin": 6, "nthread": 1, "seed": 2}
+        for params in ({"objective": "multi:softprob", "num_class": 3, "max_depth": 3,
+                        "subsample": 0.8, "gamma": 0.05},
+                       {"objective": "binary:logistic", "grow_policy": "lossguide",
+                        "max_leaves": 10, "max_depth": 0, "min_child_weight": 0.0}):
+            label = y if "num_class" in params else (y > 0).astype(float)
+            raw = [histboost.train({**base, **params, "device": dev},
+                                   histboost.Dataset(X, label=label), 1,
+                                   verbose_eval=False).save_raw().replace(
+                                       f'"device":"{dev}"'.encode(), b"")
+                   for dev in ("cpu", "cuda")]
+            assert raw[0] == raw[1], f"{params}: planned trees differ from the CPU engine's"
+    finally:
+        CUDABackend.plan_levels = plain
+        grower.BEST_FIRST_BATCH = batch
+    assert planned == [True] * 4, planned
+    be = make_backend("cuda", np.zeros((8, 2), np.uint8), np.array([0, 3, 6]), n_threads=1,
+                      label=np.arange(8.0) % 2, weight=None, n_outputs=1, count_rows=False)
+    be.compute_gradients("logistic")
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    reg = np.array([1.0, 0.0, 0.0, 0.0, 0.0])
+    assert be.plan_levels(2, np.ones(2, bool), reg, False)
+    totals = np.array([[*be.histogram_totals([0])[0], 8.0]])
+    try:
+        be.find_best_splits([0], totals, np.zeros((1, 2), bool), reg)
+    except RuntimeError as e:
+        assert "planned on the device" in str(e)
+    else:
+        raise AssertionError("a search with other feature masks than the plan's was answered")
+
+
 def check_ranking_matches_cpu() -> None:
     """A ranking objective (gradient pairs computed on the host, copied to the device) grows
     the CPU engine's trees on the simulated GPU."""
@@ -254,6 +307,7 @@ def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
+    checks.append(("check_planned_levels_match_cpu", check_planned_levels_match_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))
     checks.append(("check_constrained_training_matches_cpu",

@@ -35,6 +35,8 @@ def test_cuda_backend_conforms(check, seed):
 @pytest.mark.parametrize("params", [
     {"grow_policy": "depthwise", "max_depth": 6},
     {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "subsample": 0.8},
+    # the first six levels planned on the device (`plan_levels`), then host-planned steps
+    {"grow_policy": "lossguide", "max_leaves": 127, "max_depth": 0},
     {"grow_policy": "oblivious", "max_depth": 5, "min_data_in_leaf": 20},
     {"grow_policy": "depthwise", "max_depth": 4, "objective": "multi:softprob",
      "num_class": 3, "colsample_bytree": 0.7},

@@ -52,3 +52,21 @@ def test_partition_chunks_bound_the_chunks_of_a_node():
         rows = partition_chunk_rows(n)
         assert rows >= common.CHUNK_ROWS and rows % common.THREADS == 0
         assert -(-n // rows) <= MAX_NODE_CHUNKS
+
+
+@pytest.mark.parametrize("extra", [None, 1, 3])
+def test_numpy_node_table_equals_python_one(monkeypatch, extra):
+    """Many nodes (a tree's leaves) take the NumPy path: the same table as node by node."""
+    rng = np.random.default_rng(1)
+    k = common.VECTOR_NODES + 5
+    rows = rng.integers(0, 50, k)
+    rows[[0, 7]] = 0  # nodes without rows own no chunk
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    bounds = [(int(s), int(s + r)) for s, r in zip(starts, rows, strict=True)]
+    sides = rng.integers(0, 2, k).tolist()
+    cols = None if extra is None else [tuple(range(j, j + extra)) for j in range(k)]
+    table, n_chunks = common.node_table(bounds, sides, 16, cols)
+    monkeypatch.setattr(common, "VECTOR_NODES", k + 1)
+    want, want_chunks = common.node_table(bounds, sides, 16, cols)
+    assert n_chunks == want_chunks == int((-(-rows // 16)).sum())
+    np.testing.assert_array_equal(table, want)

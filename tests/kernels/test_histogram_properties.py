@@ -321,3 +321,30 @@ def test_gradient_bounds_are_the_largest_magnitudes(n_threads):
         be.set_gradients(gh)
         g, h = be.gradient_bounds(0)
     assert np.isnan(g) and h == 40.0
+
+
+@pytest.mark.parametrize("where", ["numpy", "one buffer", "several buffers"])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_subtraction_reads_parents_where_they_are(where, dtype):
+    """Siblings = parent - built child, and the built child copied, whether the parents are
+    read in place (one buffer, rows in any order), copied to their siblings' rows (several
+    buffers) or subtracted in NumPy on one thread: the same values as NumPy's subtraction."""
+    if where != "numpy" and nb.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs at least 2 Numba threads")
+    rng = np.random.default_rng(8)
+    bins = rng.integers(0, 4, (64, 3)).astype(np.uint8)
+    be = CPUBackend(bins, np.array([0, 5, 10, 15], np.int64), n_threads=2)
+    shape = (15, 2)
+    buffers = [(rng.standard_normal((4, *shape)) * 1e6).astype(dtype) for _ in range(2)]
+    rows = [(0, 3), (0, 0), (1, 2)] if where == "several buffers" else [(1, 3), (1, 0), (1, 2)]
+    parents = [buffers[b][j] for b, j in rows]
+    built = (rng.standard_normal((3, *shape)) * 1e5).astype(dtype)
+    built_rows, target_rows = [0, 3, 4], [1, 2, 5]
+    source = None if where == "several buffers" else (buffers[1], [j for _, j in rows])
+    with forced_paths(False, min_rows=1 if where != "numpy" else 10**9):
+        out = be._subtract_pairs(parents, built, built_rows, target_rows, source)
+    for j in range(3):
+        np.testing.assert_array_equal(out[built_rows[j]], built[j])
+        np.testing.assert_array_equal(out[target_rows[j]], parents[j] - built[j])
+    # the parents are left as they were
+    np.testing.assert_array_equal(parents[2], buffers[1][2])

@@ -14,6 +14,7 @@ from scipy.special import expit
 from sklearn import metrics as skm
 
 import histboost
+from histboost.kernels.cpu import sampling
 from histboost.kernels.cpu.sampling import sample_rows
 from histboost.testing import model_reference as mref
 from histboost.testing import reference as ref
@@ -306,7 +307,9 @@ def test_subsample_and_colsample_bytree_limits():
         assert len(set(t.split_feature[t.left_child != -1])) <= 2
 
 
-def test_sampled_rows_follow_the_hash_rule():
+@pytest.mark.parametrize("kernel_min_rows", [0, 10**9])  # the Numba kernel, NumPy
+def test_sampled_rows_follow_the_hash_rule(monkeypatch, kernel_min_rows):
+    monkeypatch.setattr(sampling, "_KERNEL_MIN_ROWS", kernel_min_rows)
     got = sample_rows(2000, None, sample_key(7, 3), 0.4)
     np.testing.assert_array_equal(got, _sampled_rows_reference(2000, 7, 3, 0.4))
     # a worker holding rows 1500.. of the data keeps what one process keeps of them

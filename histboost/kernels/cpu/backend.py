@@ -77,30 +77,36 @@ _HISTOGRAM_POOL_BYTES = 256 << 20
 
 
 class _HistogramBuffers:
-    """Histogram-sized arrays for reuse, by shape and dtype. A fresh array of a few hundred
-    KiB comes from mmap, or from heap the allocator has just given back, and pays a page
-    fault per 4 KiB on its first writes: measured 120 us for a pair of 28 x 256-slot
-    histograms, ten times the subtraction that fills them. An array is free again once
-    nothing else refers to it (the histogram store released its nodes). Free arrays are
-    dropped once the pool holds more than _HISTOGRAM_POOL_BYTES (steps of varying node
-    counts make many shapes)."""
+    """Histogram-sized arrays for reuse. A fresh array of a few hundred KiB comes from mmap,
+    or from heap the allocator has just given back, and pays a page fault per 4 KiB on its
+    first writes: measured 120 us for a pair of 28 x 256-slot histograms, ten times the
+    subtraction that fills them. An array of k histograms is a view of the first k rows of
+    a pooled array of the next power of two rows (the steps of a tree have many node counts:
+    kept by exact shape, depth-wise growth with a leaf limit allocated 20 MB of fresh
+    buffers a tree, 200k x 28 rows, 256 bins). A pooled array is free again once nothing
+    refers to it or to a view of it (the histogram store released its nodes). Free arrays
+    are dropped once the pool holds more than _HISTOGRAM_POOL_BYTES."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple, list[np.ndarray]] = {}
         self._bytes = 0
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        bufs = self._bufs.setdefault((shape, dtype.str), [])
+        if shape[0] == 0:
+            return np.empty(shape, dtype)
+        rows = 1 << (shape[0] - 1).bit_length()
+        bufs = self._bufs.setdefault(((rows, *shape[1:]), dtype.str), [])
         for buf in bufs:
-            # references: the list, this loop's name and getrefcount's argument
+            # references: the list, this loop's name and getrefcount's argument (a view
+            # handed out holds one more)
             if sys.getrefcount(buf) <= 3:
-                return buf
-        buf = np.empty(shape, dtype)
+                return buf[:shape[0]]
+        buf = np.empty((rows, *shape[1:]), dtype)
         if self._bytes + buf.nbytes > _HISTOGRAM_POOL_BYTES:
             self._drop_free()
         bufs.append(buf)
         self._bytes += buf.nbytes
-        return buf
+        return buf[:shape[0]]
 
     def _drop_free(self) -> None:
         for bufs in self._bufs.values():
@@ -124,6 +130,12 @@ class CPUBackend(ComposedSteps):
     a distributed wrapper adds up choose one layout and their packed sums cannot overflow.
     row_ids: int64 (n,) global index of each row, the counter of its stochastic rounding
     (None: 0..n-1), so a worker holding part of the rows rounds them as one process would.
+    raw: the raw matrix (n, F) float32/float64 the bins were made from (the same columns), or
+    None. A tree grown on a sample of the rows adds its values to every row's margin by
+    traversing it: on the raw values when raw is given and the data small (the traversal
+    that prediction and evaluation sets compile anyway: a first run compiles one traversal
+    kernel instead of two, docs/compile_cache.md), else on the bins (an eighth of the bytes
+    of float64 values). Both rules give every row the same leaf.
     """
 
     name = "cpu"
@@ -132,13 +144,15 @@ class CPUBackend(ComposedSteps):
     def __init__(self, bins: np.ndarray, bin_offsets: np.ndarray, n_threads: int,
                  label: np.ndarray | None = None, weight: np.ndarray | None = None,
                  n_outputs: int = 1, count_rows: bool = False, pack: bool = True,
-                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0,
+                 raw: np.ndarray | None = None) -> None:
         self._bins = bins
+        self._raw = (raw if isinstance(raw, np.ndarray) and raw.shape == bins.shape
+                     and bins.shape[0] < _PARALLEL_MIN_ROWS else None)
         # replaced columns not yet copied into _bins: (features, their bins (n, k)); the
         # histograms read slots, so the row-major bins are needed only to traverse a tree
         # over sampled rows and to refresh a column-major copy (see replace_columns)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
-        self.columns = np.ascontiguousarray(bins.T)
         self._stale = np.zeros(bins.shape[1], bool)  # columns behind bins (replace_columns)
         self.offsets = np.ascontiguousarray(bin_offsets, dtype=np.int64)
         self.bin_offsets = self.offsets
@@ -146,6 +160,7 @@ class CPUBackend(ComposedSteps):
         self.n_rows = int(bins.shape[0])
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._claim_pool()
+        self.columns = partition.column_major(bins, threads=self._pool())
         histogram.global_slots(bins, self.offsets, self.slots, threads=self._pool())
         self.missing_bins = (self.offsets[1:] - 1 - self.offsets[:-1]).astype(np.int32)
         self.total_bins = int(self.offsets[-1])
@@ -239,6 +254,7 @@ class CPUBackend(ComposedSteps):
         self._hist_buffers = _HistogramBuffers()
         self._float_memo = None
         self.slots = self.columns = self._chunk_buffers = self._scratch = None  # type: ignore
+        self._raw = None
         self._pending = []
 
     # -- margins and gradients ------------------------------------------------------------
@@ -461,26 +477,43 @@ class CPUBackend(ComposedSteps):
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         # both children of each parent into one buffer, in node-id order (siblings' rows
-        # adjacent): the split search of a pair, or of a level, reads a view of it
+        # adjacent): the split search of a pair, or of a level, reads a view of it. The
+        # parents are read where they are stored, not stacked (best-first growth splits
+        # leaves of many steps together: a stacked copy of them cost as much as the rest)
         order, built_rows, target_rows = HistogramStore.pair_layout(built, targets)
-        out = self._subtract_pairs(self._hists.stack(parents), self._hists.stack(built),
-                                   built_rows, target_rows)
+        out = self._subtract_pairs([self._hists.histogram(i) for i in parents],
+                                   self._hists.stack(built), built_rows, target_rows,
+                                   self._hists.source(parents))
         self._hists.release(parents)
         self._hists.store(order, out)
         self._float_memo = None
 
-    def _subtract_pairs(self, a: np.ndarray, b: np.ndarray, built_rows: list[int],
-                        target_rows: list[int]) -> np.ndarray:
-        """(2k, ...) histograms: row target_rows[j] = a[j] - b[j], row built_rows[j] = b[j]."""
-        k = a.shape[0]
-        out = self._hist_buffers.empty((2 * k, *a.shape[1:]), a.dtype)
-        m = a[0].size
+    def _subtract_pairs(self, parents: list[np.ndarray] | np.ndarray, b: np.ndarray,
+                        built_rows: list[int], target_rows: list[int],
+                        source: tuple[np.ndarray, list[int]] | None = None) -> np.ndarray:
+        """(2k, ...) histograms: row target_rows[j] = parents[j] - b[j], row built_rows[j] =
+        b[j]. parents: k histograms, an array (k, ...) or views; source: (buffer, rows) when
+        they are those rows of one buffer (an array `parents` is its own source)."""
+        k = b.shape[0]
+        out = self._hist_buffers.empty((2 * k, *b.shape[1:]), b.dtype)
+        m = b[0].size
         threads = self._pool()
-        parallel = threads > 1 and k * m >= _ELEMENTWISE_THREAD_MIN_VALUES
-        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES)) if parallel else 1
-        kernel = histogram.subtract_pairs if parallel else histogram.subtract_pairs_serial
-        kernel(a.reshape(k, -1), b.reshape(k, -1), np.array(built_rows, np.int64),
-               np.array(target_rows, np.int64), pieces, out.reshape(2 * k, -1))
+        if threads < 2 or k * m < _ELEMENTWISE_THREAD_MIN_VALUES:
+            histogram.subtract_pairs_numpy(parents, b, built_rows, target_rows, out)
+            return out
+        if isinstance(parents, np.ndarray):
+            source = (parents, list(range(k)))
+        flat = out.reshape(2 * k, -1)
+        if source is not None and source[0].flags.c_contiguous:
+            src, rows = source[0].reshape(source[0].shape[0], -1), source[1]
+        else:  # parents of several buffers: each copied to its sibling's row, used there
+            for j, t in enumerate(target_rows):
+                np.copyto(out[t], parents[j])
+            src, rows = flat, target_rows
+        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES))
+        histogram.subtract_pairs(src, np.array(rows, np.int64), b.reshape(k, -1),
+                                 np.array(built_rows, np.int64), np.array(target_rows, np.int64),
+                                 pieces, flat)
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
@@ -613,6 +646,7 @@ class CPUBackend(ComposedSteps):
                              f"{bins.shape}")
         if f.size == 0:
             return
+        self._raw = None  # the bins no longer those of the raw values
         # older pending writes of these columns must not win: dropped when this one covers
         # them (the per-tree statistics block replaces the last tree's), else written now
         self._pending = [(fs, b) for fs, b in self._pending if not np.isin(fs, f).all()]
@@ -645,6 +679,7 @@ class CPUBackend(ComposedSteps):
     def bins(self, value: np.ndarray) -> None:
         self._bins = value
         self._pending = []
+        self._raw = None
 
     def _sync_bins(self, features: np.ndarray | None = None) -> None:
         """Copy pending replaced columns into the row-major bins (those among `features`, or
@@ -714,4 +749,8 @@ class CPUBackend(ComposedSteps):
         else:  # rows outside the sample are in no leaf range: traverse
             if tree.class_index != output:
                 raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-            PackedForest([tree]).add_margin_binned(self.bins, self.missing_bins, self._margin)
+            forest = PackedForest([tree])
+            if self._raw is not None:
+                forest.add_margin(self._raw, self._margin)
+            else:
+                forest.add_margin_binned(self.bins, self.missing_bins, self._margin)

@@ -39,6 +39,7 @@ from ..nodes import NodeRanges
 
 if TYPE_CHECKING:
     from ...timer import PhaseTimer
+    from .ahead import LevelPlan
 
 _TORCH_DTYPE: dict[str, object] = {}
 # upload staging: host buffers in the ring (uploads in flight at once), copy sizes rounded up
@@ -188,6 +189,9 @@ class CUDABackend:
         self._step_build = None  # int64 (k, TABLE_WIDTH): a step's built children
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
+        self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
+        self._ahead: LevelPlan | None = None  # levels of the tree planned on the device
+        self._level_buffers = None  # its buffers (`ahead.LevelBuffers`), kept between trees
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
                               blocks: int | None) -> None:
@@ -217,13 +221,10 @@ class CUDABackend:
         self._group_last = self._torch.from_numpy(last).to(self.device)
 
     def _hist_chunk(self, rows: int) -> int:
-        """Rows per block of a histogram call over `rows` rows in all: about `_hist_blocks`
-        blocks (at least `MIN_CHUNK_ROWS` rows each: a block zeroes and flushes its whole
-        shared histogram), at most what 32-bit shared sums allow."""
-        hist = self._k["histogram"]
-        per = -(-int(rows) // self._hist_blocks)
-        chunk = max(hist.MIN_CHUNK_ROWS, -(-per // hist.MIN_CHUNK_ROWS) * hist.MIN_CHUNK_ROWS)
-        return max(1, min(chunk, self._chunk_cap))
+        """Rows per block of a histogram call over `rows` rows in all
+        (`partition.hist_chunk_rows`: about `_hist_blocks` blocks)."""
+        return self._k["partition"].hist_chunk_rows(int(rows), self._hist_blocks,
+                                                    self._chunk_cap)
 
     def _build_blocks(self, lengths: np.ndarray) -> tuple[int, np.ndarray, int]:
         """The blocks of a step's smaller children, from their parents' row counts (a child
@@ -376,9 +377,10 @@ class CUDABackend:
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
-                     "_done", "_step_build", "_step_search", "_step_out", "_group_first",
-                     "_group_last"):
+                     "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
+                     "_group_first", "_group_last", "_level_buffers"):
             setattr(self, name, None)
+        self._ahead = None
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
         self._stage_views = {}
@@ -449,6 +451,7 @@ class CUDABackend:
         self._chunk_cap = self._k["histogram"].chunk_cap(largest)
         self._uses_all_rows = rows is None
         self._growing = True  # replace_columns rebuilds the tree's held histograms
+        self._ahead = None
         if rows is None:
             n = self.n_rows
             self._rows2[0].copy_(self._all_rows)
@@ -560,7 +563,29 @@ class CUDABackend:
         self._settle(nodes)
         return self._scaled(self._gather(nodes).cpu().numpy())
 
+    def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                    search_last: bool) -> bool:
+        """`Backend.plan_levels`: the levels launched at once, each planned on the device
+        (`histboost.kernels.cuda.ahead`); the grower's calls for them are then answered from
+        them. Declined (False) for more than `ahead.MAX_LEVELS` levels (its launches are
+        sized for 2**levels nodes) or when other histograms than the root's are held."""
+        from . import ahead
+
+        if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
+            return False
+        n = self._ranges.bounds([0])[0][1]
+        bufs = self._level_buffers
+        if bufs is None or bufs.depth != levels or bufs.n_rows != n:
+            self._level_buffers = None
+            bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
+        plan = ahead.LevelPlan(self, bufs, n, search_last)
+        plan.launch(feature_mask, reg)
+        self._ahead = plan
+        return True
+
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        if self._ahead is not None and not self._ahead.root_read and nodes == [0]:
+            return self._ahead.root_totals()
         self._settle(nodes)
         o0, o1 = int(self.offsets_host[0]), int(self.offsets_host[1])
         sums = self._gather(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
@@ -589,6 +614,10 @@ class CUDABackend:
         k = len(nodes)
         if k == 0:
             return np.zeros((0, REC_WIDTH))
+        if self._ahead is not None:
+            if monotone is not None or nodes != [0] or self._ahead.root_read:
+                self._ahead.mismatch("a search other than the root's")
+            return self._ahead.root_records(totals, feature_masks, reg)
         records = self._buffer("_records", k, (self.n_features, REC_WIDTH), torch.float64)
         best = self._buffer("_best", k, (REC_WIDTH,), torch.float64)
         done = self._buffer("_done", k, (), torch.int32, zeros=True)
@@ -671,6 +700,11 @@ class CUDABackend:
                      records: np.ndarray) -> np.ndarray:
         common = self._k["common"]
         k = len(parents)
+        if self._ahead is not None:
+            counts, _, last = self._ahead.step(parents, lefts, rights, None, None)
+            if last:
+                self._ahead = None
+            return self._record_children(parents, lefts, rights, counts[:, 0])
         table, n_chunks = self._partition(parents, records)
         n_left = np.zeros(k, np.int64)
         if n_chunks:
@@ -697,6 +731,15 @@ class CUDABackend:
         part = self._k["partition"]
         split = self._k["split"]
         k = len(parents)
+        if self._ahead is not None:
+            if monotone is not None:
+                self._ahead.mismatch("monotone constraints")
+            with phase(timer, "levels"):  # waiting for the device's level
+                counts, recs, last = self._ahead.step(parents, lefts, rights, feature_masks,
+                                                      reg)
+            if last:
+                self._ahead = None  # host-planned steps from here (best-first growth)
+            return self._record_children(parents, lefts, rights, counts[:, 0]), recs
         with phase(timer, "partition"):
             self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
@@ -707,19 +750,22 @@ class CUDABackend:
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
             totals = np.zeros((2 * k, 3))
             totals[:, :2] = child_sums
-            table_d, slots_d, first_d, totals_d, masks, reg_d, cons, lower, upper = \
-                self._upload(table, parent_slots, build_first, totals,
-                             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64),
-                             cons, lower, upper)
+            table_d, slots_d, first_d, chunk_d, totals_d, masks, reg_d, cons, lower, upper = \
+                self._upload(table, parent_slots, build_first, np.array([chunk], np.int64),
+                             totals, np.asarray(feature_masks, np.uint8),
+                             np.asarray(reg, np.float64), cons, lower, upper)
             counts = self._launch_partition(table_d, n_chunks, k)
             build = self._front(self._buffer("_step_build", k, (common.TABLE_WIDTH,),
                                              torch.int64), k)
             search = self._front(self._buffer("_step_search", 2 * k, (2,), torch.int64),
                                  2 * k)
             out = self._buffer("_step_out", 3 * k, (REC_WIDTH,), torch.float64)
+            ranges = self._front(self._buffer("_step_ranges", 2 * k, (3,), torch.int64),
+                                 2 * k)
             part.PLAN_CHILDREN.launch(
                 common.grid(k), common.THREADS, self.device, table_d, counts, first_slot,
-                first_d, chunk, slots_d, build, search, totals_d, self._front(out, k, 2 * k))
+                first_d, chunk_d, slots_d, build, search, totals_d, self._front(out, k, 2 * k),
+                ranges)
         with phase(timer, "histogram"):
             if n_blocks:
                 self._launch_build(build, n_blocks)
@@ -772,6 +818,7 @@ class CUDABackend:
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
         self._growing = False  # the tree is done: its histograms need no more columns
+        self._ahead = None
         common = self._k["common"]
         threads = common.THREADS
         if self._uses_all_rows:

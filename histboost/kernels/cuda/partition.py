@@ -18,6 +18,15 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ...tree.split import MIN_SPLIT_GAIN
+from ..cpu.split import (
+    REC_BIN,
+    REC_DEFAULT_LEFT,
+    REC_FEATURE,
+    REC_GAIN,
+    REC_LEFT_G,
+    REC_LEFT_H,
+)
 from ..launch import CudaKernel, simulated
 from ._common import (
     CHUNK_ROWS,
@@ -35,6 +44,7 @@ from ._common import (
     chunk_node,
     chunk_rows,
 )
+from .histogram import MIN_CHUNK_ROWS
 
 # chunks per node of a partition call at most: the blocks of a node sum this many counts
 # (under the simulator 2, so that the tests' nodes take larger chunks too)
@@ -46,6 +56,20 @@ def partition_chunk_rows(n_rows: int) -> int:
     THREADS) for a node that would have more than MAX_NODE_CHUNKS chunks."""
     per = -(-n_rows // MAX_NODE_CHUNKS)
     return max(CHUNK_ROWS, -(-per // THREADS) * THREADS)
+
+
+def hist_chunk_rows(rows: int, blocks: int, cap: int) -> int:
+    """Rows per block of a histogram call over `rows` rows in all: about `blocks` blocks (at
+    least MIN_CHUNK_ROWS rows each: a block zeroes and flushes its whole shared histogram),
+    at most `cap` (what 32-bit shared sums allow, `histogram.chunk_cap`)."""
+    per = -(-rows // blocks)
+    chunk = max(MIN_CHUNK_ROWS, -(-per // MIN_CHUNK_ROWS) * MIN_CHUNK_ROWS)
+    return max(1, min(chunk, cap))
+
+
+# the same functions on the device (a level planned there, `_plan_level`)
+_partition_chunk_rows = cuda.jit(device=True, inline=True)(partition_chunk_rows)
+_hist_chunk_rows = cuda.jit(device=True, inline=True)(hist_chunk_rows)
 
 
 @cuda.jit(device=True, inline=True)
@@ -157,39 +181,205 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
 
 @cuda.jit
 def _plan_children(table, child_counts, first_slot, build_first, chunk, parent_slots, build,
-                   search, totals, result):
+                   search, totals, result, ranges):
     """After a partition (one thread per parent j of `table`), plan the children's
     histograms as `histboost.kernels.backend.child_histograms` does: the child with fewer rows
     (ties: the left one) is built, into pool slot first_slot + j, the other takes the
     parent's slot and is subtracted in place by the split search. Writes build[j] (node table
-    of the built child: its rows in chunks of `chunk` rows, blocks build_first[j] .. (the
-    host gave parent j ceil(half its rows / chunk) blocks)), search[2j], search[2j + 1]
-    ((slot, pending sibling's slot or -1) of the left and right child), the row counts into
-    totals[2j:2j + 2, 2] (float64) and result[j, 0:2]."""
+    of the built child: its rows in chunks of chunk[0] rows, blocks build_first[j] .. (parent
+    j owns ceil(half its rows / chunk) blocks)), search[2j], search[2j + 1] ((slot, pending
+    sibling's slot or -1) of the left and right child), the row counts into
+    totals[2j:2j + 2, 2] (float64) and result[j, 0:2], the children's slots into
+    result[j, 2:4], and the children's rows (start, end, row buffer) into ranges[2j:2j + 2].
+    A padding parent (parent_slots[j] < 0, a level
+    planned on the device, `_plan_level`) gets children without rows (search slot -1: the
+    split search skips them) and a build entry without rows at block build_first[j]."""
     j = cuda.grid(1)
     if j >= table.shape[0]:
         return
     start = table[j, T_START]
     end = table[j, T_END]
+    side = 1 - table[j, T_SIDE]
     n_left = child_counts[j, 0] if end > start else np.int64(0)
     n_right = end - start - n_left
+    own = parent_slots[j]
+    if own < 0:
+        n_left = np.int64(0)
+        n_right = np.int64(0)
     result[j, 0] = n_left
     result[j, 1] = n_right
     totals[2 * j, 2] = n_left
     totals[2 * j + 1, 2] = n_right
+    ranges[2 * j, 0] = start
+    ranges[2 * j, 1] = start + n_left
+    ranges[2 * j, 2] = side
+    ranges[2 * j + 1, 0] = start + n_left
+    ranges[2 * j + 1, 1] = start + n_left + n_right
+    ranges[2 * j + 1, 2] = side
     fresh = first_slot + j
-    own = parent_slots[j]
     left_small = n_left <= n_right
     build[j, T_START] = start if left_small else start + n_left
-    build[j, T_END] = start + n_left if left_small else end
-    build[j, T_SIDE] = 1 - table[j, T_SIDE]
+    build[j, T_END] = start + n_left if left_small else start + n_left + n_right
+    build[j, T_SIDE] = side
     build[j, T_FIRST] = build_first[j]
-    build[j, T_CHUNK] = chunk
+    build[j, T_CHUNK] = chunk[0]
     build[j, T_SLOT] = fresh
+    if own < 0:
+        for i in range(2):
+            search[2 * j + i, 0] = -1
+            search[2 * j + i, 1] = -1
+            result[j, 2 + i] = -1
+        return
     search[2 * j, 0] = fresh if left_small else own
     search[2 * j, 1] = -1 if left_small else fresh
     search[2 * j + 1, 0] = own if left_small else fresh
     search[2 * j + 1, 1] = fresh if left_small else -1
+    result[j, 2] = search[2 * j, 0]
+    result[j, 3] = search[2 * j + 1, 0]
+
+
+# a level planned on the device: the rows of a step's output block (`_plan_level`,
+# `CUDABackend.plan_levels`) after the records and counts, its last row: (frontier size,
+# partition chunks, histogram blocks, histogram chunk rows)
+INFO_FRONT, INFO_CHUNKS, INFO_BLOCKS, INFO_HIST_CHUNK = 0, 1, 2, 3
+
+
+@cuda.jit
+def _plan_level(front, ranges, search, totals, table, parent_slots, build_first, child_totals,
+                chunk_out, nxt, hist_blocks, hist_cap):
+    """One block: the next level of a depth-wise tree from the frontier's records, as the
+    grower chooses it (a node splits when its best gain > MIN_SPLIT_GAIN on some feature),
+    without the host. The frontier: front float64 (R, REC_WIDTH), records of its
+    front[-1, INFO_FRONT] nodes; ranges int64 (k, 3) their rows (start, end, buffer); search
+    int64 (k, 2) their histogram slots (column 0); totals float64 (k, 3) their (G, H, C).
+    Writes, for the p-th splitting node (frontier order): table[p] (its partition entry,
+    chunks as `partition_chunk_rows` cuts them), parent_slots[p], build_first[p] (its first
+    histogram block: ceil(half its rows / chunk) blocks each, chunk rows as
+    `hist_chunk_rows(sum of halves, hist_blocks, hist_cap)`, into chunk_out[0]) and the
+    children's (G, H) into child_totals[2p], [2p + 1] (left from the record, right = the
+    parent's minus left: the grower's float64 operations). Rows of `table` past the splitting
+    nodes are padding: no rows, first chunk and block at the totals, parent slot -1. nxt[-1]
+    gets the level's INFO_* (frontier size of the next level: twice the splitting nodes)."""
+    t = cuda.threadIdx.x
+    flags = cuda.shared.array(THREADS, np.int64)
+    counts = cuda.shared.array(THREADS, np.int64)
+    info = front.shape[0] - 1
+    n_front = np.int64(front[info, INFO_FRONT])
+    n_split = np.int64(0)
+    n_chunks = np.int64(0)
+    halves = np.int64(0)
+    for tile in range(0, n_front, THREADS):
+        j = tile + t
+        split = 0
+        nch = np.int64(0)
+        start = np.int64(0)
+        end = np.int64(0)
+        rows = np.int64(1)
+        if j < n_front and front[j, REC_GAIN] > MIN_SPLIT_GAIN and front[j, REC_FEATURE] >= 0:
+            split = 1
+            start = ranges[j, 0]
+            end = ranges[j, 1]
+            rows = _partition_chunk_rows(end - start)
+            nch = (end - start + rows - 1) // rows
+        flags[t] = split
+        counts[t] = nch
+        cuda.syncthreads()
+        before = block_scan(flags, t, THREADS) - split
+        chunks_before = block_scan(counts, t, THREADS) - nch
+        if split:
+            p = n_split + before
+            table[p, T_START] = start
+            table[p, T_END] = end
+            table[p, T_SIDE] = ranges[j, 2]
+            table[p, T_FIRST] = n_chunks + chunks_before
+            table[p, T_CHUNK] = rows
+            table[p, T_FEATURE] = np.int64(front[j, REC_FEATURE])
+            table[p, T_BIN] = np.int64(front[j, REC_BIN])
+            table[p, T_DEFAULT_LEFT] = np.int64(front[j, REC_DEFAULT_LEFT])
+            parent_slots[p] = search[j, 0]
+            lg = front[j, REC_LEFT_G]
+            lh = front[j, REC_LEFT_H]
+            child_totals[2 * p, 0] = lg
+            child_totals[2 * p, 1] = lh
+            child_totals[2 * p + 1, 0] = totals[j, 0] - lg
+            child_totals[2 * p + 1, 1] = totals[j, 1] - lh
+            halves += (end - start) // 2
+        n_split += flags[THREADS - 1]
+        n_chunks += counts[THREADS - 1]
+        cuda.syncthreads()
+    counts[t] = halves
+    cuda.syncthreads()
+    chunk = _hist_chunk_rows(_block_sum(counts, t), hist_blocks, hist_cap)
+    n_blocks = np.int64(0)
+    for tile in range(0, n_split, THREADS):
+        p = tile + t
+        nb = np.int64(0)
+        if p < n_split:
+            nb = ((table[p, T_END] - table[p, T_START]) // 2 + chunk - 1) // chunk
+        counts[t] = nb
+        cuda.syncthreads()
+        upto = block_scan(counts, t, THREADS)
+        if p < n_split:
+            build_first[p] = n_blocks + upto - nb
+        n_blocks += counts[THREADS - 1]
+        cuda.syncthreads()
+    for p in range(n_split + t, table.shape[0], THREADS):
+        table[p, T_START] = 0
+        table[p, T_END] = 0
+        table[p, T_SIDE] = 0
+        table[p, T_FIRST] = n_chunks
+        table[p, T_CHUNK] = 1
+        table[p, T_FEATURE] = 0
+        table[p, T_BIN] = 0
+        table[p, T_DEFAULT_LEFT] = 0
+        parent_slots[p] = -1
+        build_first[p] = n_blocks
+    if t == 0:
+        chunk_out[0] = chunk
+        last = nxt.shape[0] - 1
+        nxt[last, INFO_FRONT] = 2 * n_split
+        nxt[last, INFO_CHUNKS] = n_chunks
+        nxt[last, INFO_BLOCKS] = n_blocks
+        nxt[last, INFO_HIST_CHUNK] = chunk
+
+
+@cuda.jit
+def _root_front(pool, first, last, g_scale, h_scale, n_rows, front, totals, search, ranges):
+    """One block: the root as the frontier of a depth-wise tree planned on the device
+    (`_plan_level`): its (G, H) summed from pool slot 0 over slots first..last - 1 (the first
+    feature's: every row once; exact integers, as `histogram_totals`) times the scales, and
+    n_rows rows, into totals[0] and front[count_row] (count_row = (R - 1) // 2: the host reads
+    them there); search[0] = (slot 0, no pending sibling); ranges[0] = all rows of buffer 0;
+    a frontier of one node (front[-1, INFO_FRONT])."""
+    t = cuda.threadIdx.x
+    g = cuda.shared.array(THREADS, np.int64)
+    h = cuda.shared.array(THREADS, np.int64)
+    sg = np.int64(0)
+    sh = np.int64(0)
+    for s in range(first + t, last, THREADS):
+        sg += pool[0, s, 0]
+        sh += pool[0, s, 1]
+    g[t] = sg
+    h[t] = sh
+    cuda.syncthreads()
+    gs = _block_sum(g, t)
+    hs = _block_sum(h, t)
+    if t == 0:
+        G = np.float64(gs) * g_scale
+        H = np.float64(hs) * h_scale
+        row = (front.shape[0] - 1) // 2
+        front[row, 0] = G
+        front[row, 1] = H
+        front[row, 2] = n_rows
+        totals[0, 0] = G
+        totals[0, 1] = H
+        totals[0, 2] = n_rows
+        search[0, 0] = 0
+        search[0, 1] = -1
+        ranges[0, 0] = 0
+        ranges[0, 1] = n_rows
+        ranges[0, 2] = 0
+        front[front.shape[0] - 1, INFO_FRONT] = 1
 
 
 @cuda.jit
@@ -213,8 +403,17 @@ SCATTER_ROWS = {np.dtype(np.uint8): CudaKernel(_scatter_rows, (("uint8", 2), *_T
                 np.dtype(np.int32): CudaKernel(_scatter_rows, (("int32", 2), *_TAIL,
                                                                ("int64", 2)))}
 PLAN_CHILDREN = CudaKernel(_plan_children, (("int64", 2), ("int64", 2), "int64",
-                                            ("int64", 1), "int64", ("int64", 1), ("int64", 2),
-                                            ("int64", 2), ("float64", 2), ("float64", 2)))
+                                            ("int64", 1), ("int64", 1), ("int64", 1),
+                                            ("int64", 2), ("int64", 2), ("float64", 2),
+                                            ("float64", 2), ("int64", 2)))
+PLAN_LEVEL = CudaKernel(_plan_level, (("float64", 2), ("int64", 2), ("int64", 2),
+                                      ("float64", 2), ("int64", 2), ("int64", 1), ("int64", 1),
+                                      ("float64", 2), ("int64", 1), ("float64", 2), "int64",
+                                      "int64"))
+ROOT_FRONT = CudaKernel(_root_front, (("int64", 3), "int64", "int64", "float64", "float64",
+                                      "int64", ("float64", 2), ("float64", 2), ("int64", 2),
+                                      ("int64", 2)))
 ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 2), ("int64", 2), ("float64", 1),
                                                 "int64", ("float64", 2)))
-KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, ADD_LEAF_VALUES)
+KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, PLAN_LEVEL, ROOT_FRONT,
+           ADD_LEAF_VALUES)

@@ -115,12 +115,15 @@ def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, fea
     pool; nodes int64 (k, 2): each node's slot and its pending sibling's (-1: none). With
     `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,) the
     nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
-    SPLIT_THREADS threads."""
+    SPLIT_THREADS threads. A node of slot -1 is padding (a level planned on the device for
+    at most k nodes): its blocks return at once."""
     n_features = offsets.shape[0] - 1
     task = cuda.blockIdx.x
     k = task // n_features
     f = task % n_features
     t = cuda.threadIdx.x
+    if nodes[k, 0] < 0:
+        return
     _settle(hists, nodes, k, f, offsets, t, SPLIT_THREADS)
     cuda.syncthreads()
     rec = out[k, f]
