@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels.cpu import sparse as ksparse
-from .binning import DEFAULT_SAMPLE_ROWS, BinMapper, feature_cuts, sample_row_ids
+from .binning import DEFAULT_SAMPLE_ROWS, BinMapper, _midpoints, feature_cuts, sample_row_ids
 
 UNSTORED_RULES = ("zero", "nan")
 # feature ids are int32 in trees, and a feature takes at least two histogram slots (uint32)
@@ -169,8 +169,9 @@ def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
     The same row sample; each column's values reach `feature_cuts` as its distinct values with
     their total weights (counts when unweighted), under the zero rule 0.0 weighted by the
     unstored rows too: the weighted distribution of the dense column, at a cost proportional to
-    the stored values. Columns with the same distribution share one call (e.g. one-hot columns
-    of equal counts, and all empty ones)."""
+    the stored values. The cuts of columns of at most max_bin - 1 distinct values (every value
+    its own bin: midpoints) are computed for all of them at once; of the other columns, those
+    of the same distribution share one call."""
     if max_bin < 2:
         raise ValueError(f"max_bin must be >= 2, got {max_bin}")
     sample_rows = DEFAULT_SAMPLE_ROWS if sample_rows is None else sample_rows
@@ -215,8 +216,15 @@ def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
     run_w = np.add.reduceat(w, starts) if starts.size else np.zeros(0)
     run_ptr = np.zeros(F + 1, np.int64)
     np.cumsum(np.bincount(run_col, minlength=F), out=run_ptr[1:])
-    del col_of, vals, w, new, starts, run_col
+    del col_of, vals, w, new, starts
 
+    # a column of at most max_bin - 1 distinct values gives each its own bin: its cuts are
+    # the midpoints of consecutive distinct values and +inf (`feature_cuts`), computed here
+    # for all such columns at once; the others go through `feature_cuts` one by one,
+    # columns of the same distribution once
+    distinct = np.diff(run_ptr)
+    own = distinct <= max_bin - 1
+    counts = np.maximum(distinct, 1)  # no or one distinct value: only +inf
     cache: dict[tuple[bytes, bytes], np.ndarray] = {}
 
     def cuts(v: np.ndarray, wt: np.ndarray) -> np.ndarray:
@@ -226,26 +234,23 @@ def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
             out = cache[key] = feature_cuts(v, wt, max_bin - 1)
         return out
 
-    empty = None
-    if active.size < F:  # columns storing nothing: all alike
-        f = int(np.argmin(stored))
-        empty = (cuts(np.zeros(1), lump[f:f + 1]) if lump[f] > 0
-                 else cuts(np.zeros(0), np.zeros(0)))
+    quantiled = np.flatnonzero(~own)
     parts = [cuts(run_val[run_ptr[f]:run_ptr[f + 1]], run_w[run_ptr[f]:run_ptr[f + 1]])
-             for f in active.tolist()]
-    counts = np.full(F, 0 if empty is None else empty.size, np.int64)
-    counts[active] = [c.size for c in parts]
+             for f in quantiled.tolist()]
+    counts[quantiled] = [c.size for c in parts]
     cut_ptr = np.zeros(F + 1, np.int64)
     np.cumsum(counts, out=cut_ptr[1:])
-    cut_values = np.empty(int(cut_ptr[-1]), np.float64)
-    if empty is not None:
-        first = cut_ptr[:-1][stored == 0]
-        for j, v in enumerate(empty):
-            cut_values[first + j] = v
+    cut_values = np.full(int(cut_ptr[-1]), np.inf)
+    # midpoints of the pairs of consecutive runs of one column, at the column's cut slots
+    pair = np.flatnonzero((run_col[1:] == run_col[:-1]) & own[run_col[:-1]])
+    col = run_col[pair]
+    cut_values[cut_ptr[col] + pair - run_ptr[col]] = _midpoints(run_val[pair],
+                                                                run_val[pair + 1])
     if parts:
-        idx = np.repeat(cut_ptr[active] - np.concatenate(([0], np.cumsum(counts[active])[:-1])),
-                        counts[active]) + np.arange(int(counts[active].sum()))
-        cut_values[idx] = np.concatenate(parts)
+        at = np.repeat(cut_ptr[quantiled] - np.concatenate(
+            ([0], np.cumsum(counts[quantiled])[:-1])), counts[quantiled]) + np.arange(
+            int(counts[quantiled].sum()))
+        cut_values[at] = np.concatenate(parts)
     return BinMapper(cut_values, cut_ptr, int(max_bin))
 
 

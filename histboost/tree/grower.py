@@ -194,8 +194,9 @@ class TreeGrower:
         self._reg_floats = [float(v) for v in self.reg]
         self._leaf_weight = leaf_weight.py_func
         self.timer = timer or PhaseTimer()
-        # leaves split in one step of best-first growth (1: one leaf a step, no split ahead)
-        self.best_first_batch = BEST_FIRST_BATCH
+        # leaves split in one step of best-first growth (1: one leaf a step, no split ahead);
+        # a backend whose per-node work dwarfs a step's fixed cost names a smaller batch
+        self.best_first_batch = int(getattr(backend, "best_first_batch", BEST_FIRST_BATCH))
         self.constraints = constraints  # monotone / interaction constraints (constraints.py)
         self.feature_weights = None  # weighted column sampling (params.feature_weights)
         if params.feature_weights:

@@ -129,8 +129,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
     spied = ["build_histogram_chunked", "build_histogram_chunked_serial",
-             "partition_node_chunked", "build_histograms", "fix_histograms",
-             "subtract_ranges"]
+             "partition_node_chunked", "build_histograms"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     for chunked in (True, False):
         with pytest.MonkeyPatch.context() as mp, forced_paths(chunked, min_rows=64):
@@ -378,3 +377,40 @@ def test_libsvm_file_trains_sparse_as_its_dense_equivalent(tmp_path):
     ref = histboost.train({"nthread": 1, "max_bin": 32}, histboost.Dataset(X_D, label=Y), 3,
                           verbose_eval=False)
     assert json.loads(got.save_raw())["trees"] == json.loads(ref.save_raw())["trees"]
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_split_search_on_searched_bins_equals_search_on_all_bins(counted):
+    """`searched_bins` leaves out empty value bins (keeping each feature's first and last):
+    the split search on what it keeps, bins mapped back, finds the record of the search on
+    every bin, with empty first / last bins, missing values alone on one side, and
+    min_child_weight 0 (a split leaving only empty bins on one side)."""
+    from histboost.kernels.cpu import split
+
+    rng = np.random.default_rng(5)
+    widths = rng.integers(2, 9, 40)
+    ptr = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    C = 3 if counted else 2
+    for trial in range(30):
+        hist = np.zeros((int(ptr[-1]), C))
+        full = rng.random(hist.shape[0]) < 0.35
+        hist[full, 0] = rng.normal(size=int(full.sum()))
+        hist[full, 1] = rng.uniform(0.1, 1.0, int(full.sum()))
+        if counted:
+            hist[full, 2] = rng.integers(1, 5, int(full.sum()))
+        totals = hist[:ptr[1]].sum(axis=0)[None]  # feature 0 holds every row
+        if not counted:
+            totals = np.column_stack([totals, [200.0]])
+        reg = np.array([1.0, 0.0, 0.0, trial % 2 * 0.3, 0.0])
+        mask = np.ones((1, widths.size), bool)
+        want = split.search(hist[None], totals, ptr, mask, reg, False)[0]
+        kept_hist = np.empty_like(hist)
+        kept_ptr = np.empty_like(ptr)
+        bins = np.empty(hist.shape[0], np.int32)
+        kept = ksparse.searched_bins(hist, ptr, kept_hist, kept_ptr, bins)
+        assert kept < hist.shape[0]
+        got = split.search(kept_hist[None, :kept], totals, kept_ptr, mask, reg, False)[0]
+        if got[split.REC_FEATURE] >= 0:
+            f = int(got[split.REC_FEATURE])
+            got[split.REC_BIN] = bins[kept_ptr[f] + int(got[split.REC_BIN])]
+        np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")

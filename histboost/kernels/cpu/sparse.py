@@ -12,8 +12,10 @@ feature 0's slots of a node's histogram is the node's total. Column-major, ``col
 entries in row order (the partition reads them).
 
 A histogram built from the rows thus misses every default bin of the features f >= 1;
-`fix_histograms` sets it to the node total minus the feature's other slots (LightGBM's "fix
-histogram"). Histograms, split search and trees are then those of the dense layout.
+`gather_fixed` sets it to the node total minus the feature's other slots (LightGBM's "fix
+histogram") while it copies the node's live features into its compact histogram (see
+`kernels.cpu.sparse_backend`). Histograms, split search and trees are then those of the dense
+layout.
 """
 
 from __future__ import annotations
@@ -244,90 +246,114 @@ def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, 
                 dst[i] += src[i]
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_ranges(parent, child, out, rng_lo, rng_hi, width):
-    """out = parent - child over the slot ranges [rng_lo[r], rng_hi[r]) of one node's flat
-    (total_bins x width,) histograms, width = channels per slot."""
-    for r in nb.prange(rng_lo.shape[0]):
-        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
-            out[i] = parent[i] - child[i]
+@nb.njit(cache=True, nogil=True)
+def node_layout(features, offsets, default_bins, gap, starts, ptr, defaults, lo, hi):
+    """The compact layout of live features (int32 (L,) ascending): starts[i] = offsets[f],
+    ptr (L+1,) the compact runs, defaults[i] the compact slot of f's default bin, and ranges
+    [lo[r], hi[r]) of global slots covering the features' slots, runs closer than `gap`
+    slots merged; returns the number of ranges (all int64 arrays, lo/hi of size L)."""
+    p = 0
+    r = -1
+    for i in range(features.shape[0]):
+        f = features[i]
+        a = offsets[f]
+        b = offsets[f + 1]
+        starts[i] = a
+        ptr[i] = p
+        defaults[i] = p + default_bins[f]
+        p += b - a
+        if r >= 0 and a - hi[r] <= gap:
+            hi[r] = b
+        else:
+            r += 1
+            lo[r] = a
+            hi[r] = b
+    ptr[features.shape[0]] = p
+    return r + 1
 
 
 @nb.njit(cache=True, nogil=True)
-def subtract_ranges_serial(parent, child, out, rng_lo, rng_hi, width):
-    """`subtract_ranges` on the calling thread."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(np.uintp(rng_lo[r] * width), np.uintp(rng_hi[r] * width)):
-            out[i] = parent[i] - child[i]
+def gather_slots(src, starts, dst_ptr, dst):
+    """Runs of slots of one histogram into another: dst[dst_ptr[i]:dst_ptr[i+1]] =
+    src[starts[i]:starts[i] + dst_ptr[i+1] - dst_ptr[i]] for every i (src, dst: 2-D (slots,
+    channels) of one dtype): a compact histogram into the compact layout of fewer
+    features."""
+    C = dst.shape[1]
+    for i in range(starts.shape[0]):
+        s = starts[i]
+        for d in range(dst_ptr[i], dst_ptr[i + 1]):
+            for c in range(C):
+                dst[d, c] = src[s, c]
+            s += 1
 
 
 @nb.njit(cache=True, nogil=True)
-def unpack_ranges(packed, g_scale, h_scale, rng_lo, rng_hi, out):
-    """Packed int64 (total_bins,) sums of one node to float64 (total_bins, 2) in gradient
-    units, over the ranges only."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(rng_lo[r], rng_hi[r]):
-            v = packed[i]
-            h = v & _LOW32
-            out[i, 0] = np.float64((v - h) >> 32) * g_scale
-            out[i, 1] = np.float64(h) * h_scale
+def gather_fixed(src, starts, ptr, defaults, totals, dst):
+    """A node's compact histogram dst (size, C) from its built, unfixed full-width one src
+    (total_bins, C), both float64 or int64 (packed sums: C = 1; two's-complement differences
+    of packed sums are the packed differences): the runs src[starts[i]:...] of its live
+    features into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
+    slot (dst index defaults[i]) is *fixed*: the node total (the sum of feature 0's slots,
+    every row once) minus the feature's other slots, summed in slot order. totals: (C,)
+    zeros of dst's dtype (scratch)."""
+    C = dst.shape[1]
+    s = starts[0]
+    for k in range(ptr[1]):
+        for c in range(C):
+            dst[k, c] = src[s + k, c]
+    for c in range(C):
+        t = totals[c] - totals[c]  # zero of the dtype
+        for k in range(ptr[1]):
+            t += dst[k, c]
+        totals[c] = t
+    for i in range(1, starts.shape[0]):
+        a = ptr[i]
+        b = ptr[i + 1]
+        d = defaults[i]
+        s = starts[i] - a
+        for c in range(C):
+            rest = totals[c] - totals[c]
+            for k in range(a, d):
+                v = src[s + k, c]
+                dst[k, c] = v
+                rest += v
+            for k in range(d + 1, b):
+                v = src[s + k, c]
+                dst[k, c] = v
+                rest += v
+            dst[d, c] = totals[c] - rest
 
 
 @nb.njit(cache=True, nogil=True)
-def scale_ranges(wide, scales, rng_lo, rng_hi, out):
-    """int64 (total_bins, C) sums of one node to float64 in gradient units (x scales[c]),
-    over the ranges only."""
-    for r in range(rng_lo.shape[0]):
-        for i in range(rng_lo[r], rng_hi[r]):
-            for c in range(wide.shape[1]):
-                out[i, c] = np.float64(wide[i, c]) * scales[c]
+def searched_bins(hist, ptr, out, out_ptr, bins):
+    """What the split search needs of a compact float64 histogram hist (size, C) with
+    features' runs ptr (L+1,): per feature its first and last value bins, the value bins
+    between them that hold anything (a channel non-zero), and its missing slot, into out
+    (size, C), runs out_ptr (L+1,), bins int32 (size,) each kept slot's bin in its feature;
+    returns the slots kept.
 
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _fix_feature(hists, totals, j, lo, hi, d):
-    for c in range(hists.shape[2]):
-        rest = totals[j, c] - totals[j, c]  # zero of hists' dtype
-        for s in range(lo, d):
-            rest += hists[j, s, c]
-        for s in range(d + 1, hi):
-            rest += hists[j, s, c]
-        hists[j, d, c] = totals[j, c] - rest
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _node_total(hists, j, offsets, totals):
-    """totals[j, c] = sum of node j's feature-0 slots (every row once)."""
-    for c in range(hists.shape[2]):
-        t = totals[j, c] - totals[j, c]
-        for s in range(offsets[0], offsets[1]):
-            t += hists[j, s, c]
-        totals[j, c] = t
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def fix_histograms(hists, offsets, default_slots, live_ptr, live, totals):
-    """Set the default slot (global index default_slots[f]) of every live feature f >= 1 of
-    each histogram (node j's live features: live[live_ptr[j]:live_ptr[j+1]]) to the node
-    total minus the feature's other slots. hists: (k, total_bins, C) float64 or int64 (packed
-    sums: C = 1; two's-complement differences of packed sums are the packed differences);
-    totals: (k, C) scratch of hists' dtype."""
-    for j in range(hists.shape[0]):
-        _node_total(hists, j, offsets, totals)
-        for i in nb.prange(live_ptr[j], live_ptr[j + 1]):
-            f = live[i]
-            if f > 0:
-                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
-
-
-@nb.njit(cache=True, nogil=True)
-def fix_histograms_serial(hists, offsets, default_slots, live_ptr, live, totals):
-    """`fix_histograms` on the calling thread."""
-    for j in range(hists.shape[0]):
-        _node_total(hists, j, offsets, totals)
-        for i in range(live_ptr[j], live_ptr[j + 1]):
-            f = live[i]
-            if f > 0:
-                _fix_feature(hists, totals, j, offsets[f], offsets[f + 1], default_slots[f])
+    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
+    after the bin before it, which the search (the first of equal gains wins) ranks first;
+    the first and last value bins bound the candidates (missing values alone on the left; all
+    values on the left). So the search on `out` finds the split of `hist`, its bin read back
+    through `bins`."""
+    C = hist.shape[1]
+    pos = 0
+    for i in range(ptr.shape[0] - 1):
+        out_ptr[i] = pos
+        a = ptr[i]
+        b = ptr[i + 1]
+        for s in range(a, b):
+            # branch-free: every slot is written at pos, which moves on past the kept ones
+            keep = (s == a) | (s >= b - 2)
+            for c in range(C):
+                v = hist[s, c]
+                out[pos, c] = v
+                keep |= v != 0.0
+            bins[pos] = s - a
+            pos += np.int64(keep)
+    out_ptr[ptr.shape[0] - 1] = pos
+    return pos
 
 
 _LOW32 = np.int64(0xFFFFFFFF)

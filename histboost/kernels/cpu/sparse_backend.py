@@ -1,23 +1,27 @@
 """`SparseCPUBackend`: the CPU backend over the sparse layout of
 `histboost.data.sparse.SparseBins` (kernels: `histboost.kernels.cpu.sparse`).
 
-Everything but the layout-bound steps is `CPUBackend`'s: gradients, histogram storage, split
-search kernels, margins. Histograms have the dense layout (every slot of every feature) and are
-built over the stored slots of a node's rows (time proportional to its stored values), then
-each feature's default bin is fixed from the node total; the partition reads the split
-feature's column of non-default entries.
+Everything but the layout-bound steps is `CPUBackend`'s: gradients, split search kernels,
+margins. A node's histogram is built over the stored slots of its rows (time proportional to
+its stored values) in a full-width scratch histogram, each feature's default bin is fixed from
+the node total, and the partition reads the split feature's column of non-default entries.
 
 Live features. A wide sparse matrix has far more histogram slots than a node has stored values,
 so per-node work over every slot (zeroing, fixing, subtracting, searching) would dominate. A
 feature is *live* in a node while some split of it could be valid there: its rows outside the
 default bin carry at least min_child_weight of hessian (and min_data_in_leaf rows, when rows
 are counted). A node's descendants hold subsets of its rows, so a feature dead in a node is dead
-in its whole subtree (hessians are non-negative; otherwise nothing is pruned). Every step on a
-node's histogram touches only the slots of its live features (feature 0, which carries the node
-total, always included); the other slots of its histogram are left unspecified, and the split
-search skips those features, which it would find no valid split of anyway: the model is that of
-the dense layout. `read_histograms` therefore returns meaningful values only in the slots of
-live features (all of them with min_child_weight = 0).
+in its whole subtree (hessians are non-negative; otherwise nothing is pruned).
+
+Compact histograms. A node's histogram is kept *compact*: the slots of its live features only,
+feature after feature in ascending order (feature 0, which carries the node total, always
+first), so memory and every step after the build (fixing, subtracting, searching) cost its live
+slots. Both children of a split take the live features that stay live in the parent; the
+parent's histogram is compacted to them when its split is searched, so a subtraction is one
+elementwise difference of two arrays of one layout. The split search runs the dense kernels on
+the compact histogram (compact offsets, features renumbered back): the splits are those of the
+dense layout. `read_histograms` returns full-width histograms, zero outside the live features'
+slots.
 """
 
 from __future__ import annotations
@@ -29,8 +33,6 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
-from ..nodes import HistogramStore
-from . import backend as dense_backend
 from . import histogram, sparse, sparse_predict, split
 from .backend import CPUBackend
 
@@ -43,15 +45,20 @@ _VALUES_PER_CHUNK_SLOT = 1
 _POOL_KEEP = 8
 # Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
 # slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps). Elementwise work over live slots (fixing, subtracting) runs in
-# parallel from this many values (several milliseconds of work), and a node's partition, a
-# galloping walk cheaper per row than the dense one, is chunked from this many rows.
+# of a sparse node's steps), and Numba's threads spin on their cores for a while after it
+# (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
+# step's nodes on parallel loops or on Python threads). A step's histograms are built, and a
+# node's split searched, in parallel from this many stored (elementwise) values' worth of
+# work (a searched slot costs _SPLIT_COST of them: a gain per bin, twice with missing
+# values); a step's partition, a galloping walk cheaper per row than the dense one, from
+# this many rows (a node's, in row chunks).
 _PARALLEL_MIN_VALUES = 1 << 20
+_SPLIT_COST = 16
 _PARTITION_CHUNKED_MIN_ROWS = 1 << 16
 
 
 class _Pool:
-    """Histogram-sized arrays for reuse. A sparse layout's histograms span every slot of a
+    """Full-width scratch arrays for reuse. A sparse layout's histograms span every slot of a
     wide matrix (megabytes each); a fresh array of that size comes from mmap and pays a page
     fault per 4 KiB on its first writes, as slow as filling it. An array is free again once
     nothing else refers to it (the store released its nodes)."""
@@ -75,32 +82,48 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-# live slot ranges closer than this many slots are handled as one (the slots between them are
-# unspecified either way): fewer, longer loops
+# live slot ranges closer than this many slots are zeroed as one (the slots between them are
+# unspecified in the scratch either way): fewer, longer loops
 _RANGE_GAP = 32
+# full-width scratch histograms a build uses at most (a depth-wise level is built in groups)
+_BUILD_GROUP = 4
 
 
 class _Live:
-    """A node's live features (int32, ascending, 0 included) and ranges [lo[r], hi[r]) of
-    slots covering theirs (the gaps between ranges hold no live slot)."""
+    """A node's live features and its compact histogram layout. features: int32 (L,)
+    ascending, 0 included; starts: int64 (L,) their first global slots; ptr: int64 (L+1,)
+    their first compact slots; defaults: int64 (L,) the compact slot of each one's default
+    bin; size: compact slots; lo, hi: int64 ranges [lo[r], hi[r]) of global slots covering
+    theirs (the gaps hold no live slot); values: the slots the ranges cover."""
 
-    __slots__ = ("features", "lo", "hi", "values")
+    __slots__ = ("features", "starts", "ptr", "defaults", "size", "lo", "hi", "values")
 
-    def __init__(self, features: np.ndarray, offsets: np.ndarray) -> None:
+    def __init__(self, features: np.ndarray, offsets: np.ndarray,
+                 default_bins: np.ndarray) -> None:
+        L = features.size
         self.features = features
-        lo, hi = offsets[features], offsets[features + 1]
-        start = np.ones(lo.size, bool)
-        start[1:] = lo[1:] - hi[:-1] > _RANGE_GAP
-        end = np.ones(lo.size, bool)
-        end[:-1] = start[1:]
-        self.lo = np.ascontiguousarray(lo[start])
-        self.hi = np.ascontiguousarray(hi[end])
-        self.values = int((self.hi - self.lo).sum())  # slots covered
+        self.starts = np.empty(L, np.int64)
+        self.ptr = np.empty(L + 1, np.int64)
+        self.defaults = np.empty(L, np.int64)
+        lo = np.empty(L, np.int64)
+        hi = np.empty(L, np.int64)
+        n = sparse.node_layout(features, offsets, default_bins, _RANGE_GAP, self.starts,
+                               self.ptr, self.defaults, lo, hi)
+        self.lo, self.hi = lo[:n], hi[:n]
+        self.size = int(self.ptr[-1])
+        self.values = int(hi[:n].sum() - lo[:n].sum())
 
 
 class SparseCPUBackend(CPUBackend):
     """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
     binned matrix)."""
+
+    # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
+    # work is proportional to its live slots, not to a step's fixed cost, and leaves split
+    # ahead of their turn are mostly undone on sparse data, whose trees are lopsided (50k x
+    # 100k sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept
+    # a histogram for each; 2 a step 1.03x, 4 a step 1.3x)
+    best_first_batch = 2
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
                  weight: np.ndarray | None = None, n_outputs: int = 1,
@@ -117,14 +140,18 @@ class SparseCPUBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
-        self._hists = HistogramStore(self._stack)
         # features with no entry off their default bin never split (nor need slots)
         varying = np.flatnonzero(np.diff(sbins.col_ptr) > 0)
-        self._root_live = _Live(np.union1d([0], varying).astype(np.int32), self.offsets)
+        self._root_live = self._layout(np.union1d([0], varying).astype(np.int32))
+        # the layout of every node not split yet (its histogram's, once built)
         self._live: dict[int, _Live] = {}
-        self._refined: dict[int, _Live] = {}
+        # node -> its compact histogram: (size,) packed int64, or (size, C)
+        self._compact: dict[int, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
+
+    def _layout(self, features: np.ndarray) -> _Live:
+        return _Live(features, self.offsets, self.default_bins)
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray,
                         combine: object = None) -> None:
@@ -134,194 +161,227 @@ class SparseCPUBackend(CPUBackend):
         super().release()
         self.sbins = None
         self._pool_bufs = _Pool()
-        self._live, self._refined = {}, {}
+        self._live, self._compact = {}, {}
 
-    # -- buffers -------------------------------------------------------------------------
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
-
-    def _stack(self, arrays: list[np.ndarray]) -> np.ndarray:
-        out = self._empty((len(arrays), *arrays[0].shape), arrays[0].dtype)
-        for j, a in enumerate(arrays):
-            out[j] = a
-        return out
-
-    def _to_float(self, hists: np.ndarray) -> np.ndarray:
-        q = self._quantisation
-        if q is None:
-            return hists
-        if hists.ndim == 2:  # packed quantised sums
-            out = self._empty((*hists.shape, 2), np.float64)
-            self._team(min(hists.shape[0], hists.size // _PARALLEL_MIN_VALUES))
-            histogram.unpack_to_float(hists, q.g_scale, q.h_scale, out)
-            return out
-        # scales are powers of two, so these products are exact
-        out = self._empty(hists.shape, np.float64)
-        np.multiply(hists, np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]]), out=out)
-        return out
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None) -> int:
-        count = super().begin_tree(output, rows, quantisation)  # drops the last tree's
+        count = super().begin_tree(output, rows, quantisation)
         self._pool_bufs.trim(_POOL_KEEP)
         h = self._pairs[output][:, 1]
         self._prune = h.shape[0] > 0 and float(h.min()) >= 0.0
         # rounding margin of the float hessian sums the live-feature test compares
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
         self._live = {0: self._root_live}
-        self._refined = {}
+        self._compact = {}
         return count
 
-    def build_histograms(self, nodes: list[int]) -> np.ndarray:
+    def build_histograms(self, nodes: list[int]) -> None:
+        """Compact histograms of `nodes` (returns None: a sparse Dataset is never trained
+        through a distributed wrapper, the only reader of the buffer)."""
+        self._float_memo = None
+        for g in range(0, len(nodes), _BUILD_GROUP):
+            self._build_group(nodes[g:g + _BUILD_GROUP])
+
+    def _build_group(self, nodes: list[int]) -> None:
+        """Build `nodes` in full-width scratch histograms over their live ranges (nodes too
+        small for row chunks in one call, first), then copy each into its compact histogram,
+        fixing its default bins."""
         sb = self.sbins
         bounds = self._ranges.bounds(nodes)
-        starts = np.array([b[0] for b in bounds], np.int64)
-        ends = np.array([b[1] for b in bounds], np.int64)
-        lives = [self._live[i] for i in nodes]
-        out = self._empty((len(nodes), *self._hist_shape), self.hist_dtype)
         width = int(np.prod(self._hist_shape[1:], dtype=np.int64))
-        batch = []
-        for k, live in enumerate(lives):
-            n_rows = int(ends[k] - starts[k])
-            c = self._sum_chunks(n_rows)
-            while c > 1 and (n_rows * self._values_per_row / c
+        batch, chunked = [], []
+        for k, (s, e) in enumerate(bounds):
+            live = self._live[nodes[k]]
+            c = self._sum_chunks(e - s)
+            while c > 1 and ((e - s) * self._values_per_row / c
                              < _VALUES_PER_CHUNK_SLOT * live.values * width):
                 c //= 2
-            if c == 1:
-                batch.append(k)
-                continue
+            (batch if c == 1 else chunked).append((k, c))
+        order = [k for k, _ in batch] + [k for k, _ in chunked]
+        lives = [self._live[nodes[k]] for k in order]
+        out = self._empty((len(nodes), *self._hist_shape), self.hist_dtype)
+        if batch:
+            idx = [k for k, _ in batch]
+            starts = np.array([bounds[k][0] for k in idx], np.int64)
+            ends = np.array([bounds[k][1] for k in idx], np.int64)
+            rng_ptr = np.zeros(len(idx) + 1, np.int64)
+            np.cumsum([lives[j].lo.size for j in range(len(idx))], out=rng_ptr[1:])
+            lo = np.concatenate([lives[j].lo for j in range(len(idx))])
+            hi = np.concatenate([lives[j].hi for j in range(len(idx))])
+            threads = self._team(min(len(idx), int(int((ends - starts).sum())
+                                                   * self._values_per_row)
+                                     // _PARALLEL_MIN_VALUES))
+            kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
+            kernel(sb.indptr, sb.slots, self.gh, self.rows, starts, ends, rng_ptr, lo, hi,
+                   out[:len(idx)])
+        for j, (k, c) in enumerate(chunked, start=len(batch)):
+            live = lives[j]
+            s, e = bounds[k]
             if self._chunk_buffers.shape[0] < c:
                 self._chunk_buffers = np.zeros((c, *self._hist_shape), self.hist_dtype)
-            s, e = int(starts[k]), int(ends[k])
             if self._team(c) > 1:
                 sparse.build_histogram_chunked(sb.indptr, sb.slots, self.gh, self.rows, s, e,
                                                live.lo, live.hi, self._chunk_buffers[:c],
-                                               out[k])
+                                               out[j])
             else:
                 sparse.build_histogram_chunked_serial(sb.indptr, sb.slots, self.gh, self.rows,
                                                       s, e, live.lo, live.hi, c,
-                                                      self._chunk_buffers[0], out[k])
-        if batch:
-            idx = np.array(batch)
-            sub = out if len(batch) == len(nodes) else self._empty(
-                (idx.size, *self._hist_shape), self.hist_dtype)
-            rng_ptr = np.zeros(idx.size + 1, np.int64)
-            np.cumsum([lives[k].lo.size for k in batch], out=rng_ptr[1:])
-            lo = np.concatenate([lives[k].lo for k in batch])
-            hi = np.concatenate([lives[k].hi for k in batch])
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // dense_backend._HISTOGRAM_THREAD_MIN_ROWS))
-            kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
-            kernel(sb.indptr, sb.slots, self.gh, self.rows, starts[idx], ends[idx], rng_ptr,
-                   lo, hi, sub)
-            if sub is not out:
-                out[idx] = sub
-        self._fix(out, lives)
-        self._hists.store(nodes, out)
-        return out
+                                                      self._chunk_buffers[0], out[j])
 
-    def _fix(self, out: np.ndarray, lives: list[_Live]) -> None:
-        """Every live feature's default bin from the node total (`kernels.cpu.sparse`)."""
-        hists = out.reshape(out.shape[0], out.shape[1], -1)
-        # zeros, not empty: the kernels take `totals - totals` as their zero (NaN from garbage)
-        totals = np.zeros((hists.shape[0], hists.shape[2]), hists.dtype)
-        live_ptr = np.zeros(len(lives) + 1, np.int64)
-        np.cumsum([lv.features.size for lv in lives], out=live_ptr[1:])
-        live = np.concatenate([lv.features for lv in lives])
-        work = sum(lv.values for lv in lives) * hists.shape[2]
-        parallel = self._team(work // _PARALLEL_MIN_VALUES) > 1
-        kernel = sparse.fix_histograms if parallel else sparse.fix_histograms_serial
-        kernel(hists, self.offsets, self.default_slots, live_ptr, live, totals)
+        def compact(j: int) -> np.ndarray:
+            live = lives[j]
+            h = np.empty((live.size, *self._hist_shape[1:]), self.hist_dtype)
+            sparse.gather_fixed(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
+                                live.defaults, np.zeros(width, self.hist_dtype),
+                                h.reshape(live.size, -1))
+            return h
+
+        for j, k in enumerate(order):
+            self._compact[nodes[k]] = compact(j)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        lives = [self._live[t] for t in targets]
-        out = self._empty((len(targets), *self._hist_shape), self.hist_dtype)
-        flat = out.reshape(len(targets), -1)
-        width = flat.shape[1] // self.total_bins
-        work = sum(lv.values for lv in lives) * width
-        kernel = (sparse.subtract_ranges
-                  if self._team(work // _PARALLEL_MIN_VALUES) > 1
-                  else sparse.subtract_ranges_serial)
-        for j, (p, b, live) in enumerate(zip(parents, built, lives, strict=True)):
-            kernel(self._hists.stack([p]).reshape(-1), self._hists.stack([b]).reshape(-1),
-                   flat[j], live.lo, live.hi, width)
-        self._hists.store(targets, out)
-        self._hists.release(parents)
+        # the parent's histogram was compacted to its children's layout when its split was
+        # searched: one elementwise difference, into the parent's array (released here)
+        self._float_memo = None
+        for p, b, t in zip(parents, built, targets, strict=True):
+            parent = self._compact.pop(p)
+            child = self._compact[b]
+            if parent.shape != child.shape:
+                raise ValueError(f"node {p}'s histogram does not have the layout of its "
+                                 f"children {b}, {t}")
+            np.subtract(parent, child, out=parent)
+            self._compact[t] = parent
 
     # -- split search --------------------------------------------------------------------
-    def _refine(self, node: int, hist: np.ndarray, H: float, C: float, reg: np.ndarray
-                ) -> _Live:
-        """The node's live features that stay live (see the module docstring)."""
-        live = self._live[node]
+    def _compact_float(self, h: np.ndarray) -> np.ndarray:
+        """A compact histogram (or run of one) as float64 (slots, C) in gradient units: the
+        stored array itself for float trees."""
+        q = self._quantisation
+        if q is None:
+            return h
+        if h.ndim == 1:  # packed
+            out = np.empty((1, h.shape[0], 2), np.float64)
+            histogram.unpack_to_float_serial(h[None], q.g_scale, q.h_scale, out)
+            return out[0]
+        # scales are powers of two, so these products are exact
+        out = np.empty((1, *h.shape), np.float64)
+        histogram.scale_to_float_serial(h[None], np.array([q.g_scale, q.h_scale, 1.0][
+            :h.shape[1]]), out)
+        return out[0]
+
+    def _splittable(self, node: int, H: float, C: float, reg: np.ndarray) -> np.ndarray | None:
+        """bool (L,): which of the node's live features stay live (see the module docstring);
+        None when all do."""
         if not self._prune:
-            return live
+            return None
+        live = self._live[node]
         ok = np.empty(live.features.size, np.bool_)
         q = self._quantisation
-        sparse.splittable_features(hist, live.features, self.default_slots, H, C,
+        sparse.splittable_features(self._compact[node],
+                                   np.arange(live.features.size, dtype=np.int32),
+                                   live.defaults, H, C,
                                    1.0 if q is None else float(q.h_scale),
                                    float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]),
                                    self._tol, ok)
         ok[0] = True  # feature 0 carries the node total
-        if ok.all():
-            return live
-        return _Live(live.features[ok], self.offsets)
+        return None if ok.all() else ok
 
-    def _float_live(self, hist: np.ndarray, live: _Live) -> np.ndarray:
-        """(1, total_bins, C) float64 histogram in gradient units, meaningful in the live
-        slots: the stored one itself for float trees."""
-        q = self._quantisation
-        if q is None:
-            return hist[None]
-        if hist.ndim == 1:  # packed
-            out = self._empty((1, self.total_bins, 2), np.float64)
-            sparse.unpack_ranges(hist, q.g_scale, q.h_scale, live.lo, live.hi, out[0])
-            return out
-        out = self._empty((1, *hist.shape), np.float64)
-        scales = np.array([q.g_scale, q.h_scale, 1.0][:hist.shape[1]])
-        sparse.scale_ranges(hist, scales, live.lo, live.hi, out[0])
-        return out
+    def _refine(self, node: int, H: float, C: float, reg: np.ndarray) -> _Live:
+        """Compact the node's histogram to its features that stay live (its children's
+        layout); returns the layout."""
+        live = self._live[node]
+        keep = self._splittable(node, H, C, reg)
+        if keep is None:
+            return live
+        new = self._layout(live.features[keep])
+        h = self._compact[node]
+        out = np.empty((new.size, *h.shape[1:]), h.dtype)
+        sparse.gather_slots(h.reshape(live.size, -1), live.ptr[:-1][keep], new.ptr,
+                            out.reshape(new.size, -1))
+        self._compact[node] = out
+        self._live[node] = new
+        return new
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
-        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
-        for j, node in enumerate(nodes):
-            hist = self._hists.stack([node])[0]
-            refined = self._refined[node] = self._refine(node, hist, float(totals[j, 1]),
-                                                         float(totals[j, 2]), reg)
-            mask = np.zeros((1, self.n_features), np.bool_)
-            mask[0, refined.features] = masks[j, refined.features]
+
+        def search(j: int) -> np.ndarray:
+            node = nodes[j]
+            live = self._refine(node, float(totals[j, 1]), float(totals[j, 2]), reg)
+            full = self._compact_float(self._compact[node])
+            # the dense search on the bins it needs (`kernels.cpu.sparse.searched_bins`):
+            # offsets of those, features numbered 0..L-1, both mapped back after
+            hist = np.empty_like(full)
+            ptr = np.empty(live.ptr.size, np.int64)
+            bins = np.empty(full.shape[0], np.int32)
+            kept = sparse.searched_bins(full, live.ptr, hist, ptr, bins)
+            hist = hist[None, :kept]
+            mask = masks[j:j + 1, live.features]
             if monotone is None:
-                out[j] = split.search(self._float_live(hist, refined), totals[j:j + 1],
-                                      self.offsets, mask, reg, parallel=False)[0]
+                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
+                rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                out[j] = split.monotone_search(self._float_live(hist, refined),
-                                               totals[j:j + 1], self.offsets, mask, reg,
-                                               (cons, lower[j:j + 1], upper[j:j + 1]))[0]
+                rec = split.monotone_search(hist, totals[j:j + 1], ptr, mask, reg,
+                                            (np.asarray(cons)[live.features], lower[j:j + 1],
+                                             upper[j:j + 1]))[0]
+            if rec[split.REC_FEATURE] >= 0:
+                f = int(rec[split.REC_FEATURE])
+                rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
+                rec[split.REC_FEATURE] = live.features[f]
+            return rec
+
+        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
+        for j in range(len(nodes)):
+            out[j] = search(j)
         return out
+
+    def _float_histograms(self, nodes: list[int]) -> np.ndarray:
+        """float64 (k, total_bins, C) full-width histograms of `nodes` in gradient units,
+        zero outside their live features' slots (the dense backend's readers: totals, the
+        oblivious gain table, `read_histograms`)."""
+        key = tuple(nodes)
+        memo = self._float_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        channels = 2 if len(self._hist_shape) == 1 else self._hist_shape[1]
+        out = np.zeros((len(nodes), self.total_bins, channels), np.float64)
+        for j, node in enumerate(nodes):
+            live = self._live[node]
+            at = np.repeat(live.starts - live.ptr[:-1], np.diff(live.ptr)) + np.arange(
+                live.size)
+            out[j, at] = self._compact_float(self._compact[node])
+        self._float_memo = (key, out)
+        return out
+
+    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        # feature 0 comes first in every compact layout
+        return np.array([self._compact_float(
+            self._compact[i][:self._live[i].ptr[1]])[:, :2].sum(axis=0) for i in nodes])
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        # live sets are not refined here: evaluate_split may read the level's feature in any
+        # layouts are not refined here: evaluate_split may read the level's feature in any
         # of its nodes
         mask = np.zeros(self.n_features, np.bool_)
         for j, node in enumerate(nodes):
-            hist = self._hists.stack([node])[0]
-            live = self._refine(node, hist, float(totals[j, 1]), float(totals[j, 2]), reg)
-            mask[live.features] = True
+            keep = self._splittable(node, float(totals[j, 1]), float(totals[j, 2]), reg)
+            features = self._live[node].features
+            mask[features if keep is None else features[keep]] = True
         return super().oblivious_gains(nodes, totals, mask & feature_mask, reg, monotone)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
         counts = super().apply_splits(parents, lefts, rights, records)
         for p, left, right in zip(parents, lefts, rights, strict=True):
-            live = self._refined.pop(p, None) or self._live[p]
-            self._live[left] = self._live[right] = live
-            del self._live[p]  # a split node is not searched again
+            self._live[left] = self._live[right] = self._live.pop(p)
         return counts
 
     # -- partition -----------------------------------------------------------------------
@@ -349,7 +409,7 @@ class SparseCPUBackend(CPUBackend):
             idx = np.array(small)
             sub = np.zeros(idx.size, np.int64)
             threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // dense_backend._PARTITION_THREAD_MIN_ROWS))
+                                     // _PARTITION_CHUNKED_MIN_ROWS))
             kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
             kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
                    features[idx], split_bins[idx], self.missing_bins, self.default_bins,
