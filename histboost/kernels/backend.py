@@ -252,7 +252,8 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
             from .cpu.sparse_backend import SparseCPUBackend
 
             return SparseCPUBackend(bins, n_threads, label=label, weight=weight,
-                                    n_outputs=n_outputs, count_rows=count_rows)
+                                    n_outputs=n_outputs, count_rows=count_rows, pack=pack,
+                                    row_ids=row_ids, pack_rows=pack_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows, pack=pack,
                           row_ids=row_ids, pack_rows=pack_rows, raw=raw)

@@ -22,6 +22,15 @@ elementwise difference of two arrays of one layout. The split search runs the de
 the compact histogram (compact offsets, features renumbered back): the splits are those of the
 dense layout. `read_histograms` returns full-width histograms, zero outside the live features'
 slots.
+
+Under a distributed wrapper (`histboost.distributed.backend`) every worker must keep the same
+layouts, since the wrapper sums their compact histograms slot by slot: the root's live
+features are the union of every worker's (`varying_features`, `set_root_features`), pruning
+follows hessian statistics summed over all workers (`pruning_stats`, `set_pruning`) and the
+global histograms, or is off (`prune_live`) where workers hold global sums of their feature
+block only ("reduce_scatter"). A worker whose rows store nothing of a live feature adds a
+histogram that is zero there but for the default bin (the fix), so the sums are the global
+histogram. `compact_histograms` hands the wrapper the stored arrays to reduce in place.
 """
 
 from __future__ import annotations
@@ -127,11 +136,13 @@ class SparseCPUBackend(CPUBackend):
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
                  weight: np.ndarray | None = None, n_outputs: int = 1,
-                 count_rows: bool = False) -> None:
+                 count_rows: bool = False, pack: bool = True,
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
         n, F = sbins.shape
         # the dense state of a zero-width matrix, then the sparse layout in its place
         super().__init__(np.zeros((n, 0), np.uint8), sbins.offsets, n_threads, label=label,
-                         weight=weight, n_outputs=n_outputs, count_rows=count_rows)
+                         weight=weight, n_outputs=n_outputs, count_rows=count_rows,
+                         pack=pack, row_ids=row_ids, pack_rows=pack_rows)
         self.sbins = sbins
         self.n_features = int(F)
         self.bins = self.columns = None  # type: ignore[assignment]
@@ -149,6 +160,43 @@ class SparseCPUBackend(CPUBackend):
         self._compact: dict[int, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
+        # whether live features are pruned at all (a distributed "reduce_scatter" wrapper
+        # turns it off: its workers hold global sums of their feature block only)
+        self.prune_live = True
+
+    def varying_features(self) -> np.ndarray:
+        """bool (F,): the features with an entry off their default bin in these rows."""
+        return np.diff(self.sbins.col_ptr) > 0
+
+    def set_root_features(self, varying: np.ndarray) -> None:
+        """The root's live features: those of bool (F,) `varying` (the union of every
+        worker's `varying_features`, so that all workers keep one layout), and feature 0."""
+        varying = np.asarray(varying, bool).copy()
+        varying[0] = True
+        self._root_live = self._layout(np.flatnonzero(varying).astype(np.int32))
+
+    def pruning_stats(self, output: int) -> np.ndarray:
+        """float64 (3,): (rows, rows with a negative hessian, sum of |hessian|) of these rows'
+        gradients of `output`, which `set_pruning` turns into the tree's pruning rule (summed
+        over all workers under a distributed wrapper)."""
+        h = self._pairs[output][:, 1]
+        return np.array([h.shape[0], np.count_nonzero(h < 0),
+                         float(np.abs(h).sum(dtype=np.float64))], np.float64)
+
+    def set_pruning(self, stats: np.ndarray) -> None:
+        """This tree prunes dead features when there are rows and no hessian is negative (a
+        dead feature stays dead in a subtree only then), with a rounding margin for the float
+        hessian sums the test compares. stats: `pruning_stats`'s (3,)."""
+        self._prune = self.prune_live and stats[0] > 0 and stats[1] == 0
+        self._tol = 1e-9 * (float(stats[2]) + 1.0)
+
+    def compact_histograms(self, nodes: list[int]) -> list[tuple[np.ndarray, np.ndarray,
+                                                                 np.ndarray]]:
+        """The stored compact histograms of `nodes` (built): for each, (its array, (size,)
+        packed int64 or (size, C), written through by the caller; its live features int32
+        (L,) ascending; their first compact slots int64 (L+1,)). A distributed wrapper sums
+        the arrays across workers in place (all workers hold the same layouts)."""
+        return [(self._compact[i], self._live[i].features, self._live[i].ptr) for i in nodes]
 
     def _layout(self, features: np.ndarray) -> _Live:
         return _Live(features, self.offsets, self.default_bins)
@@ -168,20 +216,18 @@ class SparseCPUBackend(CPUBackend):
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
-                   quantisation: Quantisation | None) -> int:
-        count = super().begin_tree(output, rows, quantisation)
+                   quantisation: Quantisation | None,
+                   bounds: tuple[float, float] | None = None) -> int:
+        count = super().begin_tree(output, rows, quantisation, bounds)
         self._pool_bufs.trim(_POOL_KEEP)
-        h = self._pairs[output][:, 1]
-        self._prune = h.shape[0] > 0 and float(h.min()) >= 0.0
-        # rounding margin of the float hessian sums the live-feature test compares
-        self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
+        self.set_pruning(self.pruning_stats(output))
         self._live = {0: self._root_live}
         self._compact = {}
         return count
 
     def build_histograms(self, nodes: list[int]) -> None:
-        """Compact histograms of `nodes` (returns None: a sparse Dataset is never trained
-        through a distributed wrapper, the only reader of the buffer)."""
+        """Compact histograms of `nodes` (returns None: a distributed wrapper reduces them
+        through `compact_histograms`)."""
         self._float_memo = None
         for g in range(0, len(nodes), _BUILD_GROUP):
             self._build_group(nodes[g:g + _BUILD_GROUP])

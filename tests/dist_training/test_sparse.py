@@ -1,0 +1,142 @@
+"""Sparse Datasets under `histboost.train(..., comm=...)`: rows of a scipy CSR matrix split
+across 2-3 thread workers give the quantised model of one process on all rows, which is the
+model of the dense equivalent; the global cuts of sparse rows are one process's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import histboost as hb
+from histboost.collective.testing import run_threads
+from histboost.data.sparse import SparseMatrix, sparse_bin_mapper
+from histboost.distributed.cuts import global_bin_mapper
+
+sp = pytest.importorskip("scipy.sparse")
+
+N, F = 600, 40
+
+
+def _data(objective: str = "binary:logistic", seed: int = 3):
+    """CSR (N, F): 10% stored values of a few distinct levels, column 1 of many distinct
+    values (quantile cuts), columns 30.. stored in the first 150 rows only (the later
+    ranks' rows store nothing there), and a label driven by columns 0-2."""
+    rng = np.random.default_rng(seed)
+    dense = np.where(rng.random((N, F)) < 0.1, np.round(rng.normal(size=(N, F)) * 2) / 2, 0.0)
+    dense[:, 1] = np.where(rng.random(N) < 0.6, rng.normal(size=N), 0.0)
+    dense[150:, 30:] = 0.0
+    dense[:150, 30:] = np.where(rng.random((150, F - 30)) < 0.3, 1.0 + rng.random((150, 10)),
+                                0.0)
+    signal = dense[:, 0] - dense[:, 1] + dense[:, 2] * dense[:, 30] + rng.normal(size=N) * 0.5
+    if objective == "multi:softprob":
+        y = np.digitize(signal, [-0.5, 0.5]).astype(np.float64)
+    elif objective == "binary:logistic":
+        y = (signal > 0.1).astype(np.float64)
+    else:  # integer labels: exact sums, so the intercept is one process's
+        y = np.round(signal * 2)
+    return sp.csr_matrix(dense), y
+
+
+def _blocks(world: int) -> list[slice]:
+    cuts = np.linspace(0, N, world + 1).round().astype(int)
+    return [slice(cuts[r], cuts[r + 1]) for r in range(world)]
+
+
+def _strip(model: dict) -> dict:
+    model.pop("histboost_version", None)
+    model.get("params", {}).pop("tree_learner", None)
+    return model
+
+
+CASES = [
+    ("binary:logistic", {"max_depth": 4, "subsample": 0.7}),
+    ("binary:logistic", {"grow_policy": "lossguide", "max_leaves": 10, "min_data_in_leaf": 15,
+                         "min_child_weight": 2.0}),
+    ("reg:squarederror", {"grow_policy": "oblivious", "max_depth": 3, "base_score": 0.0}),
+    ("multi:softprob", {"num_class": 3, "max_depth": 3, "colsample_bytree": 0.8}),
+]
+
+
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+@pytest.mark.parametrize("objective,extra", CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("world", [2, 3])
+def test_sparse_model_equals_one_process_and_dense(world, objective, extra, learner):
+    X, y = _data(objective)
+    params = {"objective": objective, "quantized_grad": True, "learning_rate": 0.3,
+              "max_bin": 16, "seed": 4, "nthread": 1, "tree_learner": learner, **extra}
+    blocks = _blocks(world)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        d = hb.Dataset(X[b], label=y[b])  # global cuts of the sparse rows of all ranks
+        return _strip(hb.train(params, d, 4, comm=comm).to_dict())
+
+    want = _strip(hb.train(params, hb.Dataset(X, label=y), 4).to_dict())
+    dense = _strip(hb.train(params, hb.Dataset(X.toarray(), label=y), 4).to_dict())
+    assert want == dense
+    assert any(len(t.get("value", t.get("leaf_value", []))) > 4 for t in want["trees"])
+    for rank, got in enumerate(run_threads(world, body)):
+        assert got == want, f"rank {rank}: model differs from one process's"
+
+
+def test_sparse_missing_rule_and_row_ids():
+    """unstored='nan', rows dealt to 3 workers in any order with their global row_ids, float
+    evaluation metrics on a sparse validation set: the one-process model and metrics."""
+    X, y = _data("binary:logistic", seed=5)
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "max_bin": 16, "subsample": 0.8, "nthread": 1, "eval_metric": ["logloss"]}
+    full = hb.Dataset(X, label=y, unstored="nan")
+    log: dict = {}
+    want = _strip(hb.train(params, full, 4, evals=[(full, "train")], evals_result=log)
+                  .to_dict())
+    shares = np.array_split(np.random.default_rng(1).permutation(N), 3)
+
+    def body(comm):
+        rows = np.sort(shares[comm.rank])[::-1]
+        d = hb.Dataset(X[rows], label=y[rows], unstored="nan", row_ids=rows)
+        got: dict = {}
+        model = hb.train(params, d, 4, evals=[(d, "train")], evals_result=got, comm=comm)
+        return _strip(model.to_dict()), got
+
+    for model, got in run_threads(3, body):
+        assert model == want
+        np.testing.assert_allclose(got["train"]["logloss"], log["train"]["logloss"],
+                                   rtol=1e-12)
+
+
+@pytest.mark.parametrize("unstored", ["zero", "nan"])
+def test_global_sparse_cuts_equal_one_process(unstored):
+    """Weighted rows (some of weight 0), a cut sample smaller than the rows: the cuts of 3
+    ranks' blocks equal `sparse_bin_mapper` on all rows."""
+    X, _ = _data(seed=7)
+    w = np.random.default_rng(2).integers(0, 4, N).astype(np.float64)
+    S = SparseMatrix.from_any(X, unstored)
+    want = sparse_bin_mapper(S, w, 16, sample_rows=400)
+    blocks = _blocks(3)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        return global_bin_mapper(comm, SparseMatrix.from_any(X[b], unstored), w[b], 16,
+                                 sample_rows=400)
+
+    for got in run_threads(3, body):
+        np.testing.assert_array_equal(got.cut_ptr, want.cut_ptr)
+        np.testing.assert_array_equal(got.cut_values, want.cut_values)
+
+
+def test_sparse_and_dense_ranks_raise_on_every_rank():
+    X, y = _data()
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        data = X[b] if comm.rank == 0 else X[b].toarray()
+        try:
+            hb.train({"objective": "binary:logistic"}, hb.Dataset(data, label=y[b]), 1,
+                     comm=comm)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    errors = run_threads(2, body)
+    assert all(e is not None and "differ in kind" in e for e in errors), errors
