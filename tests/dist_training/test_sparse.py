@@ -57,10 +57,15 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
-@pytest.mark.parametrize("objective,extra", CASES, ids=lambda c: str(c))
-@pytest.mark.parametrize("world", [2, 3])
-def test_sparse_model_equals_one_process_and_dense(world, objective, extra, learner):
+# every case on 2 and 3 ranks, the learners alternating
+RUNS = [(world, case, learner) for i, case in enumerate(CASES)
+        for world, learner in ((2, ("data", "reduce_scatter")[i % 2]),
+                               (3, ("reduce_scatter", "data")[i % 2]))]
+
+
+@pytest.mark.parametrize("world,case,learner", RUNS, ids=lambda c: str(c))
+def test_sparse_model_equals_one_process_and_dense(world, case, learner):
+    objective, extra = case
     X, y = _data(objective)
     params = {"objective": objective, "quantized_grad": True, "learning_rate": 0.3,
               "max_bin": 16, "seed": 4, "nthread": 1, "tree_learner": learner, **extra}
@@ -140,3 +145,37 @@ def test_sparse_and_dense_ranks_raise_on_every_rank():
 
     errors = run_threads(2, body)
     assert all(e is not None and "differ in kind" in e for e in errors), errors
+
+
+
+def test_live_layout_rules_agree_across_ranks():
+    """Each rank's sparse backend under the wrapper starts a tree with the root features of
+    all ranks (rank 1 stores nothing in columns 30..) and the pruning rule (its rounding
+    margin) of all ranks' hessians, so their compact layouts agree."""
+    from histboost.data.sparse import SparseBins
+    from histboost.distributed.backend import DistributedBackend
+    from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
+
+    X, _ = _data(seed=9)
+    mapper = sparse_bin_mapper(SparseMatrix.from_any(X), None, 16)
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        sbins = SparseBins(SparseMatrix.from_any(X[b]), mapper)
+        local = SparseCPUBackend(sbins, 1, pack_rows=N)
+        own_root = local._root_live.features.copy()
+        wrapped = DistributedBackend(local, comm)
+        n = sbins.shape[0]
+        pairs = np.ones((1, n, 2), np.float32)
+        pairs[0, :, 1] = 0.25 * (comm.rank + 1)  # hessian sums 75 and 150: other margins
+        wrapped.set_gradients(pairs)
+        count = wrapped.begin_tree(0, None, None)
+        return own_root, local._root_live.features, local._tol, local._prune, count
+
+    (own0, root0, tol0, prune0, n0), (own1, root1, tol1, prune1, n1) = run_threads(2, body)
+    assert own1.size < own0.size  # rank 1's rows alone would keep fewer features
+    np.testing.assert_array_equal(root0, root1)
+    np.testing.assert_array_equal(root0, np.union1d(own0, own1))
+    assert tol0 == tol1 == 1e-9 * (0.25 * 300 + 0.5 * 300 + 1.0) and prune0 and prune1
+    assert n0 == n1 == N
