@@ -214,3 +214,27 @@ def test_misaligned_partitions_raise(client):
     with pytest.raises(ValueError, match="partitions"):
         hbd.DaskDataset(client, da.from_array(X, chunks=(50, 5)),
                         dd.from_pandas(pd.Series(y), npartitions=3))
+
+
+def test_sparse_partitions_give_the_one_process_model(client):
+    """Dask array of scipy CSR blocks on 2 workers: the sparse one-process model."""
+    sp = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(4)
+    dense = np.where(rng.random((600, 30)) < 0.15, np.round(rng.normal(size=(600, 30)), 1), 0.0)
+    y = (dense[:, 0] - dense[:, 1] + rng.normal(size=600) * 0.3 > 0).astype(np.float64)
+    X = sp.csr_matrix(dense)
+    addrs = _workers(client)
+    xs, ys = [], []
+    for (a, b), o in zip(((0, 250), (250, 600)), (0, 1), strict=True):
+        fx, fy = client.scatter([X[a:b], y[a:b]], workers=[addrs[o]], hash=False)
+        xs.append(da.from_delayed(fx, shape=(b - a, 30), dtype=X.dtype, meta=X[:0]))
+        ys.append(da.from_delayed(fy, shape=(b - a,), dtype=y.dtype))
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "max_bin": 16, "nthread": 1}
+    dX = da.concatenate(xs)
+    dtrain = hbd.DaskDataset(client, dX, label=da.concatenate(ys))
+    out = hbd.train(client, params, dtrain, 4)
+    want = hb.train(params, hb.Dataset(X, label=y), 4)
+    assert out["booster"].to_dict() == want.to_dict()
+    assert len(want.to_dict()["trees"][0]["split_feature"]) > 3
+    np.testing.assert_array_equal(hbd.predict(client, out, dX).compute(), want.predict(X))

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..booster import Booster
 from ..collective.errors import CollectiveError, CollectiveTimeout
-from ..data.dataset import Dataset, to_float_matrix
+from ..data.dataset import Dataset, _is_scipy_sparse, to_float_matrix
 from ..params import parse_params
 
 _STOPPED = "distributed training stopped"  # how `raise_together` relays another rank's error
@@ -105,9 +105,10 @@ def _as_column(v: Any, X: Any, what: str) -> Any:
     return v
 
 
-def _pack(i: int, x: Any, y: Any, w: Any) -> tuple[np.ndarray, Any, Any]:
-    """A partition's (features, label, weight) as NumPy arrays (lengths checked)."""
-    X, _ = to_float_matrix(x)
+def _pack(i: int, x: Any, y: Any, w: Any) -> tuple[Any, Any, Any]:
+    """A partition's (features, label, weight) as NumPy arrays, the features of a scipy sparse
+    partition as a scipy CSR matrix (lengths checked)."""
+    X = x.tocsr() if _is_scipy_sparse(x) else to_float_matrix(x)[0]
     out = [X]
     for what, v in (("label", y), ("weight", w)):
         if v is not None:
@@ -329,10 +330,16 @@ def _train_task(job: dict[str, Any], rank: int, world: int, host: str, rdzv: str
 
 def _local_dataset(parts: list[tuple], job: dict[str, Any], reference: Dataset | None = None,
                    row_ids: np.ndarray | None = None) -> Dataset:
-    def cat(k: int) -> np.ndarray | None:
+    def cat(k: int) -> Any:
         if parts[0][k] is None:
             return None
-        return parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
+        if len(parts) == 1:
+            return parts[0][k]
+        if _is_scipy_sparse(parts[0][k]):  # sparse partitions stay sparse
+            import scipy.sparse as sp
+
+            return sp.vstack([p[k] for p in parts], format="csr")
+        return np.concatenate([p[k] for p in parts])
 
     return Dataset(cat(0), label=cat(1), weight=cat(2), feature_names=job["feature_names"],
                    max_bin=job["max_bin"], reference=reference, row_ids=row_ids)
