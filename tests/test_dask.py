@@ -217,7 +217,9 @@ def test_misaligned_partitions_raise(client):
 
 
 def test_sparse_partitions_give_the_one_process_model(client):
-    """Dask array of scipy CSR blocks on 2 workers: the sparse one-process model."""
+    """Dask array of scipy CSR blocks on 2 workers, unstored entries missing: the sparse
+    one-process model; predictions per block (unstored entries read as zeros, as
+    `Booster.predict` reads a scipy matrix)."""
     sp = pytest.importorskip("scipy.sparse")
     rng = np.random.default_rng(4)
     dense = np.where(rng.random((600, 30)) < 0.15, np.round(rng.normal(size=(600, 30)), 1), 0.0)
@@ -232,9 +234,9 @@ def test_sparse_partitions_give_the_one_process_model(client):
     params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
               "max_bin": 16, "nthread": 1}
     dX = da.concatenate(xs)
-    dtrain = hbd.DaskDataset(client, dX, label=da.concatenate(ys))
+    dtrain = hbd.DaskDataset(client, dX, label=da.concatenate(ys), unstored="nan")
     out = hbd.train(client, params, dtrain, 4)
-    want = hb.train(params, hb.Dataset(X, label=y), 4)
+    want = hb.train(params, hb.Dataset(X, label=y, unstored="nan"), 4)
     assert out["booster"].to_dict() == want.to_dict()
     assert len(want.to_dict()["trees"][0]["split_feature"]) > 3
     np.testing.assert_array_equal(hbd.predict(client, out, dX).compute(), want.predict(X))

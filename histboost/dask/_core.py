@@ -135,19 +135,27 @@ class DaskDataset:
     Parameters
     ----------
     client : a ``distributed.Client`` (None: the default client).
-    data : Dask array (n, F) or Dask DataFrame of numeric columns; NaN marks missing values.
+    data : Dask array (n, F) or Dask DataFrame of numeric columns; NaN marks missing values. A
+        Dask array of scipy sparse blocks stays sparse (docs/sparse.md).
     label, weight : Dask array, Series or one-column DataFrame with the same row partitions
         (the same number of partitions, each with the rows of the data's partition).
     feature_names : names of the F features (default: the DataFrame's columns or f0..).
     max_bin : histogram slots per feature, as in `Dataset`.
+    unstored : the value of entries sparse blocks do not store, as in `Dataset`: "zero" or
+        "nan" (the training set's rule applies to its evaluation sets too).
 
     The partitions are computed on the cluster at once (as NumPy parts, on the workers that
     hold them); only their row counts come to the client. Empty partitions are allowed.
     """
 
     def __init__(self, client: Any, data: Any, label: Any = None, weight: Any = None, *,
-                 feature_names: Sequence[str] | None = None, max_bin: int = 256) -> None:
+                 feature_names: Sequence[str] | None = None, max_bin: int = 256,
+                 unstored: str = "zero") -> None:
         import dask
+
+        from ..data.sparse import check_unstored
+
+        self.unstored = check_unstored(unstored)
         from distributed import wait
 
         self.client = _client(client)
@@ -342,7 +350,8 @@ def _local_dataset(parts: list[tuple], job: dict[str, Any], reference: Dataset |
         return np.concatenate([p[k] for p in parts])
 
     return Dataset(cat(0), label=cat(1), weight=cat(2), feature_names=job["feature_names"],
-                   max_bin=job["max_bin"], reference=reference, row_ids=row_ids)
+                   max_bin=job["max_bin"], reference=reference, row_ids=row_ids,
+                   unstored=job["unstored"])
 
 
 def _train_rank(comm: Any, job: dict[str, Any], parts: list[tuple],
@@ -500,7 +509,7 @@ def train(client: Any, params: dict[str, Any], dtrain: DaskDataset, num_boost_ro
            "callbacks": list(callbacks) if callbacks else None,
            "xgb_model": None if xgb_model is None else xgb_model.save_raw(),
            "feature_names": dtrain.feature_names, "max_bin": dtrain.max_bin,
-           "timeout": float(timeout)}
+           "unstored": dtrain.unstored, "timeout": float(timeout)}
     token = uuid.uuid4().hex
     rdzv = f"histboost-rendezvous-{token}"
     host = _host(addrs[0])
