@@ -179,3 +179,23 @@ def test_live_layout_rules_agree_across_ranks():
     np.testing.assert_array_equal(root0, np.union1d(own0, own1))
     assert tol0 == tol1 == 1e-9 * (0.25 * 300 + 0.5 * 300 + 1.0) and prune0 and prune1
     assert n0 == n1 == N
+
+
+@pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
+def test_float_gradients_reproducible_and_close(learner):
+    X, y = _data(seed=6)
+    params = {"objective": "binary:logistic", "max_depth": 4, "max_bin": 16, "nthread": 1,
+              "tree_learner": learner}
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        return hb.train(params, hb.Dataset(X[b], label=y[b]), 5, comm=comm)
+
+    first = [m.to_dict() for m in run_threads(2, body)]
+    second = run_threads(2, body)
+    assert first[0] == first[1] == second[0].to_dict()
+    one = hb.train(params, hb.Dataset(X, label=y), 5)
+    p, q = one.predict(X), second[0].predict(X)
+    loss = [float(-np.mean(y * np.log(r) + (1 - y) * np.log(1 - r))) for r in (p, q)]
+    assert abs(loss[0] - loss[1]) < 1e-3
