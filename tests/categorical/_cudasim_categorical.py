@@ -136,6 +136,33 @@ def check_replace_columns_mid_tree() -> None:
     np.testing.assert_array_equal(grow(bins, torch.from_numpy(new)), want)
     assert not np.array_equal(grow(bins, None)[:, 10:], want[:, 10:])
 
+    # distributed training (`combine`): only the columns' slots of the held nodes are
+    # rebuilt and passed to combine (here: as if a second worker held the same rows); its
+    # result replaces them, the other slots are kept
+    def held_after_replace(start: np.ndarray, combine) -> np.ndarray:
+        be = make_backend("cuda", start.copy(), offsets, n_threads=1, label=None, weight=None,
+                          n_outputs=1, count_rows=False)
+        be.set_gradients(pairs)
+        be.begin_tree(0, None, None, bounds=(4.0, 4.0))
+        be.build_histograms([0])
+        be.apply_splits([0], [1], [2], split(0, 2))
+        be.build_histograms([1])
+        be.subtract_histograms([0], [1], [2])
+        be.replace_columns(np.array([2, 3]), new, combine=combine)
+        return be.read_histograms([1, 2])
+
+    seen = []
+
+    def doubled(hists: np.ndarray) -> np.ndarray:
+        seen.append(hists.shape)
+        return hists * 2
+
+    got = held_after_replace(bins, doubled)
+    fresh_held = held_after_replace(fresh, None)
+    assert seen == [(2, 10, 2)], seen  # 2 held nodes, the slots of columns 2 and 3
+    np.testing.assert_array_equal(got[:, 10:], 2 * fresh_held[:, 10:])
+    np.testing.assert_array_equal(got[:, :10], fresh_held[:, :10])
+
 
 def _data(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)

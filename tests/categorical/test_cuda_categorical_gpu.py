@@ -170,3 +170,39 @@ def test_gpu_prediction_from_raw_values_equals_cpu():
     cpu.params["device"] = "cpu"
     want = cpu.predict(values.cpu().numpy(), output_margin=True)
     np.testing.assert_array_equal(booster.predict(values, output_margin=True), want)
+
+
+def test_gpu_workers_with_categorical_features_give_the_one_process_model(tmp_path):
+    """Two processes training on the GPU with `comm` (sharing it over Gloo): the distributed
+    statistics (owner ranks, `histboost.distributed.categorical`) feed the CUDA backend, with
+    combinations added mid-tree (`replace_columns(combine=)`); the quantised model equals the
+    one-process CPU model. (Under the simulator the same run takes minutes: GPU only.)"""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from dist_training.test_processes import _finish, _launch, _log
+
+    X, score = _frame(6000, 6)
+    frame = X.assign(label=(score > 0.3).astype(int))[["label", *X.columns]]
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    params = ["objective=binary:logistic", "quantized_grad=true", "max_depth=4", "nthread=1",
+              "max_ctr_complexity=2", "seed=3", "n_permutations=2"]
+    out = tmp_path / "model.json"
+    cmd = [sys.executable, "-m", "histboost", "train", str(tmp_path / "train.csv"),
+           "--model-out", str(out), "--num-round", "4", "--timeout", "120", "--categorical",
+           ",".join(CATS), "--param", *params, "device=cuda"]
+    procs = _launch(2, cmd, tmp_path, gpu=True)
+    one = tmp_path / "one.json"
+    single = subprocess.run(
+        [*cmd[:6], str(one), *cmd[7:-1], "device=cpu"], capture_output=True, text=True,
+        timeout=300, env={k: v for k, v in os.environ.items()
+                          if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    assert single.returncode == 0, single.stderr[-3000:]
+    codes = _finish(procs, time.monotonic() + 300)
+    assert codes == [0, 0], [_log(tmp_path, r)[-3000:] for r in range(2)]
+    got, want = json.loads(out.read_text()), json.loads(one.read_text())
+    assert got["trees"] == want["trees"]
+    assert got["learner"]["categorical"] == want["learner"]["categorical"]
+    assert any(len(t["columns"]) == 2 for t in want["learner"]["categorical"]["tables"])
