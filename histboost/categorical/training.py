@@ -26,6 +26,7 @@ import numpy as np
 
 from ..data.binning import BinMapper, feature_cuts, mapper_from_cuts, row_hash, sample_row_ids
 from ..distributed.categorical import (
+    GlobalRows,
     global_labels,
     global_labels_of_settings,
     global_padded_cuts,
@@ -93,7 +94,12 @@ class CtrTrainer:
             comm.allreduce(total, op="sum", inplace=True)
             self.n_total = int(total[0])
         self.n_threads = p.n_threads
-        self.settings = self._settings(objective, p, y)
+        # with comm: every rank's labels in global row order (8 bytes per row, once), for the
+        # statistics' settings as one process makes them and every row's targets
+        y_all = None if comm is None else global_labels_of_settings(comm, y, self.row_ids)
+        self.settings = CtrSettings.from_labels(objective, p.num_class,
+                                                y if y_all is None else y_all, p.ctr_priors,
+                                                p.ctr_target_borders)
         self.targets = self.settings.targets(y)
         self.value_bins = p.ctr_border_count + 1
         numeric = [i for i in range(len(dtrain.feature_names)) if i not in set(cat.positions)]
@@ -105,6 +111,10 @@ class CtrTrainer:
         self.n_ids: list[int] = []
         self.cut_rows = self._cut_rows()
         self.perm_seeds = [permutation_seed(p.seed, j) for j in range(p.n_permutations)]
+        self.global_rows: GlobalRows | None = None
+        if y_all is not None:
+            self.global_rows = GlobalRows(self.n_total, self.settings.targets(y_all),
+                                          self.perm_seeds, self.settings.target != "mean")
         # the matrix dtype (every derived column has value_bins + 1 slots)
         dtype = np.promote_types(bins.dtype, np.uint8 if self.value_bins < 256 else np.uint16)
         static: list[tuple[int, np.ndarray, np.ndarray]] = []  # (derived index, values, cuts)
@@ -115,14 +125,16 @@ class CtrTrainer:
         # distributed: every permutation's binned statistics and cuts, per ctr table
         binned: list[tuple[list[np.ndarray], np.ndarray]] = []
         for c in range(cat.n_columns):
-            ids, uniq = dense_ids(cat.hashes[:, c])
-            self.ids.append(ids)
-            self.n_ids.append(int(uniq.size))
             if comm is None:
+                ids, uniq = dense_ids(cat.hashes[:, c])
+                self.ids.append(ids)
+                self.n_ids.append(int(uniq.size))
                 categories = uniq if uniq.size <= p.one_hot_max_size else None
-            else:
-                ks = key_statistics(comm, cat.hashes[:, c], self.row_ids, self.targets,
-                                    self.perm_seeds, p.one_hot_max_size)
+            else:  # the owner ranks' dense ids (local ones are never used)
+                ks = key_statistics(comm, cat.hashes[:, c], self.row_ids, self.global_rows,
+                                    p.one_hot_max_size)
+                self.ids.append(np.zeros(0, np.int32))
+                self.n_ids.append(ks.n_categories)
                 categories = ks.categories
             if categories is not None:
                 if categories.size > 1:  # one category: nothing to split
@@ -206,24 +218,6 @@ class CtrTrainer:
         self._perm = -1
         self._backend: Any = None
         self._load_permutation(0, None)
-
-    def _settings(self, objective: str, p: TrainParams, y: np.ndarray) -> CtrSettings:
-        """The statistics' settings from the labels of all ranks' rows."""
-        if self.comm is None:
-            return CtrSettings.from_labels(objective, p.num_class, y, p.ctr_priors,
-                                           p.ctr_target_borders)
-        if not (objective.startswith("binary:") or objective.startswith("multi:")):
-            # label quantiles and a float mean: from every label, in global row order
-            y_all = global_labels_of_settings(self.comm, y, self.row_ids)
-            return CtrSettings.from_labels(objective, p.num_class, y_all, p.ctr_priors,
-                                           p.ctr_target_borders)
-        settings = CtrSettings.from_labels(objective, p.num_class, y, p.ctr_priors,
-                                           p.ctr_target_borders)
-        # integer labels: their sum is exact in any order, so the mean is one process's
-        total = np.array([float(np.sum(y))])
-        self.comm.allreduce(total, op="sum", inplace=True)
-        settings.label_mean = float(total[0] / self.n_total) if self.n_total else 0.0
-        return settings
 
     def _cut_rows(self) -> np.ndarray:
         """int64 local indices of this rank's rows in the cut sample (rows sampled by a hash

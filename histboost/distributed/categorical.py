@@ -11,15 +11,22 @@ column (or combination) to the rank owning its category (``hash mod world_size``
 one-process computation on them (`histboost.kernels.cpu.target_stats`: sort by category and
 permutation position, exclusive segmented scans), then sends each row's results back with a
 second alltoall. Counts and sums of 0/1 targets are exact integers in float64, and float
-target sums are added in the one-process order (the owner sorts by global row index or
-permutation position first), so the statistics are those of one process bit for bit.
+target sums are added in the one-process order (the owner takes its rows in global row order
+or permutation order), so the statistics are those of one process bit for bit.
+
+Once per training run every rank gets what does not depend on the column (`GlobalRows`): the
+labels of all rows by global index (so a row's targets need not travel with each column), and
+every permutation's order of all rows (the sorts one process makes). An owner then finds its
+received rows' order under each permutation by restricting the global order (a pass over
+the rows of all ranks, no sort per column).
 
 What crosses the network, per categorical column or combination (n: this rank's rows, m:
 target channels, P: permutations, d: the owner's categories):
 
-- to the owners: n x (8 + 8 + 8 m) bytes (hash, global row index, targets);
-- back: n x 8 (1 + P (1 + m)) bytes (the category's total count; per permutation the count
-  and channel sums of the earlier rows);
+- to the owners: n x 12 bytes (hash, 32-bit global row index; 16 bytes beyond 2**32 rows);
+- back: n x 4 (1 + P (1 + m)) bytes for 0/1 target channels (binary, multiclass, label
+  borders: integer counts and sums, int32), n x 8 (1 + P (1 + m)) for the label mean (the
+  category's total count; per permutation the count and channel sums of the earlier rows);
 - the number of categories (one int64 allreduce), then every owner's part of the final table,
   allgathered: d x 8 (2 + m) bytes per owner (the model stores the table on every rank);
   a column with at most ``one_hot_max_size`` categories sends only its hashes instead;
@@ -28,6 +35,9 @@ target channels, P: permutations, d: the owner's categories):
   (about 50,000 rows in all, whatever the rank count) go to the rank computing that column's
   cuts (8 bytes per value, each value to one rank), and the cuts come back in one allgather
   (k x 16 x 8 bytes for k columns).
+
+Once per run: every rank's labels and global row indices, allgathered (16 bytes per row of all
+ranks to every rank, `global_labels_of_settings`).
 
 Every call goes through the communicator with its timeout.
 """
@@ -64,6 +74,40 @@ def permutation_order(seed: int, row_ids: np.ndarray) -> np.ndarray:
     return order.astype(np.int64)
 
 
+class GlobalRows:
+    """What every rank knows of all ranks' rows, computed once per training run: the rows of
+    every permutation in order, and every row's targets, both by global row index.
+
+    n_total: rows of all ranks; targets: float64 (n_total, m) target channels by global row
+    index (`CtrSettings.targets` of the labels of all ranks, allgathered once:
+    `global_labels_of_settings`); seeds: the permutations' hash seeds; integer: whether the
+    channels are 0/1 (binary, multiclass, label borders), so counts and sums are integers
+    below n_total. `orders[j]`: int64 (n_total,), the global rows in permutation j's order
+    (`permutation_order` of all rows: the one-process sorts, once)."""
+
+    def __init__(self, n_total: int, targets: np.ndarray, seeds: list[int],
+                 integer: bool) -> None:
+        self.n_total = int(n_total)
+        self.targets = np.ascontiguousarray(targets, np.float64)
+        self.seeds = list(seeds)
+        self.integer = bool(integer) and self.n_total < 2**31
+        all_rows = np.arange(self.n_total, dtype=np.int64)
+        self.orders = [permutation_order(s, all_rows) for s in self.seeds]
+
+    def local_orders(self, rid: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For rows with global indices rid (int64 (k,), distinct): (their local indices in
+        global row order, and in each permutation's order), by restricting the global orders
+        (O(n_total) each, no sort): the orders `permutation_order` gives on the subset."""
+        inv = np.full(self.n_total, -1, np.int32 if rid.shape[0] < 2**31 else np.int64)
+        inv[rid] = np.arange(rid.shape[0], dtype=inv.dtype)
+        by_row = inv[inv >= 0].astype(np.int64)
+        orders = []
+        for order in self.orders:
+            o = inv[order]
+            orders.append(o[o >= 0].astype(np.int64))
+        return by_row, orders
+
+
 @dataclass
 class KeyStatistics:
     """One categorical column's (or combination's) statistics over all ranks' rows.
@@ -83,49 +127,58 @@ class KeyStatistics:
 
 
 def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
-                   targets: np.ndarray, perm_seeds: list[int], one_hot_max_size: int = -1
-                   ) -> KeyStatistics:
+                   rows: GlobalRows, one_hot_max_size: int = -1) -> KeyStatistics:
     """Collective: the statistics of categorical keys (uint64 (n,), this rank's rows) with
-    global row indices row_ids (int64 (n,)) and targets (float64 (n, m)) under the
-    permutations of `perm_seeds` (module docstring)."""
+    global row indices row_ids (int64 (n,)) under the permutations of `rows` (module
+    docstring)."""
     from ..categorical.training import dense_ids
 
     world = comm.world_size
     keys = np.ascontiguousarray(keys, np.uint64)
-    n, m = targets.shape
+    n = keys.shape[0]
+    m = rows.targets.shape[1]
     # small integers: NumPy's stable sort is then a radix sort
     dest = (keys % np.uint64(world)).astype(np.uint16 if world <= 1 << 16 else np.int64)
     by_dest = np.argsort(dest, kind="stable")
-    payload = np.empty((n, 2 + m), np.uint64)
-    payload[:, 0] = keys[by_dest]
-    payload[:, 1] = np.asarray(row_ids, np.int64)[by_dest].view(np.uint64)
-    payload[:, 2:] = np.ascontiguousarray(targets, np.float64)[by_dest].view(np.uint64)
+    small = rows.n_total < 2**32  # global row indices in 32 bits: a row is 12 bytes
+    payload = np.empty((n, 3 if small else 2), np.uint32 if small else np.uint64)
+    if small:
+        payload[:, :2] = keys[by_dest].view(np.uint32).reshape(n, 2)
+        payload[:, 2] = np.asarray(row_ids, np.int64)[by_dest]
+    else:
+        payload[:, 0] = keys[by_dest]
+        payload[:, 1] = np.asarray(row_ids, np.int64)[by_dest].view(np.uint64)
     got, received = comm.alltoall(payload, np.bincount(dest, minlength=world))
     got = np.asarray(got)
-    hashes = np.ascontiguousarray(got[:, 0])
-    rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
-    tg = np.ascontiguousarray(got[:, 2:]).view(np.float64)
+    if small:
+        hashes = np.ascontiguousarray(got[:, :2]).view(np.uint64).reshape(-1)
+        rid = got[:, 2].astype(np.int64)
+    else:
+        hashes = np.ascontiguousarray(got[:, 0])
+        rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
     ids, uniq = dense_ids(hashes)
     n_cat = np.array([uniq.size], np.int64)
     comm.allreduce(n_cat, op="sum", inplace=True)
     if int(n_cat[0]) <= one_hot_max_size:
         cats = np.sort(np.asarray(comm.allgather(uniq), np.uint64))
         return KeyStatistics(int(n_cat[0]), categories=cats)
+    tg = rows.targets[rid]
+    by_row, orders = rows.local_orders(rid)
     # the final table: each category's rows added in global row order, as one process adds
-    by_row = np.argsort(rid, kind="stable")
     counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
-    width = 1 + len(perm_seeds) * (1 + m)
-    reply = np.empty((hashes.shape[0], width), np.float64)
+    n_perm = len(orders)
+    width = 1 + n_perm * (1 + m)
+    # 0/1 channels: counts and sums are integers below 2**31, sent as int32
+    reply = np.empty((hashes.shape[0], width), np.int32 if rows.integer else np.float64)
     reply[:, 0] = counts[ids]
-    for j, seed in enumerate(perm_seeds):
-        count, before = ordered_statistics(ids, int(uniq.size), permutation_order(seed, rid),
-                                           tg)
+    for j, order in enumerate(orders):
+        count, before = ordered_statistics(ids, int(uniq.size), order, tg)
         at = 1 + j * (1 + m)
         reply[:, at] = count
         reply[:, at + 1:at + 1 + m] = before
     back, _ = comm.alltoall(reply, received)
-    rows = np.empty((n, width), np.float64)
-    rows[by_dest] = np.asarray(back)
+    out = np.empty((n, width), np.float64)
+    out[by_dest] = np.asarray(back)
     part = np.empty((uniq.size, 2 + m), np.uint64)
     part[:, 0] = uniq
     part[:, 1] = counts.view(np.uint64)
@@ -133,11 +186,11 @@ def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
     table = np.asarray(comm.allgather(part), np.uint64)
     order = np.argsort(table[:, 0], kind="stable")
     table = table[order]
-    ordered = [(np.ascontiguousarray(rows[:, 1 + j * (1 + m)]),
-                np.ascontiguousarray(rows[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
-               for j in range(len(perm_seeds))]
+    ordered = [(np.ascontiguousarray(out[:, 1 + j * (1 + m)]),
+                np.ascontiguousarray(out[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
+               for j in range(n_perm)]
     return KeyStatistics(
-        int(n_cat[0]), totals=np.ascontiguousarray(rows[:, 0]), ordered=ordered,
+        int(n_cat[0]), totals=np.ascontiguousarray(out[:, 0]), ordered=ordered,
         table=(np.ascontiguousarray(table[:, 0]),
                np.ascontiguousarray(table[:, 1]).view(np.float64),
                np.ascontiguousarray(table[:, 2:]).view(np.float64)))
@@ -193,10 +246,10 @@ def global_labels(comm: Communicator, hashes: np.ndarray, row_ids: np.ndarray,
 
 def global_labels_of_settings(comm: Communicator, y: np.ndarray, row_ids: np.ndarray
                               ) -> np.ndarray:
-    """Collective: all ranks' labels in global row order (float64 (N,)), for the regression
-    statistics' settings (the label borders' quantiles and the label mean) as one process
-    computes them. 8 bytes per row, once per training run; binary and multiclass
-    objectives do not call it."""
+    """Collective: all ranks' labels in global row order (float64 (N,)): the statistics'
+    settings (the label borders' quantiles and the label mean) as one process computes them,
+    and every row's targets (`GlobalRows`). 16 bytes per row (label, global index) to every
+    rank, once per training run."""
     ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)), np.float64)
     ids = np.asarray(comm.allgather(np.asarray(row_ids, np.int64)), np.int64)
     out = np.empty_like(ys)
