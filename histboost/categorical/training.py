@@ -30,7 +30,7 @@ from ..distributed.categorical import (
     global_labels,
     global_labels_of_settings,
     global_padded_cuts,
-    key_statistics,
+    key_statistics_columns,
     permutation_order,
     permutation_seed,
 )
@@ -45,6 +45,9 @@ from .settings import CtrSettings
 _CACHE_BYTES = 1 << 30
 # rows whose statistics place the quantile cuts of a statistic (15 cuts need few)
 _CUT_SAMPLE_ROWS = 50_000
+# distributed training: categorical columns exchanged together up to about this many bytes
+# of messages per rank (a row of a column: 12 bytes out, up to 8 (1 + P (1 + m)) back)
+_BATCH_BYTES = 1 << 28
 
 
 def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +127,16 @@ class CtrTrainer:
         freqs: list[tuple[np.ndarray, np.ndarray]] = []  # (values, cuts) per ctr table
         # distributed: every permutation's binned statistics and cuts, per ctr table
         binned: list[tuple[list[np.ndarray], np.ndarray]] = []
+        key_stats = []
+        if comm is not None:  # every column's exchanges together, in batches
+            row_bytes = 8 * (3 + len(self.perm_seeds) * (1 + self.settings.n_channels))
+            batch = max(1, _BATCH_BYTES // max(1, row_bytes * self.n_total
+                                               // comm.world_size))
+            for lo in range(0, cat.n_columns, batch):
+                key_stats += key_statistics_columns(comm, cat.hashes[:, lo:lo + batch],
+                                                    self.row_ids, self.global_rows,
+                                                    p.one_hot_max_size)
+        distributed_ctr = []  # (table, KeyStatistics) of the ctr columns, with comm
         for c in range(cat.n_columns):
             if comm is None:
                 ids, uniq = dense_ids(cat.hashes[:, c])
@@ -131,8 +144,7 @@ class CtrTrainer:
                 self.n_ids.append(int(uniq.size))
                 categories = uniq if uniq.size <= p.one_hot_max_size else None
             else:  # the owner ranks' dense ids (local ones are never used)
-                ks = key_statistics(comm, cat.hashes[:, c], self.row_ids, self.global_rows,
-                                    p.one_hot_max_size)
+                ks = key_stats[c]
                 self.ids.append(np.zeros(0, np.int32))
                 self.n_ids.append(ks.n_categories)
                 categories = ks.categories
@@ -148,12 +160,16 @@ class CtrTrainer:
                 freqs.append((freq, self.sample_cuts(freq[self.cut_rows, None])[0]))
             else:
                 model.tables.append(CtrTable((c,), *ks.table))
-                freq = ks.totals / self.n_total
-                bins_c, cuts_c, freq_cuts = self._bin_all_permutations(ks.ordered, freq,
-                                                                       dtype)
+                distributed_ctr.append(ks)
+            self.ctr_tables.append(len(model.tables) - 1)
+        if distributed_ctr:  # one cut computation (collective) for every column
+            freq_all = [ks.totals / self.n_total for ks in distributed_ctr]
+            done = self._bin_all_permutations_many(
+                [(ks.ordered, f) for ks, f in zip(distributed_ctr, freq_all, strict=True)],
+                dtype)
+            for freq, (bins_c, cuts_c, freq_cuts) in zip(freq_all, done, strict=True):
                 binned.append((bins_c, cuts_c))
                 freqs.append((freq, freq_cuts))
-            self.ctr_tables.append(len(model.tables) - 1)
         # derived columns grouped by kind: the statistic columns, replaced every permutation,
         # are contiguous in the matrix (row-contiguous copies)
         for t in self.ctr_tables:
@@ -243,23 +259,42 @@ class CtrTrainer:
         """(bins (n, n_stats) per permutation, cuts (P, n_stats, value_bins), the frequency's
         cuts (value_bins,) or None) of a key's statistics under every permutation, with one
         cut computation (collective with comm) for all of them."""
+        return self._bin_all_permutations_many([(ordered, freq)], dtype)[0]
+
+    def _bin_all_permutations_many(
+            self, keys: list[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray | None]],
+            dtype: np.dtype) -> list[tuple[list[np.ndarray], np.ndarray, np.ndarray | None]]:
+        """`_bin_all_permutations` of several keys ((ordered, freq) each) with one cut
+        computation (one collective call with comm) for all of them."""
         k = self.settings.n_stats
         uniform = self.settings.target != "mean"  # fixed cuts: nothing to sample
-        sample = [] if uniform else [self.settings.statistics(c[self.cut_rows],
-                                                              s[self.cut_rows])
-                                     for c, s in ordered]
-        if freq is not None:
-            sample.append(freq[self.cut_rows, None])
+        sample = []
+        for ordered, freq in keys:
+            if not uniform:
+                sample += [self.settings.statistics(c[self.cut_rows], s[self.cut_rows])
+                           for c, s in ordered]
+            if freq is not None:
+                sample.append(freq[self.cut_rows, None])
         cuts = (self.sample_cuts(np.hstack(sample)) if sample
                 else np.zeros((0, self.value_bins)))
-        if uniform:
-            per_perm = np.broadcast_to(self.uniform_cuts(),
-                                       (len(ordered), k, self.value_bins)).copy()
-        else:
-            per_perm = cuts[:len(ordered) * k].reshape(len(ordered), k, self.value_bins)
-        bins = [self.bin_statistics(c, s, per_perm[j], dtype)
-                for j, (c, s) in enumerate(ordered)]
-        return bins, per_perm, (cuts[-1] if freq is not None else None)
+        out = []
+        at = 0
+        for ordered, freq in keys:
+            if uniform:
+                per_perm = np.broadcast_to(self.uniform_cuts(),
+                                           (len(ordered), k, self.value_bins)).copy()
+            else:
+                per_perm = cuts[at:at + len(ordered) * k].reshape(len(ordered), k,
+                                                                  self.value_bins)
+                at += len(ordered) * k
+            freq_cuts = None
+            if freq is not None:
+                freq_cuts = cuts[at]
+                at += 1
+            bins = [self.bin_statistics(c, s, per_perm[j], dtype)
+                    for j, (c, s) in enumerate(ordered)]
+            out.append((bins, per_perm, freq_cuts))
+        return out
 
     # -- ordered statistics --------------------------------------------------------------
     def ordered_columns(self, perm: int) -> tuple[np.ndarray, np.ndarray]:

@@ -131,69 +131,123 @@ def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
     """Collective: the statistics of categorical keys (uint64 (n,), this rank's rows) with
     global row indices row_ids (int64 (n,)) under the permutations of `rows` (module
     docstring)."""
+    return key_statistics_columns(comm, keys[:, None], row_ids, rows, one_hot_max_size)[0]
+
+
+def key_statistics_columns(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
+                           rows: GlobalRows, one_hot_max_size: int = -1
+                           ) -> list[KeyStatistics]:
+    """Collective: `key_statistics` of each column of keys (uint64 (n, C)) with the
+    messages of all columns together: one alltoall out, one back, one allreduce of the
+    category counts and two allgathers of the tables, whatever C (each column's rows go to
+    its own owners; the results are those of one column at a time)."""
     from ..categorical.training import dense_ids
 
     world = comm.world_size
     keys = np.ascontiguousarray(keys, np.uint64)
-    n = keys.shape[0]
+    n, n_cols = keys.shape
     m = rows.targets.shape[1]
+    rid_local = np.asarray(row_ids, np.int64)
     # small integers: NumPy's stable sort is then a radix sort
     dest = (keys % np.uint64(world)).astype(np.uint16 if world <= 1 << 16 else np.int64)
-    by_dest = np.argsort(dest, kind="stable")
+    by_dest = [np.argsort(dest[:, c], kind="stable") for c in range(n_cols)]
+    # sent[c, d]: rows of column c to rank d; the payload is destination-major, then column
+    sent = np.stack([np.bincount(dest[:, c], minlength=world) for c in range(n_cols)])
     small = rows.n_total < 2**32  # global row indices in 32 bits: a row is 12 bytes
-    payload = np.empty((n, 3 if small else 2), np.uint32 if small else np.uint64)
-    if small:
-        payload[:, :2] = keys[by_dest].view(np.uint32).reshape(n, 2)
-        payload[:, 2] = np.asarray(row_ids, np.int64)[by_dest]
-    else:
-        payload[:, 0] = keys[by_dest]
-        payload[:, 1] = np.asarray(row_ids, np.int64)[by_dest].view(np.uint64)
-    got, received = comm.alltoall(payload, np.bincount(dest, minlength=world))
+    payload = np.empty((n * n_cols, 3 if small else 2), np.uint32 if small else np.uint64)
+    blocks = []  # (column, first source row in by_dest order, size, position in payload)
+    at = 0
+    for d in range(world):
+        for c in range(n_cols):
+            lo = int(sent[c, :d].sum())
+            size = int(sent[c, d])
+            blocks.append((c, lo, size, at))
+            at += size
+    for c, lo, size, at in blocks:
+        if not size:
+            continue
+        rows_c = by_dest[c][lo:lo + size]
+        if small:
+            payload[at:at + size, :2] = keys[rows_c, c].view(np.uint32).reshape(size, 2)
+            payload[at:at + size, 2] = rid_local[rows_c]
+        else:
+            payload[at:at + size, 0] = keys[rows_c, c]
+            payload[at:at + size, 1] = rid_local[rows_c].view(np.uint64)
+    # every sender's rows per column for this rank: how the received rows split by column
+    counts_all = np.asarray(comm.allgather(sent.T.reshape(1, world, n_cols).astype(np.int64)),
+                            np.int64).reshape(world, world, n_cols)
+    got, received = comm.alltoall(payload, sent.sum(axis=0))
     got = np.asarray(got)
+    mine = counts_all[:, comm.rank, :]  # (senders, columns): rows received
+    # received row positions of column c: sender-major, as one column's alltoall delivers
+    recv_at = np.cumsum(np.concatenate([[0], mine.ravel()]))[:-1].reshape(world, n_cols)
+    per_col = [np.concatenate([np.arange(recv_at[s, c], recv_at[s, c] + mine[s, c])
+                               for s in range(world)]).astype(np.int64)
+               for c in range(n_cols)]
     if small:
-        hashes = np.ascontiguousarray(got[:, :2]).view(np.uint64).reshape(-1)
-        rid = got[:, 2].astype(np.int64)
+        all_hashes = np.ascontiguousarray(got[:, :2]).view(np.uint64).reshape(-1)
+        all_rid = got[:, 2].astype(np.int64)
     else:
-        hashes = np.ascontiguousarray(got[:, 0])
-        rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
-    ids, uniq = dense_ids(hashes)
-    n_cat = np.array([uniq.size], np.int64)
+        all_hashes = np.ascontiguousarray(got[:, 0])
+        all_rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
+    dense = [dense_ids(all_hashes[per_col[c]]) for c in range(n_cols)]
+    n_cat = np.array([u.size for _, u in dense], np.int64)
     comm.allreduce(n_cat, op="sum", inplace=True)
-    if int(n_cat[0]) <= one_hot_max_size:
-        cats = np.sort(np.asarray(comm.allgather(uniq), np.uint64))
-        return KeyStatistics(int(n_cat[0]), categories=cats)
-    tg = rows.targets[rid]
-    by_row, orders = rows.local_orders(rid)
-    # the final table: each category's rows added in global row order, as one process adds
-    counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
-    n_perm = len(orders)
+    onehot = n_cat <= one_hot_max_size
+    n_perm = len(rows.orders)
     width = 1 + n_perm * (1 + m)
     # 0/1 channels: counts and sums are integers below 2**31, sent as int32
-    reply = np.empty((hashes.shape[0], width), np.int32 if rows.integer else np.float64)
-    reply[:, 0] = counts[ids]
-    for j, order in enumerate(orders):
-        count, before = ordered_statistics(ids, int(uniq.size), order, tg)
-        at = 1 + j * (1 + m)
-        reply[:, at] = count
-        reply[:, at + 1:at + 1 + m] = before
-    back, _ = comm.alltoall(reply, received)
-    out = np.empty((n, width), np.float64)
-    out[by_dest] = np.asarray(back)
-    part = np.empty((uniq.size, 2 + m), np.uint64)
-    part[:, 0] = uniq
-    part[:, 1] = counts.view(np.uint64)
-    part[:, 2:] = sums.view(np.uint64)
-    table = np.asarray(comm.allgather(part), np.uint64)
-    order = np.argsort(table[:, 0], kind="stable")
-    table = table[order]
-    ordered = [(np.ascontiguousarray(out[:, 1 + j * (1 + m)]),
-                np.ascontiguousarray(out[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
-               for j in range(n_perm)]
-    return KeyStatistics(
-        int(n_cat[0]), totals=np.ascontiguousarray(out[:, 0]), ordered=ordered,
-        table=(np.ascontiguousarray(table[:, 0]),
-               np.ascontiguousarray(table[:, 1]).view(np.float64),
-               np.ascontiguousarray(table[:, 2:]).view(np.float64)))
+    reply = np.zeros((got.shape[0], width), np.int32 if rows.integer else np.float64)
+    parts = []  # this rank's categories of each column: (hash, count, channel sums)
+    for c in range(n_cols):
+        ids, uniq = dense[c]
+        part = np.zeros((uniq.size, 2 + m), np.uint64)
+        part[:, 0] = uniq
+        if not onehot[c]:
+            rid = all_rid[per_col[c]]
+            tg = rows.targets[rid]
+            by_row, orders = rows.local_orders(rid)
+            # the final table: each category's rows added in global row order (one process)
+            counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
+            out = np.empty((rid.shape[0], width), reply.dtype)
+            out[:, 0] = counts[ids]
+            for j, order in enumerate(orders):
+                count, before = ordered_statistics(ids, int(uniq.size), order, tg)
+                out[:, 1 + j * (1 + m)] = count
+                out[:, 2 + j * (1 + m):2 + j * (1 + m) + m] = before
+            reply[per_col[c]] = out
+            part[:, 1] = counts.view(np.uint64)
+            part[:, 2:] = sums.view(np.uint64)
+        parts.append(part)
+    sizes = np.asarray(comm.allgather(np.array([[p.shape[0] for p in parts]], np.int64)),
+                       np.int64).reshape(world, n_cols)
+    tables = np.asarray(comm.allgather(np.concatenate(parts) if parts
+                                       else np.zeros((0, 2 + m), np.uint64)), np.uint64)
+    table_at = np.cumsum(np.concatenate([[0], sizes.ravel()]))[:-1].reshape(world, n_cols)
+    if (~onehot).any():
+        back, _ = comm.alltoall(reply, received)
+        back = np.asarray(back)
+    results = []
+    for c in range(n_cols):
+        table = np.concatenate([tables[table_at[q, c]:table_at[q, c] + sizes[q, c]]
+                                for q in range(world)])
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        if onehot[c]:
+            results.append(KeyStatistics(int(n_cat[c]), categories=table[:, 0].copy()))
+            continue
+        out = np.empty((n, width), np.float64)
+        # column c's rows back from each owner d, in by_dest order
+        out[by_dest[c]] = np.concatenate(
+            [back[at:at + size] for cc, _, size, at in blocks if cc == c])
+        ordered = [(np.ascontiguousarray(out[:, 1 + j * (1 + m)]),
+                    np.ascontiguousarray(out[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
+                   for j in range(n_perm)]
+        results.append(KeyStatistics(
+            int(n_cat[c]), totals=np.ascontiguousarray(out[:, 0]), ordered=ordered,
+            table=(np.ascontiguousarray(table[:, 0]),
+                   np.ascontiguousarray(table[:, 1]).view(np.float64),
+                   np.ascontiguousarray(table[:, 2:]).view(np.float64))))
+    return results
 
 
 def global_padded_cuts(comm: Communicator, values: np.ndarray, n_value_bins: int
