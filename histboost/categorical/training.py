@@ -46,8 +46,10 @@ _CACHE_BYTES = 1 << 30
 # rows whose statistics place the quantile cuts of a statistic (15 cuts need few)
 _CUT_SAMPLE_ROWS = 50_000
 # distributed training: categorical columns exchanged together up to about this many bytes
-# of messages per rank (a row of a column: 12 bytes out, up to 8 (1 + P (1 + m)) back)
-_BATCH_BYTES = 1 << 28
+# of messages per rank (a row of a column: 12 bytes out, up to 8 (1 + P (1 + m)) back): fewer
+# collective calls, while each batch's arrays stay small (all 26 columns of ctr_like 200k at
+# once, ~350 MB, cost more CPU per rank than one column at a time)
+_BATCH_BYTES = 1 << 26
 
 
 def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
