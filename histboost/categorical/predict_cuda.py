@@ -37,9 +37,10 @@ class DeviceCategorical:
         from ..kernels.cuda import ctr_tables as k
 
         self.model = model
-        self.device = device
         self._torch = torch
         self._k = k
+        # the device as the tensors report it ("cuda" -> "cuda:0"): launches compare it
+        self.device = torch.zeros(1, device=device).device
         tables = model.tables
         channels = model.settings.n_channels
         sizes = [t.hashes.shape[0] for t in tables]
