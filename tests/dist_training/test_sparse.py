@@ -85,12 +85,13 @@ def test_sparse_model_equals_one_process_and_dense(world, case, learner):
 
 
 def test_sparse_missing_rule_and_row_ids():
-    """unstored='nan', rows dealt to 3 workers in any order with their global row_ids, float
-    evaluation metrics on a sparse validation set: the one-process model and metrics."""
+    """unstored='nan', integer row weights (some 0), rows dealt to 3 workers in any order with
+    their global row_ids, evaluation metrics: the one-process model and metrics."""
     X, y = _data("binary:logistic", seed=5)
+    w = np.random.default_rng(0).integers(0, 3, N).astype(np.float64)
     params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
               "max_bin": 16, "subsample": 0.8, "nthread": 1, "eval_metric": ["logloss"]}
-    full = hb.Dataset(X, label=y, unstored="nan")
+    full = hb.Dataset(X, label=y, weight=w, unstored="nan")
     log: dict = {}
     want = _strip(hb.train(params, full, 4, evals=[(full, "train")], evals_result=log)
                   .to_dict())
@@ -98,7 +99,7 @@ def test_sparse_missing_rule_and_row_ids():
 
     def body(comm):
         rows = np.sort(shares[comm.rank])[::-1]
-        d = hb.Dataset(X[rows], label=y[rows], unstored="nan", row_ids=rows)
+        d = hb.Dataset(X[rows], label=y[rows], weight=w[rows], unstored="nan", row_ids=rows)
         got: dict = {}
         model = hb.train(params, d, 4, evals=[(d, "train")], evals_result=got, comm=comm)
         return _strip(model.to_dict()), got
