@@ -51,8 +51,9 @@ compact slots of every node). The workers keep one layout: the root's live featu
 union of every worker's (one max-allreduce of F flags at construction), each tree's pruning
 rule follows hessian statistics summed over all workers (with the root's row count, one
 collective per tree), and the live features of a node follow its global histogram. With
-"reduce_scatter" a worker holds global sums of its block only, so the live features are not
-pruned below the root (the model is the same, the histograms wider).
+"reduce_scatter" a worker holds global sums of its block only: each decides for its block's
+features and the flags are max-allreduced before the search (`_agree_live`, one collective
+of a byte per live feature per search).
 
 ``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
 "splits", "counts"), ``calls`` how many it made, and ``wait_seconds`` the wall-clock time it
@@ -441,6 +442,25 @@ class DistributedBackend(ComposedSteps):
         if counts is not None:
             counts[...] = got[rows - count_rows:, :2].reshape(k, 2)
 
+    def _agree_live(self, nodes: list[int], totals: np.ndarray, reg: np.ndarray) -> None:
+        """"reduce_scatter" on a sparse backend: the live features of each searched node
+        (its children's layout) agreed by all workers. Each decides for the features of its
+        block, whose sums it holds globally (a byte per live feature; max-allreduced), and
+        every worker compacts the node's histogram to them, as one process would."""
+        flags = self.local.live_flags(nodes, np.ascontiguousarray(totals, np.float64), reg)
+        parts = self.local.compact_histograms(nodes)
+        agreed = np.concatenate([f & self._own[features]
+                                 for f, (_, features, _) in zip(flags, parts, strict=True)]
+                                ).astype(np.uint8)
+        self.traffic["splits"] += agreed.nbytes
+        self._collective(self.comm.allreduce, agreed, op="max", inplace=True)
+        at = 0
+        for node, f in zip(nodes, flags, strict=True):
+            keep = agreed[at:at + f.size].astype(bool)
+            keep[0] = True  # feature 0 carries the node total
+            at += f.size
+            self.local.restrict_live(node, keep)
+
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         # global parent - global built child: the global sibling, without communication
@@ -458,6 +478,8 @@ class DistributedBackend(ComposedSteps):
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         # monotone: every worker holds the same bounds (they follow the reduced sums)
         kw = {} if monotone is None else {"monotone": monotone}
+        if self._compact and self.tree_learner == "reduce_scatter":
+            self._agree_live(nodes, totals, reg)
         if not self.divide_search:
             return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(

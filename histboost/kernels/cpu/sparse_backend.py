@@ -27,10 +27,12 @@ Under a distributed wrapper (`histboost.distributed.backend`) every worker must 
 layouts, since the wrapper sums their compact histograms slot by slot: the root's live
 features are the union of every worker's (`varying_features`, `set_root_features`), pruning
 follows hessian statistics summed over all workers (`pruning_stats`, `set_pruning`) and the
-global histograms, or is off (`prune_live`) where workers hold global sums of their feature
-block only ("reduce_scatter"). A worker whose rows store nothing of a live feature adds a
-histogram that is zero there but for the default bin (the fix), so the sums are the global
-histogram. `compact_histograms` hands the wrapper the stored arrays to reduce in place.
+global histograms; where workers hold global sums of their feature block only
+("reduce_scatter") the backend does not prune by itself (`prune_live`): the wrapper agrees on
+each searched node's live features (`live_flags`, `restrict_live`). A worker whose rows
+store nothing of a live feature adds a histogram that is zero there but for the default bin
+(the fix), so the sums are the global histogram. `compact_histograms` hands the wrapper the
+stored arrays to reduce in place.
 """
 
 from __future__ import annotations
@@ -159,9 +161,11 @@ class SparseCPUBackend(CPUBackend):
         # node -> its compact histogram: (size,) packed int64, or (size, C)
         self._compact: dict[int, np.ndarray] = {}
         self._prune = False
+        self._prune_rule = False  # the tree's rule, whether or not this backend prunes
         self._tol = 0.0
-        # whether live features are pruned at all (a distributed "reduce_scatter" wrapper
-        # turns it off: its workers hold global sums of their feature block only)
+        # whether this backend prunes live features by itself (a distributed
+        # "reduce_scatter" wrapper turns it off: its workers hold global sums of their
+        # feature block only, and it agrees on them through `live_flags`)
         self.prune_live = True
 
     def varying_features(self) -> np.ndarray:
@@ -187,7 +191,8 @@ class SparseCPUBackend(CPUBackend):
         """This tree prunes dead features when there are rows and no hessian is negative (a
         dead feature stays dead in a subtree only then), with a rounding margin for the float
         hessian sums the test compares. stats: `pruning_stats`'s (3,)."""
-        self._prune = self.prune_live and stats[0] > 0 and stats[1] == 0
+        self._prune_rule = bool(stats[0] > 0 and stats[1] == 0)
+        self._prune = self.prune_live and self._prune_rule
         self._tol = 1e-9 * (float(stats[2]) + 1.0)
 
     def compact_histograms(self, nodes: list[int]) -> list[tuple[np.ndarray, np.ndarray,
@@ -320,10 +325,12 @@ class SparseCPUBackend(CPUBackend):
             :h.shape[1]]), out)
         return out[0]
 
-    def _splittable(self, node: int, H: float, C: float, reg: np.ndarray) -> np.ndarray | None:
+    def _splittable(self, node: int, H: float, C: float, reg: np.ndarray,
+                    prune: bool | None = None) -> np.ndarray | None:
         """bool (L,): which of the node's live features stay live (see the module docstring);
-        None when all do."""
-        if not self._prune:
+        None when all do, or when the tree does not prune (prune: that rule instead of this
+        backend's)."""
+        if not (self._prune if prune is None else prune):
             return None
         live = self._live[node]
         ok = np.empty(live.features.size, np.bool_)
@@ -340,9 +347,28 @@ class SparseCPUBackend(CPUBackend):
     def _refine(self, node: int, H: float, C: float, reg: np.ndarray) -> _Live:
         """Compact the node's histogram to its features that stay live (its children's
         layout); returns the layout."""
-        live = self._live[node]
         keep = self._splittable(node, H, C, reg)
-        if keep is None:
+        return self._live[node] if keep is None else self.restrict_live(node, keep)
+
+    def live_flags(self, nodes: list[int], totals: np.ndarray, reg: np.ndarray
+                   ) -> list[np.ndarray]:
+        """Per node, bool (L,): which of its live features stay live by its histogram and the
+        tree's pruning rule (all, when the tree does not prune), whether or not this backend
+        prunes itself (`prune_live`): a distributed "reduce_scatter" wrapper, whose workers
+        hold global sums of their own features only, agrees on them and applies them with
+        `restrict_live`."""
+        out = []
+        for j, node in enumerate(nodes):
+            keep = self._splittable(node, float(totals[j, 1]), float(totals[j, 2]), reg,
+                                    prune=self._prune_rule)
+            out.append(np.ones(self._live[node].features.size, bool) if keep is None else keep)
+        return out
+
+    def restrict_live(self, node: int, keep: np.ndarray) -> _Live:
+        """Compact the node's histogram to its live features where bool (L,) `keep` (its
+        children's layout); returns the layout."""
+        live = self._live[node]
+        if keep.all():
             return live
         new = self._layout(live.features[keep])
         h = self._compact[node]
