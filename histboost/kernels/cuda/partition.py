@@ -73,7 +73,16 @@ _hist_chunk_rows = cuda.jit(device=True, inline=True)(hist_chunk_rows)
 
 
 @cuda.jit(device=True, inline=True)
+def _u(i):
+    """A non-negative index as uint64: Numba indexes with a signed integer through a
+    compare and add for negative indices (wrap-around) on every access, with an unsigned
+    one directly (fewer instructions in the row loops; the same element)."""
+    return np.uint64(i)
+
+
+@cuda.jit(device=True, inline=True)
 def _goes_left(columns, f, row, split_bin, missing, default_left):
+    """Whether `row` goes left; f, row: unsigned (`_u`)."""
     b = np.int64(columns[f, row])
     if b == missing:
         return default_left != 0
@@ -108,10 +117,15 @@ def _count_left(columns, rows2, table, missing_bins, chunk_left):
     split_bin = table[j, T_BIN]
     missing = missing_bins[f]
     dleft = table[j, T_DEFAULT_LEFT]
+    side = _u(side)
+    f = _u(f)
     n = 0
-    for p in range(start + t, end, THREADS):
-        if _goes_left(columns, f, rows2[side, p], split_bin, missing, dleft):
+    p = _u(start + t)
+    stop = _u(end)
+    while p < stop:
+        if _goes_left(columns, f, _u(rows2[side, p]), split_bin, missing, dleft):
             n += 1
+        p += _u(THREADS)
     counts[t] = n
     cuda.syncthreads()
     total = _block_sum(counts, t)
@@ -154,14 +168,16 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
     split_bin = table[j, T_BIN]
     missing = missing_bins[f]
     dleft = table[j, T_DEFAULT_LEFT]
-    out = 1 - side
+    out = _u(1 - side)
+    side = _u(side)
+    f = _u(f)
     for tile in range(start, end, THREADS):
         p = tile + t
         left = 0
         r = 0
         if p < end:
-            r = rows2[side, p]
-            if _goes_left(columns, f, r, split_bin, missing, dleft):
+            r = rows2[side, _u(p)]
+            if _goes_left(columns, f, _u(r), split_bin, missing, dleft):
                 left = 1
         acc[t] = left
         cuda.syncthreads()
@@ -169,9 +185,9 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
         tile_lefts = acc[THREADS - 1]
         if p < end:
             if left:
-                rows2[out, node_start + lefts + upto - 1] = r
+                rows2[out, _u(node_start + lefts + upto - 1)] = r
             else:
-                rows2[out, node_start + n_left + (p - node_start - lefts - upto)] = r
+                rows2[out, _u(node_start + n_left + (p - node_start - lefts - upto))] = r
         lefts += tile_lefts
         cuda.syncthreads()  # acc is the next tile's
     if c == first and t == 0:
@@ -389,10 +405,14 @@ def _add_leaf_values(rows2, table, values, output, margin):
     c = cuda.blockIdx.x
     j = chunk_node(table, c)
     start, end = chunk_rows(table, j, c)
-    side = table[j, T_SIDE]
+    side = _u(table[j, T_SIDE])
+    column = _u(output)
     v = values[j]
-    for p in range(start + cuda.threadIdx.x, end, THREADS):
-        margin[rows2[side, p], output] += v
+    p = _u(start + cuda.threadIdx.x)
+    stop = _u(end)
+    while p < stop:
+        margin[_u(rows2[side, p]), column] += v
+        p += _u(THREADS)
 
 
 _TAIL = (("int32", 2), ("int64", 2), ("int32", 1), ("int64", 1))
