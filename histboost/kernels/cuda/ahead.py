@@ -93,7 +93,6 @@ class LevelBuffers:
                 "first": first[:p], "counts": counts[:p]})
         self.root = {"front": self.out[0], "totals": totals[0], "search": search[0],
                      "ranges": ranges[0], "search1": search[0][:1], "totals1": totals[0][:1]}
-        self.ranges, self.totals = ranges, totals
         # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): one
         # level's leaves at a time (table, values), every level's values for the host's check
         self.leaf_table = torch.zeros((m, common.TABLE_WIDTH), dtype=torch.int64, device=dev)
@@ -103,6 +102,9 @@ class LevelBuffers:
                                              pin_memory=on_gpu)
         self.level_values_np = self.level_values_host.numpy()
         self.leaf_event = torch.cuda.Event() if on_gpu else None
+        # per depth: (the frontier's block, rows, sums, values), views kept
+        self.leaf_levels = [(self.out[b], ranges[b], totals[b], self.level_values[b])
+                            for b in range(depth + 1)]
         self.nbytes = sum(t.numel() * t.element_size() for t in (
             self.out, ranges, search, totals, table, build, slots, first, counts,
             self.chunk_left, self.leaf_table, self.leaf_values, self.level_values))
@@ -207,10 +209,10 @@ class LevelPlan:
         dev, threads = be.device, common.THREADS
         spare = be._spare_margin()
         grid = -(-self.n_rows // common.CHUNK_ROWS)
-        for b in range(bufs.depth + 1):
-            part.PLAN_LEAVES.launch(1, threads, dev, bufs.out[b], bufs.ranges[b],
-                                    bufs.totals[b], b == bufs.depth, reg_d, learning_rate,
-                                    bufs.leaf_table, bufs.leaf_values, bufs.level_values[b])
+        for b, (front, ranges, totals, level_values) in enumerate(bufs.leaf_levels):
+            part.PLAN_LEAVES.launch(1, threads, dev, front, ranges, totals, b == bufs.depth,
+                                    reg_d, learning_rate, bufs.leaf_table, bufs.leaf_values,
+                                    level_values)
             part.LEAF_VALUES_INTO.launch(grid + (1 << b), threads, dev, be._rows2,
                                          bufs.leaf_table, bufs.leaf_values, be._margin,
                                          output, spare)
@@ -228,15 +230,18 @@ class LevelPlan:
         the same values."""
         if not self.leaves_ahead:
             return False
-        pos = dict(self.leaf_pos)
-        for j, node in enumerate(self.frontier):
-            pos[node] = (self.level, j)
-        if len(leaves) != len(pos) or set(leaves) != pos.keys():
-            return False
         if self.bufs.leaf_event is not None:
             self.bufs.leaf_event.synchronize()
-        at = np.array([pos[i] for i in leaves], np.int64).reshape(-1, 2)
-        ahead = self.bufs.level_values_np[at[:, 0], at[:, 1]]
+        if not self.leaf_pos and leaves == self.frontier:  # a full tree, leaves in order
+            ahead = self.bufs.level_values_np[self.level, :len(leaves)]
+        else:
+            pos = dict(self.leaf_pos)
+            for j, node in enumerate(self.frontier):
+                pos[node] = (self.level, j)
+            if len(leaves) != len(pos) or set(leaves) != pos.keys():
+                return False
+            at = np.array([pos[i] for i in leaves], np.int64).reshape(-1, 2)
+            ahead = self.bufs.level_values_np[at[:, 0], at[:, 1]]
         return np.array_equal(ahead.view(np.int64),
                               np.ascontiguousarray(values, np.float64).view(np.int64))
 
