@@ -444,7 +444,9 @@ class CUDABackend:
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         if self.n_rows == 0:
             return 0.0, 0.0
-        g, h = self._pairs[output].abs().amax(dim=0).cpu().tolist()
+        # max |v| in one pass (abs().amax() wrote and read an n x 2 temporary)
+        g, h = self._torch.linalg.vector_norm(self._pairs[output], ord=math.inf,
+                                              dim=0).cpu().tolist()
         return float(g), float(h)
 
     # -- one tree -----------------------------------------------------------------------------
