@@ -125,7 +125,7 @@ def check_margin_ahead_matches_cpu() -> None:
         return plain(self, output)
     CUDABackend._keep_spare_margin = counted
     try:
-        X, y = make_classification(64, 4, n_classes=2, seed=6)
+        X, y = make_classification(48, 3, n_classes=2, seed=6)
         X[::6, 2] = np.nan
         for objective, n_kept in (("binary:logistic", 2), ("reg:absoluteerror", 0)):
             kept.clear()

@@ -127,9 +127,10 @@ class LevelPlan:
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
         # margins added ahead (`launch_leaves`): the leaves of the levels stepped so far,
-        # grower's id -> (depth, frontier position)
+        # per level their grower's ids int64 (k,) and (depth, frontier position) int64 (k, 2)
         self.leaves_ahead = False
-        self.leaf_pos: dict[int, tuple[int, int]] = {}
+        self.leaf_ids: list[np.ndarray] = []
+        self.leaf_at: list[np.ndarray] = []
 
     def launch(self, feature_mask: np.ndarray, reg: np.ndarray,
                learning_rate: float | None = None, output: int = 0) -> None:
@@ -232,15 +233,19 @@ class LevelPlan:
             return False
         if self.bufs.leaf_event is not None:
             self.bufs.leaf_event.synchronize()
-        if not self.leaf_pos and leaves == self.frontier:  # a full tree, leaves in order
+        if not self.leaf_ids and leaves == self.frontier:  # a full tree, leaves in order
             ahead = self.bufs.level_values_np[self.level, :len(leaves)]
         else:
-            pos = dict(self.leaf_pos)
-            for j, node in enumerate(self.frontier):
-                pos[node] = (self.level, j)
-            if len(leaves) != len(pos) or set(leaves) != pos.keys():
+            k = len(self.frontier)
+            ids = np.concatenate([*self.leaf_ids, np.asarray(self.frontier, np.int64)])
+            at = np.concatenate([*self.leaf_at, np.stack(
+                [np.full(k, self.level, np.int64), np.arange(k, dtype=np.int64)], axis=1)])
+            want = np.asarray(leaves, np.int64)
+            order = np.argsort(ids)
+            known = ids[order]  # distinct: a node is a leaf at one depth
+            if want.size != ids.size or not np.array_equal(np.sort(want), known):
                 return False
-            at = np.array([pos[i] for i in leaves], np.int64).reshape(-1, 2)
+            at = at[order[np.searchsorted(known, want)]]
             ahead = self.bufs.level_values_np[at[:, 0], at[:, 1]]
         return np.array_equal(ahead.view(np.int64),
                               np.ascontiguousarray(values, np.float64).view(np.int64))
@@ -319,10 +324,10 @@ class LevelPlan:
         child_recs = None
         if feature_masks is not None:
             child_recs = nxt[np.stack([2 * order, 2 * order + 1], axis=1).reshape(-1)]
-        if self.leaves_ahead:
-            splitting = set(ok.tolist())
-            self.leaf_pos.update((node, (b, j)) for j, node in enumerate(self.frontier)
-                                 if j not in splitting)
+        if self.leaves_ahead and len(ok) < len(self.frontier):
+            js = np.setdiff1d(np.arange(len(self.frontier)), ok)
+            self.leaf_ids.append(np.asarray(self.frontier, np.int64)[js])
+            self.leaf_at.append(np.stack([np.full(js.size, b, np.int64), js], axis=1))
         self.frontier = [c for q in where for c in (lefts[q], rights[q])]
         self.level = b + 1
         last = self.level == depth
