@@ -107,7 +107,7 @@ class Backend(Protocol):
         (channels: G, H, and the row count when histograms count rows). For checks."""
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool) -> bool:
+                    search_last: bool, learning_rate: float | None = None) -> bool:
         """A hint, given after the root's `build_histograms([0])`: the tree's first `levels`
         steps split, level by level, every node of the level whose best gain exceeds
         `MIN_SPLIT_GAIN` (in any order within a level), their children searched (those of the
@@ -116,8 +116,12 @@ class Backend(Protocol):
         levels ahead (a device without waiting for the host between levels) and answer the
         grower's calls for them (`histogram_totals([0])`, `find_best_splits` of the root,
         `split_and_search`, `apply_splits`) from that, checking them; after the last one it
-        holds the searched children's histograms as `split_and_search` leaves them. Returns
-        whether it does; `ComposedSteps` declines."""
+        holds the searched children's histograms as `split_and_search` leaves them.
+        learning_rate (with search_last False): these levels are the whole tree, whose leaf
+        values are likely leaf_weight(G, H, reg) * learning_rate of the nodes that do not
+        split; a backend may then start the margin update before `update_margin`, which must
+        still give the margins of the leaves and values it is passed. Returns whether it
+        plans; `ComposedSteps` declines."""
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
@@ -208,7 +212,7 @@ class ComposedSteps:
     no transfer, and wrappers that reduce between them)."""
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool) -> bool:
+                    search_last: bool, learning_rate: float | None = None) -> bool:
         return False
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],

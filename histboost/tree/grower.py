@@ -251,7 +251,10 @@ class TreeGrower:
             be.build_histograms([0])
             plan = self._planned_levels()
             if plan is not None:
-                be.plan_levels(plan[0], tree_mask, self.reg, plan[1])
+                # the whole tree, its leaves unpruned: the margin update may start ahead
+                whole = not plan[1] and self.params.gamma <= 0
+                be.plan_levels(plan[0], tree_mask, self.reg, plan[1],
+                               self.params.learning_rate if whole else None)
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:

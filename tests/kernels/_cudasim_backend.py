@@ -109,6 +109,38 @@ def check_planned_levels_match_cpu() -> None:
         raise AssertionError("a search with other feature masks than the plan's was answered")
 
 
+def check_margin_ahead_matches_cpu() -> None:
+    """A whole depth-wise tree planned on the device has its margin update launched behind
+    its levels (`LevelPlan.launch_leaves`), out of place; `update_margin` keeps it only for
+    the grower's leaves and values bit for bit. Two rounds (the second tree grows from the
+    first's margins) equal the CPU engine's: binary, where the margins are kept, and a
+    leaf-refresh objective, whose refreshed values do not match and are added as before."""
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    kept = []
+    plain = CUDABackend._keep_spare_margin
+
+    def counted(self, output):
+        kept.append(output)
+        return plain(self, output)
+    CUDABackend._keep_spare_margin = counted
+    try:
+        X, y = make_classification(48, 3, n_classes=2, seed=6)
+        X[::6, 2] = np.nan
+        for objective, n_kept in (("binary:logistic", 2), ("reg:absoluteerror", 0)):
+            kept.clear()
+            raw = [histboost.train({"objective": objective, "max_depth": 3, "max_bin": 6,
+                                    "quantized_grad": True, "nthread": 1, "seed": 2,
+                                    "device": dev}, histboost.Dataset(X, label=y), 2,
+                                   verbose_eval=False).save_raw().replace(
+                                       f'"device":"{dev}"'.encode(), b"")
+                   for dev in ("cpu", "cuda")]
+            assert raw[0] == raw[1], f"{objective}: margins added ahead differ from the CPU's"
+            assert len(kept) == n_kept, (objective, kept)
+    finally:
+        CUDABackend._keep_spare_margin = plain
+
+
 def check_ranking_matches_cpu() -> None:
     """A ranking objective (gradient pairs computed on the host, copied to the device) grows
     the CPU engine's trees on the simulated GPU."""
@@ -308,6 +340,7 @@ def main() -> int:
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
     checks.append(("check_planned_levels_match_cpu", check_planned_levels_match_cpu))
+    checks.append(("check_margin_ahead_matches_cpu", check_margin_ahead_matches_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))
     checks.append(("check_constrained_training_matches_cpu",

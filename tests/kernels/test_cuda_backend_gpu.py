@@ -80,6 +80,40 @@ def test_quantised_constrained_gpu_model_equals_cpu(params):
     assert not np.array_equal(free.predict(X), models[0].predict(X)), "constraints bind"
 
 
+@pytest.mark.parametrize("params", [
+    {"objective": "binary:logistic"},
+    {"objective": "multi:softprob", "num_class": 3},
+    {"objective": "binary:logistic", "quantized_grad": False},  # fixed-point float sums
+])
+def test_margin_update_ahead_is_kept(params, monkeypatch):
+    """The margin update launched behind a whole depth-wise tree's planned levels
+    (`LevelPlan.launch_leaves`) is kept for every tree: the device's leaf values are the
+    grower's, bit for bit (no fused multiply-add). Quantised models equal the CPU's over
+    several rounds (each round's gradients come from the margins kept); float models are
+    close to it, not equal (docs/gpu.md)."""
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    kept = []
+    plain = CUDABackend._keep_spare_margin
+
+    def counted(self, output):
+        kept.append(output)
+        return plain(self, output)
+    monkeypatch.setattr(CUDABackend, "_keep_spare_margin", counted)
+    n_classes = params.get("num_class", 2)
+    X, y = make_classification(20_000, 12, n_classes=n_classes, seed=7)
+    X[::9, 2] = np.nan
+    base = {"quantized_grad": True, "max_depth": 6, "seed": 4, **params}
+    rounds = 4
+    models = [histboost.train({**base, "device": dev}, histboost.Dataset(X, label=y), rounds,
+                              verbose_eval=False) for dev in ("cpu", "cuda")]
+    a, b = (m.save_raw().replace(f'"device":"{d}"'.encode(), b"")
+            for m, d in zip(models, ("cpu", "cuda"), strict=True))
+    assert a == b or not base["quantized_grad"]
+    outputs = n_classes if n_classes > 2 else 1
+    assert len(kept) == rounds * outputs, kept
+
+
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():
     X, y = make_classification(20_000, 12, seed=6)
     p = {"objective": "binary:logistic", "max_depth": 6, "device": "cuda"}

@@ -123,13 +123,15 @@ def block_scan(values, t, n):
     """Inclusive prefix sum of values[0:n] (shared memory, Hillis-Steele; n the block's
     threads, a power of two) in place; returns thread t's entry. Every thread of the block
     calls it."""
-    offset = 1
-    while offset < n:
-        v = values[t]
-        if t >= offset:
-            v += values[t - offset]
+    i = np.uint64(t)  # unsigned indices: no wrap-around check per access
+    width = np.uint64(n)
+    offset = np.uint64(1)
+    while offset < width:
+        v = values[i]
+        if i >= offset:
+            v += values[i - offset]
         cuda.syncthreads()
-        values[t] = v
+        values[i] = v
         cuda.syncthreads()
-        offset *= 2
-    return values[t]
+        offset *= np.uint64(2)
+    return values[i]

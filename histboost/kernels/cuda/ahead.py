@@ -93,9 +93,21 @@ class LevelBuffers:
                 "first": first[:p], "counts": counts[:p]})
         self.root = {"front": self.out[0], "totals": totals[0], "search": search[0],
                      "ranges": ranges[0], "search1": search[0][:1], "totals1": totals[0][:1]}
+        # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): one
+        # level's leaves at a time (table, values), every level's values for the host's check
+        self.leaf_table = torch.zeros((m, common.TABLE_WIDTH), dtype=torch.int64, device=dev)
+        self.leaf_values = torch.zeros(m, dtype=torch.float64, device=dev)
+        self.level_values = torch.zeros((depth + 1, m), dtype=torch.float64, device=dev)
+        self.level_values_host = torch.zeros((depth + 1, m), dtype=torch.float64,
+                                             pin_memory=on_gpu)
+        self.level_values_np = self.level_values_host.numpy()
+        self.leaf_event = torch.cuda.Event() if on_gpu else None
+        # per depth: (the frontier's block, rows, sums, values), views kept
+        self.leaf_levels = [(self.out[b], ranges[b], totals[b], self.level_values[b])
+                            for b in range(depth + 1)]
         self.nbytes = sum(t.numel() * t.element_size() for t in (
             self.out, ranges, search, totals, table, build, slots, first, counts,
-            self.chunk_left))
+            self.chunk_left, self.leaf_table, self.leaf_values, self.level_values))
 
 
 class LevelPlan:
@@ -114,9 +126,17 @@ class LevelPlan:
         self._waited = [False] * (bufs.depth + 1)
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
+        # margins added ahead (`launch_leaves`): the leaves of the levels stepped so far,
+        # per level their grower's ids int64 (k,) and (depth, frontier position) int64 (k, 2)
+        self.leaves_ahead = False
+        self.leaf_ids: list[np.ndarray] = []
+        self.leaf_at: list[np.ndarray] = []
 
-    def launch(self, feature_mask: np.ndarray, reg: np.ndarray) -> None:
-        """Every planned level on the device's stream (the root's histogram is built)."""
+    def launch(self, feature_mask: np.ndarray, reg: np.ndarray,
+               learning_rate: float | None = None, output: int = 0) -> None:
+        """Every planned level on the device's stream (the root's histogram is built); with
+        a learning rate, the planned levels are the whole tree and its margin update follows
+        them (`launch_leaves`)."""
         be, bufs = self.be, self.bufs
         common, part = be._k["common"], be._k["partition"]
         split = be._k["split"]
@@ -173,6 +193,62 @@ class LevelPlan:
                 be._launch_build(lv["build"], self.build_grids[-1])
                 search(2 * p, lv["child_search"], lv["child_totals"], lv["next"])
             self._copy(b + 1)
+        if learning_rate is not None:
+            self.launch_leaves(reg_d, float(learning_rate), output)
+
+    def launch_leaves(self, reg_d, learning_rate: float, output: int) -> None:
+        """The margin update of a whole tree planned on the device, launched behind its
+        levels so that the device runs it while the host finishes the tree: per depth, the
+        frontier's leaves (`partition.PLAN_LEAVES`: nodes that do not split, all of the last
+        level) and their values, then margin + value into the backend's spare margin column
+        (`partition.LEAF_VALUES_INTO`; every row is in one leaf). The values go to the host
+        behind an event; `CUDABackend.update_margin` keeps the spare margins only when the
+        grower's leaves and values are these, bit for bit (pruning or refreshed leaves are
+        added as before)."""
+        be, bufs = self.be, self.bufs
+        common, part = be._k["common"], be._k["partition"]
+        dev, threads = be.device, common.THREADS
+        spare = be._spare_margin()
+        grid = -(-self.n_rows // common.CHUNK_ROWS)
+        for b, (front, ranges, totals, level_values) in enumerate(bufs.leaf_levels):
+            part.PLAN_LEAVES.launch(1, threads, dev, front, ranges, totals, b == bufs.depth,
+                                    reg_d, learning_rate, bufs.leaf_table, bufs.leaf_values,
+                                    level_values)
+            part.LEAF_VALUES_INTO.launch(grid + (1 << b), threads, dev, be._rows2,
+                                         bufs.leaf_table, bufs.leaf_values, be._margin,
+                                         output, spare)
+        self.leaves_ahead = True
+        if bufs.leaf_event is None:  # the simulator: CPU tensors
+            bufs.level_values_host.copy_(bufs.level_values)
+            return
+        bufs.level_values_host.copy_(bufs.level_values, non_blocking=True)
+        bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
+
+    def leaves_match(self, leaves: list[int], values: np.ndarray) -> bool:
+        """Whether the margins added ahead (`launch_leaves`) are those of the grower's
+        `leaves` (its node ids) with `values` (float64, bit for bit): the same leaves (the
+        nodes that did not split at the levels stepped, and the frontier below them) with
+        the same values."""
+        if not self.leaves_ahead:
+            return False
+        if self.bufs.leaf_event is not None:
+            self.bufs.leaf_event.synchronize()
+        if not self.leaf_ids and leaves == self.frontier:  # a full tree, leaves in order
+            ahead = self.bufs.level_values_np[self.level, :len(leaves)]
+        else:
+            k = len(self.frontier)
+            ids = np.concatenate([*self.leaf_ids, np.asarray(self.frontier, np.int64)])
+            at = np.concatenate([*self.leaf_at, np.stack(
+                [np.full(k, self.level, np.int64), np.arange(k, dtype=np.int64)], axis=1)])
+            want = np.asarray(leaves, np.int64)
+            order = np.argsort(ids)
+            known = ids[order]  # distinct: a node is a leaf at one depth
+            if want.size != ids.size or not np.array_equal(np.sort(want), known):
+                return False
+            at = at[order[np.searchsorted(known, want)]]
+            ahead = self.bufs.level_values_np[at[:, 0], at[:, 1]]
+        return np.array_equal(ahead.view(np.int64),
+                              np.ascontiguousarray(values, np.float64).view(np.int64))
 
     def _copy(self, b: int) -> None:
         host, dev = self.bufs.host_copies[b]
@@ -248,6 +324,10 @@ class LevelPlan:
         child_recs = None
         if feature_masks is not None:
             child_recs = nxt[np.stack([2 * order, 2 * order + 1], axis=1).reshape(-1)]
+        if self.leaves_ahead and len(ok) < len(self.frontier):
+            js = np.setdiff1d(np.arange(len(self.frontier)), ok)
+            self.leaf_ids.append(np.asarray(self.frontier, np.int64)[js])
+            self.leaf_at.append(np.stack([np.full(js.size, b, np.int64), js], axis=1))
         self.frontier = [c for q in where for c in (lefts[q], rights[q])]
         self.level = b + 1
         last = self.level == depth

@@ -191,6 +191,11 @@ class CUDABackend:
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
         self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
         self._ahead: LevelPlan | None = None  # levels of the tree planned on the device
+        # a plan whose margin update was launched ahead into `_margin_spare` (n, 1)
+        self._margin_plan: LevelPlan | None = None
+        self._margin_spare = None
+        self._output = 0
+        self.margins_kept_ahead = 0  # trees whose margin update ran ahead and was kept
         self._level_buffers = None  # its buffers (`ahead.LevelBuffers`), kept between trees
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
@@ -375,12 +380,13 @@ class CUDABackend:
         """Drop every device buffer and return the cached memory to the driver."""
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
-                     "label", "weight", "_margin", "_pairs", "_ints", "_all_rows", "_row_ids",
+                     "label", "weight", "_margin", "_margin_spare", "_pairs", "_ints",
+                     "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
                      "_group_first", "_group_last", "_level_buffers"):
             setattr(self, name, None)
-        self._ahead = None
+        self._ahead = self._margin_plan = None
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
         self._stage_views = {}
@@ -389,6 +395,22 @@ class CUDABackend:
             self._torch.cuda.empty_cache()
 
     # -- margins and gradients ----------------------------------------------------------------
+    def _spare_margin(self):
+        """float64 (n, 1): margins of one output written out of place (a tree's margin
+        update launched ahead, `ahead.LevelPlan.launch_leaves`)."""
+        if self._margin_spare is None:
+            self._margin_spare = self._torch.empty((self.n_rows, 1), dtype=self._torch.float64,
+                                                   device=self.device)
+        return self._margin_spare
+
+    def _keep_spare_margin(self, output: int) -> None:
+        """The spare margins become output's (a swap with one output, else a copy)."""
+        self.margins_kept_ahead += 1
+        if self.n_outputs == 1:
+            self._margin, self._margin_spare = self._margin_spare, self._margin
+        else:
+            self._margin[:, output].copy_(self._margin_spare[:, 0])
+
     def set_margin(self, margin: np.ndarray) -> None:
         if margin.shape != tuple(self._margin.shape):
             raise ValueError(f"margin must have shape {tuple(self._margin.shape)}, got "
@@ -422,7 +444,9 @@ class CUDABackend:
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         if self.n_rows == 0:
             return 0.0, 0.0
-        g, h = self._pairs[output].abs().amax(dim=0).cpu().tolist()
+        # max |v| in one pass (abs().amax() wrote and read an n x 2 temporary)
+        g, h = self._torch.linalg.vector_norm(self._pairs[output], ord=math.inf,
+                                              dim=0).cpu().tolist()
         return float(g), float(h)
 
     # -- one tree -----------------------------------------------------------------------------
@@ -452,6 +476,8 @@ class CUDABackend:
         self._uses_all_rows = rows is None
         self._growing = True  # replace_columns rebuilds the tree's held histograms
         self._ahead = None
+        self._margin_plan = None
+        self._output = int(output)
         if rows is None:
             n = self.n_rows
             self._rows2[0].copy_(self._all_rows)
@@ -564,11 +590,13 @@ class CUDABackend:
         return self._scaled(self._gather(nodes).cpu().numpy())
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool) -> bool:
+                    search_last: bool, learning_rate: float | None = None) -> bool:
         """`Backend.plan_levels`: the levels launched at once, each planned on the device
         (`histboost.kernels.cuda.ahead`); the grower's calls for them are then answered from
         them. Declined (False) for more than `ahead.MAX_LEVELS` levels (its launches are
-        sized for 2**levels nodes) or when other histograms than the root's are held."""
+        sized for 2**levels nodes) or when other histograms than the root's are held. With
+        a learning rate and a tree over all rows, the tree's margin update is launched
+        behind its levels (`ahead.LevelPlan.launch_leaves`; `update_margin` checks it)."""
         from . import ahead
 
         if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
@@ -579,8 +607,10 @@ class CUDABackend:
             self._level_buffers = None
             bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
         plan = ahead.LevelPlan(self, bufs, n, search_last)
-        plan.launch(feature_mask, reg)
+        rate = learning_rate if self._uses_all_rows and not search_last else None
+        plan.launch(feature_mask, reg, rate, self._output)
         self._ahead = plan
+        self._margin_plan = plan if rate is not None else None
         return True
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
@@ -840,6 +870,10 @@ class CUDABackend:
                       output: int) -> None:
         self._growing = False  # the tree is done: its histograms need no more columns
         self._ahead = None
+        plan, self._margin_plan = self._margin_plan, None
+        if plan is not None and output == self._output and plan.leaves_match(leaves, values):
+            self._keep_spare_margin(output)
+            return
         common = self._k["common"]
         threads = common.THREADS
         if self._uses_all_rows:

@@ -16,8 +16,9 @@ from ._common import uniform01
 
 @cuda.jit
 def _squared_error(margin, y, w, weighted, out):
-    i = cuda.grid(1)
-    if i < y.shape[0]:
+    n = cuda.grid(1)
+    if n < y.shape[0]:
+        i = np.uint64(n)  # unsigned: no wrap-around check per access
         wi = w[i] if weighted else 1.0
         out[0, i, 0] = (margin[i, 0] - y[i]) * wi
         out[0, i, 1] = wi
@@ -25,8 +26,9 @@ def _squared_error(margin, y, w, weighted, out):
 
 @cuda.jit
 def _logistic(margin, y, w, weighted, out):
-    i = cuda.grid(1)
-    if i < y.shape[0]:
+    n = cuda.grid(1)
+    if n < y.shape[0]:
+        i = np.uint64(n)
         wi = w[i] if weighted else 1.0
         x = margin[i, 0]
         e = math.exp(-abs(x))
@@ -61,13 +63,14 @@ def _round_pairs(pairs, output, row_ids, g_inv_scale, h_inv_scale, key_hi, key_l
     """out[i] = floor(pairs[output, i] * inv_scale + u): u from the counter-based hash at the
     row's global index (row_ids[i], or i when row_ids is empty) when `stochastic` (as the CPU
     engine rounds), 0.5 otherwise (round to nearest)."""
-    i = cuda.grid(1)
-    if i < out.shape[0]:
+    n = cuda.grid(1)
+    if n < out.shape[0]:
+        i = np.uint64(n)
         u1 = 0.5
         u2 = 0.5
         if stochastic:
             key = (np.uint64(key_hi) << np.uint64(32)) | np.uint64(key_lo)
-            r = np.uint64(i)
+            r = i
             if row_ids.shape[0] > 0:
                 r = np.uint64(row_ids[i])
             u1 = uniform01(key, np.uint64(2) * r)

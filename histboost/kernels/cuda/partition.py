@@ -43,8 +43,10 @@ from ._common import (
     block_scan,
     chunk_node,
     chunk_rows,
+    mul,
 )
 from .histogram import MIN_CHUNK_ROWS
+from .split import _leaf_weight
 
 # chunks per node of a partition call at most: the blocks of a node sum this many counts
 # (under the simulator 2, so that the tests' nodes take larger chunks too)
@@ -73,7 +75,16 @@ _hist_chunk_rows = cuda.jit(device=True, inline=True)(hist_chunk_rows)
 
 
 @cuda.jit(device=True, inline=True)
+def _u(i):
+    """A non-negative index as uint64: Numba indexes with a signed integer through a
+    compare and add for negative indices (wrap-around) on every access, with an unsigned
+    one directly (fewer instructions in the row loops; the same element)."""
+    return np.uint64(i)
+
+
+@cuda.jit(device=True, inline=True)
 def _goes_left(columns, f, row, split_bin, missing, default_left):
+    """Whether `row` goes left; f, row: unsigned (`_u`)."""
     b = np.int64(columns[f, row])
     if b == missing:
         return default_left != 0
@@ -108,10 +119,15 @@ def _count_left(columns, rows2, table, missing_bins, chunk_left):
     split_bin = table[j, T_BIN]
     missing = missing_bins[f]
     dleft = table[j, T_DEFAULT_LEFT]
+    side = _u(side)
+    f = _u(f)
     n = 0
-    for p in range(start + t, end, THREADS):
-        if _goes_left(columns, f, rows2[side, p], split_bin, missing, dleft):
+    p = _u(start + t)
+    stop = _u(end)
+    while p < stop:
+        if _goes_left(columns, f, _u(rows2[side, p]), split_bin, missing, dleft):
             n += 1
+        p += _u(THREADS)
     counts[t] = n
     cuda.syncthreads()
     total = _block_sum(counts, t)
@@ -154,14 +170,16 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
     split_bin = table[j, T_BIN]
     missing = missing_bins[f]
     dleft = table[j, T_DEFAULT_LEFT]
-    out = 1 - side
+    out = _u(1 - side)
+    side = _u(side)
+    f = _u(f)
     for tile in range(start, end, THREADS):
         p = tile + t
         left = 0
         r = 0
         if p < end:
-            r = rows2[side, p]
-            if _goes_left(columns, f, r, split_bin, missing, dleft):
+            r = rows2[side, _u(p)]
+            if _goes_left(columns, f, _u(r), split_bin, missing, dleft):
                 left = 1
         acc[t] = left
         cuda.syncthreads()
@@ -169,9 +187,9 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
         tile_lefts = acc[THREADS - 1]
         if p < end:
             if left:
-                rows2[out, node_start + lefts + upto - 1] = r
+                rows2[out, _u(node_start + lefts + upto - 1)] = r
             else:
-                rows2[out, node_start + n_left + (p - node_start - lefts - upto)] = r
+                rows2[out, _u(node_start + n_left + (p - node_start - lefts - upto))] = r
         lefts += tile_lefts
         cuda.syncthreads()  # acc is the next tile's
     if c == first and t == 0:
@@ -389,10 +407,84 @@ def _add_leaf_values(rows2, table, values, output, margin):
     c = cuda.blockIdx.x
     j = chunk_node(table, c)
     start, end = chunk_rows(table, j, c)
-    side = table[j, T_SIDE]
+    side = _u(table[j, T_SIDE])
+    column = _u(output)
     v = values[j]
-    for p in range(start + cuda.threadIdx.x, end, THREADS):
-        margin[rows2[side, p], output] += v
+    p = _u(start + cuda.threadIdx.x)
+    stop = _u(end)
+    while p < stop:
+        margin[_u(rows2[side, p]), column] += v
+        p += _u(THREADS)
+
+
+@cuda.jit
+def _plan_leaves(front, ranges, totals, last, reg, learning_rate, table, values, level_values):
+    """One block: the leaves of a frontier planned on the device (`_plan_level`) and their
+    values, for the margin update of a whole tree planned there. A node of the frontier
+    (front[-1, INFO_FRONT] nodes, rows ranges[j], sums totals[j]) is a leaf when `last` (the
+    plan's deepest level) or when it does not split (`_plan_level`'s rule). Writes the
+    leaves' node table (chunks of CHUNK_ROWS rows; rows past the leaves are padding without
+    rows) into `table`, their values leaf_weight(G, H, reg) * learning_rate (the grower's
+    float64 operations, the product rounded on its own) into values[p] (p-th leaf) and
+    level_values[j] (frontier order; 0 for nodes that split)."""
+    t = cuda.threadIdx.x
+    flags = cuda.shared.array(THREADS, np.int64)
+    counts = cuda.shared.array(THREADS, np.int64)
+    n_front = np.int64(front[front.shape[0] - 1, INFO_FRONT])
+    n_leaves = np.int64(0)
+    n_chunks = np.int64(0)
+    for tile in range(0, n_front, THREADS):
+        j = tile + t
+        leaf = 0
+        nch = np.int64(0)
+        if j < n_front:
+            level_values[j] = 0.0
+            if last or not (front[j, REC_GAIN] > MIN_SPLIT_GAIN and front[j, REC_FEATURE] >= 0):
+                leaf = 1
+                nch = (ranges[j, 1] - ranges[j, 0] + CHUNK_ROWS - 1) // CHUNK_ROWS
+        flags[t] = leaf
+        counts[t] = nch
+        cuda.syncthreads()
+        before = block_scan(flags, t, THREADS) - leaf
+        chunks_before = block_scan(counts, t, THREADS) - nch
+        if leaf:
+            p = n_leaves + before
+            table[p, T_START] = ranges[j, 0]
+            table[p, T_END] = ranges[j, 1]
+            table[p, T_SIDE] = ranges[j, 2]
+            table[p, T_FIRST] = n_chunks + chunks_before
+            table[p, T_CHUNK] = CHUNK_ROWS
+            v = mul(_leaf_weight(totals[j, 0], totals[j, 1], reg), learning_rate)
+            values[p] = v
+            level_values[j] = v
+        n_leaves += flags[THREADS - 1]
+        n_chunks += counts[THREADS - 1]
+        cuda.syncthreads()
+    for p in range(n_leaves + t, table.shape[0], THREADS):
+        table[p, T_START] = 0
+        table[p, T_END] = 0
+        table[p, T_SIDE] = 0
+        table[p, T_FIRST] = n_chunks
+        table[p, T_CHUNK] = 1
+
+
+@cuda.jit
+def _leaf_values_into(rows2, table, values, margin, output, out):
+    """out[row, 0] = margin[row, output] + values[leaf] for the rows of each leaf of `table`
+    (`_add_leaf_values` out of place: the margins stay as they are until the host has
+    checked the values, `CUDABackend.update_margin`)."""
+    c = cuda.blockIdx.x
+    j = chunk_node(table, c)
+    start, end = chunk_rows(table, j, c)
+    side = _u(table[j, T_SIDE])
+    column = _u(output)
+    v = values[j]
+    p = _u(start + cuda.threadIdx.x)
+    stop = _u(end)
+    while p < stop:
+        row = _u(rows2[side, p])
+        out[row, 0] = margin[row, column] + v
+        p += _u(THREADS)
 
 
 _TAIL = (("int32", 2), ("int64", 2), ("int32", 1), ("int64", 1))
@@ -415,5 +507,10 @@ ROOT_FRONT = CudaKernel(_root_front, (("int64", 3), "int64", "int64", "float64",
                                       ("int64", 2)))
 ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 2), ("int64", 2), ("float64", 1),
                                                 "int64", ("float64", 2)))
+PLAN_LEAVES = CudaKernel(_plan_leaves, (("float64", 2), ("int64", 2), ("float64", 2),
+                                        "boolean", ("float64", 1), "float64", ("int64", 2),
+                                        ("float64", 1), ("float64", 1)))
+LEAF_VALUES_INTO = CudaKernel(_leaf_values_into, (("int32", 2), ("int64", 2), ("float64", 1),
+                                                  ("float64", 2), "int64", ("float64", 2)))
 KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, PLAN_LEVEL, ROOT_FRONT,
-           ADD_LEAF_VALUES)
+           ADD_LEAF_VALUES, PLAN_LEAVES, LEAF_VALUES_INTO)
