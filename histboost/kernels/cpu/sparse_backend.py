@@ -36,11 +36,13 @@ from ...tree.tree import Tree
 from . import histogram, sparse, sparse_predict, split
 from .backend import CPUBackend
 
-# the row chunks of a large node's histogram each zero and add a scratch histogram of the live
-# slots: at most one chunk per this many (stored values / live histogram values), so that the
-# scratch work stays below the sums (a function of the node and the data only, as the chunk
-# count of the dense layout: float models do not depend on the threads)
+# the row chunks of a large node's build each take a full-width scratch and scan a bitmap of
+# every slot: at most one chunk per this many (stored values / slots of the matrix), so that
+# this stays below the sums (a function of the node and the data only, as the chunk count of
+# the dense layout: float models do not depend on the threads)
 _VALUES_PER_CHUNK_SLOT = 1
+# items (nodes or row chunks of one) built in one call, each in a full-width scratch
+_BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
 # Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
@@ -82,44 +84,12 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-# live slot ranges closer than this many slots are zeroed as one (the slots between them are
-# unspecified in the scratch either way): fewer, longer loops
-_RANGE_GAP = 32
-# full-width scratch histograms a build uses at most (a depth-wise level is built in groups)
-_BUILD_GROUP = 4
-
-
-class _Live:
-    """A node's live features and its compact histogram layout. features: int32 (L,)
-    ascending, 0 included; starts: int64 (L,) their first global slots; ptr: int64 (L+1,)
-    their first compact slots; defaults: int64 (L,) the compact slot of each one's default
-    bin; size: compact slots; lo, hi: int64 ranges [lo[r], hi[r]) of global slots covering
-    theirs (the gaps hold no live slot); values: the slots the ranges cover."""
-
-    __slots__ = ("features", "starts", "ptr", "defaults", "size", "lo", "hi", "values")
-
-    def __init__(self, features: np.ndarray, offsets: np.ndarray,
-                 default_bins: np.ndarray) -> None:
-        L = features.size
-        self.features = features
-        self.starts = np.empty(L, np.int64)
-        self.ptr = np.empty(L + 1, np.int64)
-        self.defaults = np.empty(L, np.int64)
-        lo = np.empty(L, np.int64)
-        hi = np.empty(L, np.int64)
-        n = sparse.node_layout(features, offsets, default_bins, _RANGE_GAP, self.starts,
-                               self.ptr, self.defaults, lo, hi)
-        self.lo, self.hi = lo[:n], hi[:n]
-        self.size = int(self.ptr[-1])
-        self.values = int(hi[:n].sum() - lo[:n].sum())
-
-
 class SparseCPUBackend(CPUBackend):
     """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
     binned matrix)."""
 
     # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
-    # work is proportional to its live slots, not to a step's fixed cost, and leaves split
+    # work is proportional to its stored values, not to a step's fixed cost, and leaves split
     # ahead of their turn are mostly undone on sparse data, whose trees are lopsided (50k x
     # 100k sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept
     # a histogram for each; 2 a step 1.03x, 4 a step 1.3x)
@@ -140,18 +110,15 @@ class SparseCPUBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
-        # features with no entry off their default bin never split (nor need slots)
-        varying = np.flatnonzero(np.diff(sbins.col_ptr) > 0)
-        self._root_live = self._layout(np.union1d([0], varying).astype(np.int32))
-        # the layout of every node not split yet (its histogram's, once built)
-        self._live: dict[int, _Live] = {}
-        # node -> its compact histogram: (size,) packed int64, or (size, C)
-        self._compact: dict[int, np.ndarray] = {}
+        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
+        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
+        # written) and bitmaps of the slots touched (zero between builds)
+        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
+        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
+        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
         self._prune = False
         self._tol = 0.0
-
-    def _layout(self, features: np.ndarray) -> _Live:
-        return _Live(features, self.offsets, self.default_bins)
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray,
                         combine: object = None) -> None:
@@ -161,10 +128,28 @@ class SparseCPUBackend(CPUBackend):
         super().release()
         self.sbins = None
         self._pool_bufs = _Pool()
-        self._live, self._compact = {}, {}
+        self._bitmaps = np.zeros((0, 0), np.uint64)
+        self._hist = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
+
+    def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
+        (size,), views of arrays kept and grown as needed."""
+        hist, bins = self._search_bufs
+        if hist.shape[0] < size or hist.shape[1] != C or hist.dtype != self.hist_dtype:
+            cap = max(size, 2 * hist.shape[0] if hist.shape[1:] == (C,) else 0)
+            hist = np.empty((cap, C), self.hist_dtype)
+            bins = np.empty(cap, np.int32)
+            self._search_bufs = (hist, bins)
+        return hist[:size], bins[:size]
+
+    @property
+    def _channels_native(self) -> int:
+        """Channels of a sparse histogram's sums: 1 (packed quantised pairs), 2 or 3."""
+        return 1 if len(self._hist_shape) == 1 else int(self._hist_shape[1])
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
@@ -173,216 +158,197 @@ class SparseCPUBackend(CPUBackend):
         self._pool_bufs.trim(_POOL_KEEP)
         h = self._pairs[output][:, 1]
         self._prune = h.shape[0] > 0 and float(h.min()) >= 0.0
-        # rounding margin of the float hessian sums the live-feature test compares
+        # rounding margin of the float hessian sums the searched-feature test compares
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
-        self._live = {0: self._root_live}
-        self._compact = {}
+        self._hist = {}
         return count
 
+    def _chunks(self, n_rows: int) -> int:
+        """Row chunks of a node's build: `_sum_chunks` (a function of the node's size only,
+        so float models do not depend on the threads), fewer while a chunk would hold fewer
+        stored values than the matrix has slots (each chunk scans a bitmap of them and takes
+        a full-width scratch)."""
+        c = self._sum_chunks(n_rows)
+        while c > 1 and n_rows * self._values_per_row / c < _VALUES_PER_CHUNK_SLOT * (
+                self.total_bins):
+            c //= 2
+        return c
+
     def build_histograms(self, nodes: list[int]) -> None:
-        """Compact histograms of `nodes` (returns None: a sparse Dataset is never trained
-        through a distributed wrapper, the only reader of the buffer)."""
+        """Sparse histograms of `nodes` from their rows' stored slots (returns None: a sparse
+        Dataset is never trained through a distributed wrapper, the only reader of the
+        buffer)."""
         self._float_memo = None
-        for g in range(0, len(nodes), _BUILD_GROUP):
-            self._build_group(nodes[g:g + _BUILD_GROUP])
-
-    def _build_group(self, nodes: list[int]) -> None:
-        """Build `nodes` in full-width scratch histograms over their live ranges (nodes too
-        small for row chunks in one call, first), then copy each into its compact histogram,
-        fixing its default bins."""
-        sb = self.sbins
         bounds = self._ranges.bounds(nodes)
-        width = int(np.prod(self._hist_shape[1:], dtype=np.int64))
-        batch, chunked = [], []
-        for k, (s, e) in enumerate(bounds):
-            live = self._live[nodes[k]]
-            c = self._sum_chunks(e - s)
-            while c > 1 and ((e - s) * self._values_per_row / c
-                             < _VALUES_PER_CHUNK_SLOT * live.values * width):
-                c //= 2
-            (batch if c == 1 else chunked).append((k, c))
-        order = [k for k, _ in batch] + [k for k, _ in chunked]
-        lives = [self._live[nodes[k]] for k in order]
-        out = self._empty((len(nodes), *self._hist_shape), self.hist_dtype)
-        if batch:
-            idx = [k for k, _ in batch]
-            starts = np.array([bounds[k][0] for k in idx], np.int64)
-            ends = np.array([bounds[k][1] for k in idx], np.int64)
-            rng_ptr = np.zeros(len(idx) + 1, np.int64)
-            np.cumsum([lives[j].lo.size for j in range(len(idx))], out=rng_ptr[1:])
-            lo = np.concatenate([lives[j].lo for j in range(len(idx))])
-            hi = np.concatenate([lives[j].hi for j in range(len(idx))])
-            threads = self._team(min(len(idx), int(int((ends - starts).sum())
-                                                   * self._values_per_row)
-                                     // _PARALLEL_MIN_VALUES))
-            kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
-            kernel(sb.indptr, sb.slots, self.gh, self.rows, starts, ends, rng_ptr, lo, hi,
-                   out[:len(idx)])
-        for j, (k, c) in enumerate(chunked, start=len(batch)):
-            live = lives[j]
+        chunks = [self._chunks(e - s) for s, e in bounds]
+        # groups of nodes whose items (a node or its row chunks) fit the scratch in use
+        group: list[int] = []
+        for k in range(len(nodes)):
+            if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
+                self._build_group(nodes, bounds, chunks, group)
+                group = []
+            group.append(k)
+        self._build_group(nodes, bounds, chunks, group)
+
+    def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
+                     chunks: list[int], group: list[int]) -> None:
+        starts, ends, first = [], [], [0]
+        for k in group:
             s, e = bounds[k]
-            if self._chunk_buffers.shape[0] < c:
-                self._chunk_buffers = np.zeros((c, *self._hist_shape), self.hist_dtype)
-            if self._team(c) > 1:
-                sparse.build_histogram_chunked(sb.indptr, sb.slots, self.gh, self.rows, s, e,
-                                               live.lo, live.hi, self._chunk_buffers[:c],
-                                               out[j])
-            else:
-                sparse.build_histogram_chunked_serial(sb.indptr, sb.slots, self.gh, self.rows,
-                                                      s, e, live.lo, live.hi, c,
-                                                      self._chunk_buffers[0], out[j])
-
-        def compact(j: int) -> np.ndarray:
-            live = lives[j]
-            h = np.empty((live.size, *self._hist_shape[1:]), self.hist_dtype)
-            sparse.gather_fixed(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
-                                live.defaults, np.zeros(width, self.hist_dtype),
-                                h.reshape(live.size, -1))
-            return h
-
-        for j, k in enumerate(order):
-            self._compact[nodes[k]] = compact(j)
+            c = chunks[k]
+            starts += [s + (e - s) * i // c for i in range(c)]
+            ends += [s + (e - s) * (i + 1) // c for i in range(c)]
+            first.append(first[-1] + c)
+        m = len(starts)
+        C = self._channels_native
+        accs = self._empty((m, self.total_bins, C), self.hist_dtype)
+        if self._bitmaps.shape[0] < m:
+            self._bitmaps = np.zeros((m, self._bitmaps.shape[1]), np.uint64)
+        touched = np.zeros(m, np.int64)
+        starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
+        gh = self.gh
+        threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
+                                 // _PARALLEL_MIN_VALUES))
+        kernel = sparse.accumulate_items if threads > 1 else sparse.accumulate_items_serial
+        sb = self.sbins
+        kernel(sb.indptr, sb.slots, gh, self.rows, starts_a, ends_a, accs, self._bitmaps,
+               touched)
+        for j, k in enumerate(group):
+            a, b = first[j], first[j + 1]
+            bound = int(touched[a:b].sum())
+            out_slots = np.empty(bound, self._slot_dtype)
+            out_vals = np.empty((bound, C), self.hist_dtype)
+            size = sparse.emit_touched(accs, self._bitmaps, a, b, out_slots, out_vals)
+            if size < bound:
+                out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
+            self._hist[nodes[k]] = (out_slots, out_vals)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        # the parent's histogram was compacted to its children's layout when its split was
-        # searched: one elementwise difference, into the parent's array (released here)
+        # the larger child in place of its parent's histogram, touching the built (smaller)
+        # child's slots only
         self._float_memo = None
         for p, b, t in zip(parents, built, targets, strict=True):
-            parent = self._compact.pop(p)
-            child = self._compact[b]
-            if parent.shape != child.shape:
-                raise ValueError(f"node {p}'s histogram does not have the layout of its "
-                                 f"children {b}, {t}")
-            np.subtract(parent, child, out=parent)
-            self._compact[t] = parent
+            p_slots, p_vals = self._hist.pop(p)
+            s_slots, s_vals = self._hist[b]
+            missing = np.empty(s_slots.shape[0], np.int64)
+            k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+            if k:
+                # slots the parent left out as all-zero (rare): -child's sums there
+                slots = np.concatenate([p_slots, s_slots[missing[:k]]])
+                order = np.argsort(slots, kind="stable")
+                p_slots = slots[order]
+                p_vals = np.concatenate([p_vals, -s_vals[missing[:k]]])[order]
+            self._hist[t] = (p_slots, p_vals)
 
     # -- split search --------------------------------------------------------------------
-    def _compact_float(self, h: np.ndarray) -> np.ndarray:
-        """A compact histogram (or run of one) as float64 (slots, C) in gradient units: the
-        stored array itself for float trees."""
+    def _to_float_rows(self, vals: np.ndarray) -> np.ndarray:
+        """Native sums (m, C) as float64 (m, 2 or 3) in gradient units (the array itself for
+        float trees)."""
         q = self._quantisation
         if q is None:
-            return h
-        if h.ndim == 1:  # packed
-            out = np.empty((1, h.shape[0], 2), np.float64)
-            histogram.unpack_to_float_serial(h[None], q.g_scale, q.h_scale, out)
+            return vals
+        if vals.shape[1] == 1:  # packed
+            out = np.empty((1, vals.shape[0], 2), np.float64)
+            histogram.unpack_to_float_serial(vals.reshape(1, -1), q.g_scale, q.h_scale, out)
             return out[0]
         # scales are powers of two, so these products are exact
-        out = np.empty((1, *h.shape), np.float64)
-        histogram.scale_to_float_serial(h[None], np.array([q.g_scale, q.h_scale, 1.0][
-            :h.shape[1]]), out)
+        out = np.empty((1, *vals.shape), np.float64)
+        histogram.scale_to_float_serial(vals[None], np.array([q.g_scale, q.h_scale, 1.0][
+            :vals.shape[1]]), out)
         return out[0]
-
-    def _splittable(self, node: int, H: float, C: float, reg: np.ndarray) -> np.ndarray | None:
-        """bool (L,): which of the node's live features stay live (see the module docstring);
-        None when all do."""
-        if not self._prune:
-            return None
-        live = self._live[node]
-        ok = np.empty(live.features.size, np.bool_)
-        q = self._quantisation
-        sparse.splittable_features(self._compact[node],
-                                   np.arange(live.features.size, dtype=np.int32),
-                                   live.defaults, H, C,
-                                   1.0 if q is None else float(q.h_scale),
-                                   float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]),
-                                   self._tol, ok)
-        ok[0] = True  # feature 0 carries the node total
-        return None if ok.all() else ok
-
-    def _refine(self, node: int, H: float, C: float, reg: np.ndarray) -> _Live:
-        """Compact the node's histogram to its features that stay live (its children's
-        layout); returns the layout."""
-        live = self._live[node]
-        keep = self._splittable(node, H, C, reg)
-        if keep is None:
-            return live
-        new = self._layout(live.features[keep])
-        h = self._compact[node]
-        out = np.empty((new.size, *h.shape[1:]), h.dtype)
-        sparse.gather_slots(h.reshape(live.size, -1), live.ptr[:-1][keep], new.ptr,
-                            out.reshape(new.size, -1))
-        self._compact[node] = out
-        self._live[node] = new
-        return new
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
-
-        def search(j: int) -> np.ndarray:
-            node = nodes[j]
-            live = self._refine(node, float(totals[j, 1]), float(totals[j, 2]), reg)
-            full = self._compact_float(self._compact[node])
-            # the dense search on the bins it needs (`kernels.cpu.sparse.searched_bins`):
-            # offsets of those, features numbered 0..L-1, both mapped back after
-            hist = np.empty_like(full)
-            ptr = np.empty(live.ptr.size, np.int64)
-            bins = np.empty(full.shape[0], np.int32)
-            kept = sparse.searched_bins(full, live.ptr, hist, ptr, bins)
-            hist = hist[None, :kept]
-            mask = masks[j:j + 1, live.features]
+        C = self._channels_native
+        q = self._quantisation
+        h_scale = 1.0 if q is None else float(q.h_scale)
+        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
+        for j, node in enumerate(nodes):
+            slots, vals = self._hist[node]
+            n = slots.shape[0]
+            # each searched feature adds at most its default and three edge bins
+            size = n + 4 * min(n, self.n_features)
+            hist, bins = self._search_scratch(size, C)
+            ptr = np.empty(min(n, self.n_features) + 1, np.int64)
+            features = np.empty(min(n, self.n_features), np.int32)
+            kept, nf, n_new = sparse.searched_node(
+                slots, vals, self.offsets, self.default_bins, masks[j], self._prune,
+                float(totals[j, 1]), float(totals[j, 2]), h_scale, float(reg[split.P_MCW]),
+                float(reg[split.P_MIN_DATA]), self._tol, np.zeros(C, self.hist_dtype),
+                np.zeros((1, C), self.hist_dtype), np.zeros((1, C), self.hist_dtype), hist,
+                ptr, features, bins)
+            if n_new < n:
+                self._hist[node] = (slots[:n_new], vals[:n_new])
+            if nf == 0:
+                out[j, split.REC_FEATURE] = -1.0
+                continue
+            fhist = self._to_float_rows(hist[:kept])[None]
+            ptr, features = ptr[:nf + 1], features[:nf]
+            ones = np.ones((1, nf), np.bool_)
             if monotone is None:
                 parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
-                rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
+                rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                rec = split.monotone_search(hist, totals[j:j + 1], ptr, mask, reg,
-                                            (np.asarray(cons)[live.features], lower[j:j + 1],
+                rec = split.monotone_search(fhist, totals[j:j + 1], ptr, ones, reg,
+                                            (np.asarray(cons)[features], lower[j:j + 1],
                                              upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
-                rec[split.REC_FEATURE] = live.features[f]
-            return rec
-
-        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
-        for j in range(len(nodes)):
-            out[j] = search(j)
+                rec[split.REC_FEATURE] = features[f]
+            out[j] = rec
         return out
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
-        """float64 (k, total_bins, C) full-width histograms of `nodes` in gradient units,
-        zero outside their live features' slots (the dense backend's readers: totals, the
-        oblivious gain table, `read_histograms`)."""
+        """float64 (k, total_bins, C) full histograms of `nodes` in gradient units, every
+        default bin fixed (the dense backend's readers: totals, the oblivious gain table,
+        `read_histograms`)."""
         key = tuple(nodes)
         memo = self._float_memo
         if memo is not None and memo[0] == key:
             return memo[1]
-        channels = 2 if len(self._hist_shape) == 1 else self._hist_shape[1]
+        C = self._channels_native
+        channels = 2 if C == 1 else C
         out = np.zeros((len(nodes), self.total_bins, channels), np.float64)
+        starts = self.offsets[:-1]
+        defaults = starts + self.default_bins
         for j, node in enumerate(nodes):
-            live = self._live[node]
-            at = np.repeat(live.starts - live.ptr[:-1], np.diff(live.ptr)) + np.arange(
-                live.size)
-            out[j, at] = self._compact_float(self._compact[node])
+            slots, vals = self._hist[node]
+            unfixed = np.zeros((self.total_bins, C), self.hist_dtype)
+            unfixed[slots] = vals
+            full = np.empty_like(unfixed)
+            sparse.gather_fixed(unfixed, starts, self.offsets, defaults,
+                                np.zeros(C, self.hist_dtype), full)
+            out[j] = self._to_float_rows(full)
         self._float_memo = (key, out)
         return out
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
-        # feature 0 comes first in every compact layout
-        return np.array([self._compact_float(
-            self._compact[i][:self._live[i].ptr[1]])[:, :2].sum(axis=0) for i in nodes])
+        # feature 0's slots, every row once (all of them, zeros included: the sum is the
+        # dense layout's)
+        C = self._channels_native
+        width = int(self.offsets[1])
+        sums = []
+        for node in nodes:
+            slots, vals = self._hist[node]
+            first = np.zeros((width, C), self.hist_dtype)
+            k = int(np.searchsorted(slots, width))
+            first[slots[:k]] = vals[:k]
+            sums.append(self._to_float_rows(first)[:, :2].sum(axis=0))
+        return np.array(sums)
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        # layouts are not refined here: evaluate_split may read the level's feature in any
-        # of its nodes
-        mask = np.zeros(self.n_features, np.bool_)
-        for j, node in enumerate(nodes):
-            keep = self._splittable(node, float(totals[j, 1]), float(totals[j, 2]), reg)
-            features = self._live[node].features
-            mask[features if keep is None else features[keep]] = True
-        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg, monotone)
-
-    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
-                     records: np.ndarray) -> np.ndarray:
-        counts = super().apply_splits(parents, lefts, rights, records)
-        for p, left, right in zip(parents, lefts, rights, strict=True):
-            self._live[left] = self._live[right] = self._live.pop(p)
-        return counts
+        # only features with a slot off their default bin in some node can split
+        present = np.zeros(self.n_features, np.bool_)
+        for node in nodes:
+            slots = self._hist[node][0]
+            present[np.searchsorted(self.offsets, slots, side="right") - 1] = True
+        return super().oblivious_gains(nodes, totals, present & feature_mask, reg, monotone)
 
     # -- partition -----------------------------------------------------------------------
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
