@@ -381,7 +381,8 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
     the node total and its first and last bins: the split search on what it keeps, bins
     and features mapped back, finds the record of the search on the full histogram, with
     empty first / last bins, missing values alone on one side, min_child_weight 0 and 1
-    (features pruned), masked features and all-zero entries (left out of the list)."""
+    (features pruned, marked dead at the root and left out of its list), masked features
+    and all-zero entries (left out of the list)."""
     from histboost.kernels.cpu import split
 
     rng = np.random.default_rng(5)
@@ -397,8 +398,12 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
                         rng.integers(0, widths, (n_rows, F)))
         idle = np.flatnonzero(rng.random(F) < 0.2)  # every row in the default bin
         bins[:, idle] = defaults[idle]
+        rare = rng.choice(np.arange(1, F), 3, replace=False)  # one row off the default
+        bins[:, rare] = defaults[rare]
+        bins[0, rare] = (defaults[rare] + 1) % widths[rare]
         g = rng.integers(-5, 6, n_rows).astype(np.float64)
         h = rng.integers(0, 3, n_rows).astype(np.float64)
+        g[0], h[0] = 1.0, 0.0
         full = np.zeros((int(offsets[-1]), C))
         for f in range(F):
             np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
@@ -420,12 +425,17 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
         out_bins = np.empty(size, np.int32)
         ptr = np.empty(F + 1, np.int64)
         feats = np.empty(F, np.int32)
+        dead = np.zeros(F, np.uint8)
+        slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
         kept, nf, n_new = ksparse.searched_node(
-            slots, vals, offsets, defaults, mask, True, totals[0, 1], float(n_rows), 1.0, mcw,
-            0.0, 1e-9, np.zeros(C), np.zeros((1, C)), np.zeros((1, C)), out, ptr, feats,
-            out_bins)
+            slots, vals, offsets, slot_feature, defaults, mask, dead, trial % 4 < 2, True,
+            totals[0, 1], float(n_rows), 1.0, mcw, 0.0, 1e-9, np.zeros(C), np.zeros((1, C)),
+            np.zeros((1, C)), out, ptr, feats, out_bins)
         assert not (vals[:n_new] == 0).all(axis=1).any()
+        # marked (at the root) when pruned
+        assert dead[rare].all() if mcw > 0 and trial % 4 < 2 else not dead.any()
         np.testing.assert_array_equal(full[slots[:n_new]], vals[:n_new])
+        assert not dead[slot_feature[slots[:n_new]]].any()
         assert kept < full.shape[0] or nf < F
         got = split.search(out[None, :kept], totals, ptr[:nf + 1], np.ones((1, nf), bool),
                            reg, False)[0]

@@ -232,11 +232,12 @@ def accumulate_items_serial(indptr, slots, gh, rows, starts, ends, accs, bitmaps
 
 
 @nb.njit(cache=True, nogil=True)
-def emit_touched(accs, bitmaps, a, b, out_slots, out_vals):
+def emit_touched(accs, bitmaps, a, b, slot_dead, out_slots, out_vals):
     """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
-    of them marked, ascending, into out_slots, its sums added in item order (an item that
-    did not mark it adds nothing: a zero) into out_vals (m, C); clears their bitmaps.
-    Returns m."""
+    of them marked, ascending, but those of slot_dead (uint8 (total_bins,): slots of the
+    tree's dead features), into out_slots, its sums added in item order (an item that did
+    not mark it adds nothing: a zero) into out_vals (m, C); clears their bitmaps. Returns
+    m."""
     C = out_vals.shape[1]
     m = 0
     for w in range(bitmaps.shape[1]):
@@ -247,6 +248,8 @@ def emit_touched(accs, bitmaps, a, b, out_slots, out_vals):
             t = np.int64(trailing_zeros(word))
             word &= word - np.uint64(1)
             s = (w << 6) + t
+            if slot_dead[s]:
+                continue
             bit = np.uint64(1) << np.uint64(t)
             first = True
             for i in range(a, b):
@@ -285,22 +288,6 @@ def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
             missing[k] = i
             k += 1
     return k
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _feature_of(offsets, f, s):
-    """The feature of global slot s, the first at or after f (offsets ascending)."""
-    if s < offsets[f + 1]:
-        return f
-    lo = f + 1
-    hi = offsets.shape[0] - 2
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if offsets[mid] <= s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -344,25 +331,28 @@ def _slot_hc_impl(hist, d):
 
 
 @nb.njit(cache=True, nogil=True)
-def searched_node(slots, vals, offsets, default_bins, mask, prune, H, n_rows, h_scale, mcw,
-                  min_data, tol, total, fixed, zero, out, out_ptr, out_features, out_bins):
+def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, H,
+                  n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+                  out_features, out_bins):
     """What the split search of one node needs of its sparse histogram (slots, vals (m, C),
     native dtype; see the section's top): for each feature it searches, its slots with
     anything in them, its default bin fixed (the node total minus the feature's other slots,
     summed in slot order) and its first and last value bins and missing slot (kept even when
     empty), bin by bin into out (size, C), their bins in out_bins, the features' runs in
     out_ptr and ids in out_features. The node's list is compacted in place as it is read
-    (all-zero slots left out). total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
-    vals' dtype. Returns (slots
-    written, features written, the list's new length).
+    (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
+    each slot's feature; total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
+    vals' dtype. Returns (slots written, features written, the list's new length).
 
-    Searched: features of mask (bool (F,)) with a slot off their default bin holding
-    anything, and, when `prune` (hessians non-negative), whose rows off the default bin
-    carry at least min_child_weight of hessian (min_data_in_leaf rows, with row counts):
-    one child of any split of a feature holds none of its default bin's rows, so no split
-    of the others is valid (H: the node's hessian sum, n_rows its row count; h_scale turns
-    native hessians into gradient units; tol a rounding margin). Feature 0 (stored for every
-    row) is searched whenever masked in.
+    Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
+    default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
+    the default bin carry at least min_child_weight of hessian (min_data_in_leaf rows, with
+    row counts): one child of any split of a feature holds none of its default bin's rows,
+    so no split of the others is valid, in the node or below it (H: the node's hessian sum,
+    n_rows its row count; h_scale turns native hessians into gradient units; tol a rounding
+    margin). With `mark` (the root), every feature failing that test, masked or not, is
+    marked in dead: no node of the tree can split it. Feature 0 (stored for every row) is
+    searched whenever masked in.
 
     A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
     after the bin before it, which the search (the first of equal gains wins) ranks first;
@@ -384,16 +374,19 @@ def searched_node(slots, vals, offsets, default_bins, mask, prune, H, n_rows, h_
     f = 0
     i = 0
     while i < n:
-        f = _feature_of(offsets, f, slots[i])
+        f = slot_feature[slots[i]]
         hi = offsets[f + 1]
-        b = i
+        b = i + 1
         while b < n and slots[b] < hi:
             b += 1
+        if dead[f]:
+            i = b
+            continue
         o = offsets[f]
         nvb = hi - o - 1
         searched = mask[f]
         d = np.int64(-1)
-        if f > 0 and searched:
+        if f > 0 and (searched or mark):
             d = default_bins[f]
             anything = False
             for c in range(C):
@@ -402,13 +395,16 @@ def searched_node(slots, vals, offsets, default_bins, mask, prune, H, n_rows, h_
                     rest += vals[k, c]
                 fixed[0, c] = total[c] - rest
                 anything |= rest != 0
-            searched = anything
-            if searched and prune:
+            searched &= anything
+            if prune:
                 hd, cd = _slot_hc(fixed, 0)
-                if mcw > 0.0 and H - hd * h_scale + tol < mcw:
+                if ((mcw > 0.0 and H - hd * h_scale + tol < mcw)
+                        or (cd >= 0.0 and min_data > 0.0 and n_rows - cd < min_data)):
                     searched = False
-                elif cd >= 0.0 and min_data > 0.0 and n_rows - cd < min_data:
-                    searched = False
+                    if mark:
+                        dead[f] = 1
+                        i = b
+                        continue
         if searched:
             out_ptr[nf] = pos
             out_features[nf] = f

@@ -111,6 +111,11 @@ class SparseCPUBackend(CPUBackend):
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
         self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
+        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
+        # features no node of the tree can split (marked by the root's search), and their
+        # slots, left out of every histogram after the root's
+        self._dead = np.zeros(F, np.uint8)
+        self._slot_dead = np.zeros(self.total_bins, np.uint8)
         # scratch of the builds: full-width sums (never zeroed: a slot's first value is
         # written) and bitmaps of the slots touched (zero between builds)
         self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
@@ -161,6 +166,8 @@ class SparseCPUBackend(CPUBackend):
         # rounding margin of the float hessian sums the searched-feature test compares
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
         self._hist = {}
+        self._dead[:] = 0
+        self._slot_dead[:] = 0
         return count
 
     def _chunks(self, n_rows: int) -> int:
@@ -218,7 +225,8 @@ class SparseCPUBackend(CPUBackend):
             bound = int(touched[a:b].sum())
             out_slots = np.empty(bound, self._slot_dtype)
             out_vals = np.empty((bound, C), self.hist_dtype)
-            size = sparse.emit_touched(accs, self._bitmaps, a, b, out_slots, out_vals)
+            size = sparse.emit_touched(accs, self._bitmaps, a, b, self._slot_dead, out_slots,
+                                       out_vals)
             if size < bound:
                 out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
             self._hist[nodes[k]] = (out_slots, out_vals)
@@ -274,14 +282,18 @@ class SparseCPUBackend(CPUBackend):
             hist, bins = self._search_scratch(size, C)
             ptr = np.empty(min(n, self.n_features) + 1, np.int64)
             features = np.empty(min(n, self.n_features), np.int32)
+            root = node == 0
             kept, nf, n_new = sparse.searched_node(
-                slots, vals, self.offsets, self.default_bins, masks[j], self._prune,
-                float(totals[j, 1]), float(totals[j, 2]), h_scale, float(reg[split.P_MCW]),
+                slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
+                self._dead, root, self._prune, float(totals[j, 1]), float(totals[j, 2]),
+                h_scale, float(reg[split.P_MCW]),
                 float(reg[split.P_MIN_DATA]), self._tol, np.zeros(C, self.hist_dtype),
                 np.zeros((1, C), self.hist_dtype), np.zeros((1, C), self.hist_dtype), hist,
                 ptr, features, bins)
             if n_new < n:
                 self._hist[node] = (slots[:n_new], vals[:n_new])
+            if root:
+                np.take(self._dead, self._slot_feature, out=self._slot_dead)
             if nf == 0:
                 out[j, split.REC_FEATURE] = -1.0
                 continue
