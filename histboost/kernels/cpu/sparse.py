@@ -25,6 +25,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
+from . import split
 from ._intrinsics import add_pair, prefetch
 
 _PREFETCH_DISTANCE = 16
@@ -232,12 +233,12 @@ def accumulate_items_serial(indptr, slots, gh, rows, starts, ends, accs, bitmaps
 
 
 @nb.njit(cache=True, nogil=True)
-def emit_touched(accs, bitmaps, a, b, slot_dead, out_slots, out_vals):
+def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
     """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
-    of them marked, ascending, but those of slot_dead (uint8 (total_bins,): slots of the
-    tree's dead features), into out_slots, its sums added in item order (an item that did
-    not mark it adds nothing: a zero) into out_vals (m, C); clears their bitmaps. Returns
-    m."""
+    of them marked, ascending, but those of the node's dead features (dead: uint8 (F,);
+    slot_feature: int32 (total_bins,) each slot's feature), into out_slots, its sums added
+    in item order (an item that did not mark it adds nothing: a zero) into out_vals (m, C);
+    clears their bitmaps. Returns m."""
     C = out_vals.shape[1]
     m = 0
     for w in range(bitmaps.shape[1]):
@@ -248,7 +249,7 @@ def emit_touched(accs, bitmaps, a, b, slot_dead, out_slots, out_vals):
             t = np.int64(trailing_zeros(word))
             word &= word - np.uint64(1)
             s = (w << 6) + t
-            if slot_dead[s]:
+            if dead[slot_feature[s]]:
                 continue
             bit = np.uint64(1) << np.uint64(t)
             first = True
@@ -330,34 +331,13 @@ def _slot_hc_impl(hist, d):
     return pairs
 
 
-@nb.njit(cache=True, nogil=True)
-def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, H,
-                  n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
-                  out_features, out_bins):
-    """What the split search of one node needs of its sparse histogram (slots, vals (m, C),
-    native dtype; see the section's top): for each feature it searches, its slots with
-    anything in them, its default bin fixed (the node total minus the feature's other slots,
-    summed in slot order) and its first and last value bins and missing slot (kept even when
-    empty), bin by bin into out (size, C), their bins in out_bins, the features' runs in
-    out_ptr and ids in out_features. The node's list is compacted in place as it is read
-    (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
-    each slot's feature; total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
-    vals' dtype. Returns (slots written, features written, the list's new length).
-
-    Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
-    default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
-    the default bin carry at least min_child_weight of hessian (min_data_in_leaf rows, with
-    row counts): one child of any split of a feature holds none of its default bin's rows,
-    so no split of the others is valid, in the node or below it (H: the node's hessian sum,
-    n_rows its row count; h_scale turns native hessians into gradient units; tol a rounding
-    margin). With `mark` (the root), every feature failing that test, masked or not, is
-    marked in dead: no node of the tree can split it. Feature 0 (stored for every row) is
-    searched whenever masked in.
-
-    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
-    after the bin before it, which the search (the first of equal gains wins) ranks first;
-    the first and last value bins bound the candidates. So the dense search on `out` finds
-    the split of the node's full histogram, its bin read back through out_bins."""
+@nb.njit(inline="always")
+def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G, H,
+               n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+               out_features, out_bins, reg, general, foff, frec, rec):
+    """The body of `searched_node` (rec None: every searched feature's bins written) and
+    `search_node` (rec a split record: each feature searched as soon as its bins are written,
+    over the same stretch of `out`)."""
     C = vals.shape[1]
     n = slots.shape[0]
     end0 = 0
@@ -411,6 +391,7 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
             nf += 1
             # the feature's bins in order: its slots, its default bin (f > 0) and the first,
             # last value and missing bins (kept even when empty)
+            p0 = pos
             k = i
             bin_ = np.int64(0)
             while bin_ <= nvb:
@@ -433,6 +414,18 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
                 if bin_ < nvb < nxt:
                     nxt = nvb
                 bin_ = nxt
+            if rec is not None:
+                foff[1] = pos - p0
+                split._best_split_feature(out[p0:pos], foff, 0, G, H, n_rows, reg, general,
+                                          frec)
+                # ties keep the lowest feature, as in `split.find_best_splits`
+                if frec[split.REC_FEATURE] >= 0.0 and frec[split.REC_GAIN] > rec[
+                        split.REC_GAIN]:
+                    for c in range(split.REC_WIDTH):
+                        rec[c] = frec[c]
+                    rec[split.REC_FEATURE] = f
+                    rec[split.REC_BIN] = out_bins[p0 + np.int64(frec[split.REC_BIN])]
+                pos = p0
         for k in range(i, b):
             if not _all_zero(vals, k):
                 slots[w] = slots[k]
@@ -442,6 +435,54 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
         i = b
     out_ptr[nf] = pos
     return pos, nf, w
+
+
+@nb.njit(cache=True, nogil=True)
+def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, H,
+                  n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+                  out_features, out_bins):
+    """What the split search of one node needs of its sparse histogram (slots, vals (m, C),
+    native dtype; see the section's top): for each feature it searches, its slots with
+    anything in them, its default bin fixed (the node total minus the feature's other slots,
+    summed in slot order) and its first and last value bins and missing slot (kept even when
+    empty), bin by bin into out (size, C), their bins in out_bins, the features' runs in
+    out_ptr and ids in out_features. The node's list is compacted in place as it is read
+    (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
+    each slot's feature; total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
+    vals' dtype. Returns (slots written, features written, the list's new length).
+
+    Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
+    default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
+    the default bin carry at least min_child_weight of hessian (min_data_in_leaf rows, with
+    row counts): one child of any split of a feature holds none of its default bin's rows,
+    so no split of the others is valid, in the node or below it (H: the node's hessian sum,
+    n_rows its row count; h_scale turns native hessians into gradient units; tol a rounding
+    margin). With `mark`, every feature failing that test, masked or not, is marked in dead
+    (and its slots left out of the list): no node below this one can split it. Feature 0
+    (stored for every row) is searched whenever masked in.
+
+    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
+    after the bin before it, which the search (the first of equal gains wins) ranks first;
+    the first and last value bins bound the candidates. So the dense search on `out` finds
+    the split of the node's full histogram, its bin read back through out_bins."""
+    return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
+                      0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                      out_ptr, out_features, out_bins, None, None, None, None, None)
+
+
+@nb.njit(cache=True, nogil=True)
+def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
+                H, n_rows, mcw, min_data, tol, total, fixed, zero, out, out_ptr, out_features,
+                out_bins, reg, general, foff, frec, rec):
+    """`searched_node` on a float64 histogram with each feature searched (the dense kernel's
+    `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
+    bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
+    kept when no split gains): one pass, `out` reused for every feature (size: the widest
+    feature plus 4). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch. Returns as
+    `searched_node` (nothing of `out` kept)."""
+    return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
+                      G, H, n_rows, 1.0, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+                      out_features, out_bins, reg, general, foff, frec, rec)
 
 
 @nb.njit(cache=True, nogil=True)

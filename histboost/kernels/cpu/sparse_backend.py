@@ -112,10 +112,10 @@ class SparseCPUBackend(CPUBackend):
         self._pool_bufs = _Pool()
         self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
         self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
-        # features no node of the tree can split (marked by the root's search), and their
-        # slots, left out of every histogram after the root's
-        self._dead = np.zeros(F, np.uint8)
-        self._slot_dead = np.zeros(self.total_bins, np.uint8)
+        self._widest = int(np.diff(self.offsets).max(initial=0))
+        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
+        # by its search and its ancestors'), left out of its histograms and its children's
+        self._dead: dict[int, np.ndarray] = {}
         # scratch of the builds: full-width sums (never zeroed: a slot's first value is
         # written) and bitmaps of the slots touched (zero between builds)
         self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
@@ -166,8 +166,7 @@ class SparseCPUBackend(CPUBackend):
         # rounding margin of the float hessian sums the searched-feature test compares
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
         self._hist = {}
-        self._dead[:] = 0
-        self._slot_dead[:] = 0
+        self._dead = {0: np.zeros(self.n_features, np.uint8)}
         return count
 
     def _chunks(self, n_rows: int) -> int:
@@ -225,8 +224,8 @@ class SparseCPUBackend(CPUBackend):
             bound = int(touched[a:b].sum())
             out_slots = np.empty(bound, self._slot_dtype)
             out_vals = np.empty((bound, C), self.hist_dtype)
-            size = sparse.emit_touched(accs, self._bitmaps, a, b, self._slot_dead, out_slots,
-                                       out_vals)
+            size = sparse.emit_touched(accs, self._bitmaps, a, b, self._slot_feature,
+                                       self._dead[nodes[k]], out_slots, out_vals)
             if size < bound:
                 out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
             self._hist[nodes[k]] = (out_slots, out_vals)
@@ -274,26 +273,37 @@ class SparseCPUBackend(CPUBackend):
         q = self._quantisation
         h_scale = 1.0 if q is None else float(q.h_scale)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
+        general = split.gain_path(reg)
         for j, node in enumerate(nodes):
             slots, vals = self._hist[node]
             n = slots.shape[0]
+            nf_max = min(n, self.n_features)
+            ptr = np.empty(nf_max + 1, np.int64)
+            features = np.empty(nf_max, np.int32)
+            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype),
+                       np.zeros((1, C), self.hist_dtype))
+            args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
+                    self._dead[node], True, self._prune)
+            prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
             # each searched feature adds at most its default and three edge bins
-            size = n + 4 * min(n, self.n_features)
+            size = n + 4 * nf_max
+            if (q is None and monotone is None
+                    and self._team(size * _SPLIT_COST // _PARALLEL_MIN_VALUES) == 1):
+                # one pass: each feature searched as its bins are written
+                hist, bins = self._search_scratch(self._widest + 4, C)
+                rec = out[j]
+                rec[split.REC_FEATURE] = -1.0
+                kept, nf, n_new = sparse.search_node(
+                    *args, float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
+                    *prune_args, *scratch, hist, ptr, features, bins, reg, general,
+                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec)
+                self._after_search(node, n, n_new)
+                continue
             hist, bins = self._search_scratch(size, C)
-            ptr = np.empty(min(n, self.n_features) + 1, np.int64)
-            features = np.empty(min(n, self.n_features), np.int32)
-            root = node == 0
             kept, nf, n_new = sparse.searched_node(
-                slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
-                self._dead, root, self._prune, float(totals[j, 1]), float(totals[j, 2]),
-                h_scale, float(reg[split.P_MCW]),
-                float(reg[split.P_MIN_DATA]), self._tol, np.zeros(C, self.hist_dtype),
-                np.zeros((1, C), self.hist_dtype), np.zeros((1, C), self.hist_dtype), hist,
-                ptr, features, bins)
-            if n_new < n:
-                self._hist[node] = (slots[:n_new], vals[:n_new])
-            if root:
-                np.take(self._dead, self._slot_feature, out=self._slot_dead)
+                *args, float(totals[j, 1]), float(totals[j, 2]), h_scale, *prune_args,
+                *scratch, hist, ptr, features, bins)
+            self._after_search(node, n, n_new)
             if nf == 0:
                 out[j, split.REC_FEATURE] = -1.0
                 continue
@@ -314,6 +324,21 @@ class SparseCPUBackend(CPUBackend):
                 rec[split.REC_FEATURE] = features[f]
             out[j] = rec
         return out
+
+    def _after_search(self, node: int, n: int, n_new: int) -> None:
+        """A searched node's list compacted to n_new slots (its dead features' left out)."""
+        if n_new < n:
+            slots, vals = self._hist[node]
+            self._hist[node] = (slots[:n_new], vals[:n_new])
+
+    def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
+                     records: np.ndarray) -> np.ndarray:
+        counts = super().apply_splits(parents, lefts, rights, records)
+        # dead in a node, dead below it: its descendants hold subsets of its rows
+        for p, left, right in zip(parents, lefts, rights, strict=True):
+            dead = self._dead.pop(p)
+            self._dead[left], self._dead[right] = dead, dead.copy()
+        return counts
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, total_bins, C) full histograms of `nodes` in gradient units, every
