@@ -300,15 +300,24 @@ def _all_zero(vals, i):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _put(out, out_bins, pos, bin_, src, i, keep):
-    """out[pos] = src[i], its bin in out_bins; returns pos moved past it when it is kept
-    (`keep`, or a channel non-zero)."""
+def _put(out, out_bins, pos, bin_, src, i):
+    """out[pos] = src[i], its bin in out_bins; returns pos + 1."""
     for c in range(out.shape[1]):
-        v = src[i, c]
-        out[pos, c] = v
-        keep |= v != 0
+        out[pos, c] = src[i, c]
     out_bins[pos] = bin_
-    return pos + np.int64(keep)
+    return pos + 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _put_run(out, out_bins, pos, slots, vals, a, b, o):
+    """Entries a..b-1 of a node's list (slots - o: their bins) from out[pos] on; returns the
+    position after them."""
+    for k in range(a, b):
+        for c in range(out.shape[1]):
+            out[pos, c] = vals[k, c]
+        out_bins[pos] = slots[k] - o
+        pos += 1
+    return pos
 
 
 def _slot_hc(hist, d):
@@ -389,31 +398,29 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
             out_ptr[nf] = pos
             out_features[nf] = f
             nf += 1
-            # the feature's bins in order: its slots, its default bin (f > 0) and the first,
-            # last value and missing bins (kept even when empty)
+            # the feature's bins in order: an empty first bin, its slots below the default
+            # bin, the default bin fixed (f > 0), its other slots, empty last value and
+            # missing bins. Empty bins among them change no split (see below); the edges are
+            # written even when empty
             p0 = pos
-            k = i
-            bin_ = np.int64(0)
-            while bin_ <= nvb:
-                edge = bin_ == 0 or bin_ >= nvb - 1
-                if k < b and slots[k] - o == bin_:
-                    pos = _put(out, out_bins, pos, bin_, vals, k, edge)
-                    k += 1
-                elif bin_ == d:
-                    pos = _put(out, out_bins, pos, bin_, fixed, 0, edge)
-                else:  # an empty first or last bin
-                    pos = _put(out, out_bins, pos, bin_, zero, 0, True)
-                # the next bin that is stored, the default or an edge
-                nxt = nvb + 1
-                if k < b:
-                    nxt = slots[k] - o
-                if bin_ < d < nxt:
-                    nxt = d
-                if bin_ < nvb - 1 < nxt:
-                    nxt = nvb - 1
-                if bin_ < nvb < nxt:
-                    nxt = nvb
-                bin_ = nxt
+            kd = i
+            if f > 0:
+                while kd < b and slots[kd] - o < d:
+                    kd += 1
+            if d != 0 and (i == b or slots[i] != o):
+                pos = _put(out, out_bins, pos, 0, zero, 0)
+            pos = _put_run(out, out_bins, pos, slots, vals, i, kd, o)
+            last = np.int64(-1) if kd == i else np.int64(slots[kd - 1] - o)
+            if f > 0:
+                pos = _put(out, out_bins, pos, d, fixed, 0)
+                last = d
+            pos = _put_run(out, out_bins, pos, slots, vals, kd, b, o)
+            if kd < b:
+                last = np.int64(slots[b - 1] - o)
+            if last < nvb - 1:
+                pos = _put(out, out_bins, pos, nvb - 1, zero, 0)
+            if last < nvb:
+                pos = _put(out, out_bins, pos, nvb, zero, 0)
             if rec is not None:
                 foff[1] = pos - p0
                 split._best_split_feature(out[p0:pos], foff, 0, G, H, n_rows, reg, general,
@@ -462,9 +469,10 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     (stored for every row) is searched whenever masked in.
 
     A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
-    after the bin before it, which the search (the first of equal gains wins) ranks first;
-    the first and last value bins bound the candidates. So the dense search on `out` finds
-    the split of the node's full histogram, its bin read back through out_bins."""
+    after the bin before it, which the search (the first of equal gains wins) ranks first
+    (so empty bins may as well be left in); the first and last value bins bound the
+    candidates. So the dense search on `out` finds the split of the node's full histogram,
+    its bin read back through out_bins."""
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
                       0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
                       out_ptr, out_features, out_bins, None, None, None, None, None)
