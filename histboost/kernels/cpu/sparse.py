@@ -292,14 +292,6 @@ def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _all_zero(vals, i):
-    z = True
-    for c in range(vals.shape[1]):
-        z &= vals[i, c] == 0
-    return z
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
 def _put(out, out_bins, pos, bin_, src, i):
     """out[pos] = src[i], its bin in out_bins; returns pos + 1."""
     for c in range(out.shape[1]):
@@ -360,17 +352,30 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
     pos = 0
     nf = 0
     w = 0
-    f = 0
     i = 0
     while i < n:
         f = slot_feature[slots[i]]
         hi = offsets[f + 1]
-        b = i + 1
-        while b < n and slots[b] < hi:
-            b += 1
         if dead[f]:
-            i = b
+            i += 1
+            while i < n and slots[i] < hi:
+                i += 1
             continue
+        # one pass over the feature's run: its sums (rest) and the run compacted to
+        # [w0, w) (all-zero slots left out)
+        w0 = w
+        for c in range(C):
+            fixed[0, c] = total[c] - total[c]
+        while i < n and slots[i] < hi:
+            z = True
+            for c in range(C):
+                v = vals[i, c]
+                fixed[0, c] += v
+                vals[w, c] = v
+                z &= v == 0
+            slots[w] = slots[i]
+            w += np.int64(not z)
+            i += 1
         o = offsets[f]
         nvb = hi - o - 1
         searched = mask[f]
@@ -379,11 +384,8 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
             d = default_bins[f]
             anything = False
             for c in range(C):
-                rest = total[c] - total[c]
-                for k in range(i, b):
-                    rest += vals[k, c]
-                fixed[0, c] = total[c] - rest
-                anything |= rest != 0
+                anything |= fixed[0, c] != 0
+                fixed[0, c] = total[c] - fixed[0, c]
             searched &= anything
             if prune:
                 hd, cd = _slot_hc(fixed, 0)
@@ -392,7 +394,7 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                     searched = False
                     if mark:
                         dead[f] = 1
-                        i = b
+                        w = w0
                         continue
         if searched:
             out_ptr[nf] = pos
@@ -403,14 +405,15 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
             # missing bins. Empty bins among them change no split (see below); the edges are
             # written even when empty
             p0 = pos
-            kd = i
+            b = w
+            kd = w0
             if f > 0:
                 while kd < b and slots[kd] - o < d:
                     kd += 1
-            if d != 0 and (i == b or slots[i] != o):
+            if d != 0 and (w0 == b or slots[w0] != o):
                 pos = _put(out, out_bins, pos, 0, zero, 0)
-            pos = _put_run(out, out_bins, pos, slots, vals, i, kd, o)
-            last = np.int64(-1) if kd == i else np.int64(slots[kd - 1] - o)
+            pos = _put_run(out, out_bins, pos, slots, vals, w0, kd, o)
+            last = np.int64(-1) if kd == w0 else np.int64(slots[kd - 1] - o)
             if f > 0:
                 pos = _put(out, out_bins, pos, d, fixed, 0)
                 last = d
@@ -433,13 +436,6 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                     rec[split.REC_FEATURE] = f
                     rec[split.REC_BIN] = out_bins[p0 + np.int64(frec[split.REC_BIN])]
                 pos = p0
-        for k in range(i, b):
-            if not _all_zero(vals, k):
-                slots[w] = slots[k]
-                for c in range(C):
-                    vals[w, c] = vals[k, c]
-                w += 1
-        i = b
     out_ptr[nf] = pos
     return pos, nf, w
 
