@@ -332,13 +332,44 @@ def _slot_hc_impl(hist, d):
     return pairs
 
 
+def _as_float(out, a, b, g_scale, h_scale, fbuf):
+    """Sums out[a:b] (m, C) as float64 in gradient units: the slice itself for float sums,
+    else converted into fbuf[:b - a] by the operations of `histogram.unpack_to_float` (packed
+    pairs, C = 1) and `histogram.scale_to_float` (C = 2 or 3), so the values are theirs."""
+
+
+@overload(_as_float, inline="always")
+def _as_float_impl(out, a, b, g_scale, h_scale, fbuf):
+    if isinstance(out.dtype, nb.types.Float):
+        def same(out, a, b, g_scale, h_scale, fbuf):
+            return out[a:b]
+        return same
+
+    def converted(out, a, b, g_scale, h_scale, fbuf):
+        m = b - a
+        if out.shape[1] == 1:
+            for i in range(m):
+                v = out[a + i, 0]
+                h = v & _LOW32
+                fbuf[i, 0] = np.float64((v - h) >> 32) * g_scale
+                fbuf[i, 1] = np.float64(h) * h_scale
+        else:
+            for i in range(m):
+                fbuf[i, 0] = np.float64(out[a + i, 0]) * g_scale
+                fbuf[i, 1] = np.float64(out[a + i, 1]) * h_scale
+                if out.shape[1] == 3:
+                    fbuf[i, 2] = np.float64(out[a + i, 2]) * 1.0
+        return fbuf[:m]
+    return converted
+
+
 @nb.njit(inline="always")
 def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G, H,
                n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
-               out_features, out_bins, reg, general, foff, frec, rec):
+               out_features, out_bins, reg, general, foff, frec, rec, g_scale, fbuf):
     """The body of `searched_node` (rec None: every searched feature's bins written) and
     `search_node` (rec a split record: each feature searched as soon as its bins are written,
-    over the same stretch of `out`)."""
+    over the same stretch of `out`, as float64 in gradient units through fbuf)."""
     C = vals.shape[1]
     n = slots.shape[0]
     end0 = 0
@@ -426,8 +457,8 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                 pos = _put(out, out_bins, pos, nvb, zero, 0)
             if rec is not None:
                 foff[1] = pos - p0
-                split._best_split_feature(out[p0:pos], foff, 0, G, H, n_rows, reg, general,
-                                          frec)
+                split._best_split_feature(_as_float(out, p0, pos, g_scale, h_scale, fbuf),
+                                          foff, 0, G, H, n_rows, reg, general, frec)
                 # ties keep the lowest feature, as in `split.find_best_splits`
                 if frec[split.REC_FEATURE] >= 0.0 and frec[split.REC_GAIN] > rec[
                         split.REC_GAIN]:
@@ -471,22 +502,24 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     its bin read back through out_bins."""
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
                       0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
-                      out_ptr, out_features, out_bins, None, None, None, None, None)
+                      out_ptr, out_features, out_bins, None, None, None, None, None, 1.0, None)
 
 
 @nb.njit(cache=True, nogil=True)
 def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
-                H, n_rows, mcw, min_data, tol, total, fixed, zero, out, out_ptr, out_features,
-                out_bins, reg, general, foff, frec, rec):
-    """`searched_node` on a float64 histogram with each feature searched (the dense kernel's
+                H, n_rows, g_scale, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                out_ptr, out_features, out_bins, reg, general, foff, frec, rec, fbuf):
+    """`searched_node` with each feature searched (the dense kernel's
     `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
     bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
     kept when no split gains): one pass, `out` reused for every feature (size: the widest
-    feature plus 4). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch. Returns as
-    `searched_node` (nothing of `out` kept)."""
+    feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
+    fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
+    Returns as `searched_node` (nothing of `out` kept)."""
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
-                      G, H, n_rows, 1.0, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
-                      out_features, out_bins, reg, general, foff, frec, rec)
+                      G, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                      out_ptr, out_features, out_bins, reg, general, foff, frec, rec, g_scale,
+                      fbuf)
 
 
 @nb.njit(cache=True, nogil=True)

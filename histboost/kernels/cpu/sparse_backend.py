@@ -274,6 +274,8 @@ class SparseCPUBackend(CPUBackend):
         h_scale = 1.0 if q is None else float(q.h_scale)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
         general = split.gain_path(reg)
+        # a feature's sums in gradient units (quantised trees), channels as the search reads
+        fbuf = np.empty((self._widest + 4, 2 if C == 1 else C), np.float64)
         for j, node in enumerate(nodes):
             slots, vals = self._hist[node]
             n = slots.shape[0]
@@ -287,7 +289,7 @@ class SparseCPUBackend(CPUBackend):
             prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
             # each searched feature adds at most its default and three edge bins
             size = n + 4 * nf_max
-            if (q is None and monotone is None
+            if (monotone is None
                     and self._team(size * _SPLIT_COST // _PARALLEL_MIN_VALUES) == 1):
                 # one pass: each feature searched as its bins are written
                 hist, bins = self._search_scratch(self._widest + 4, C)
@@ -295,8 +297,9 @@ class SparseCPUBackend(CPUBackend):
                 rec[split.REC_FEATURE] = -1.0
                 kept, nf, n_new = sparse.search_node(
                     *args, float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
-                    *prune_args, *scratch, hist, ptr, features, bins, reg, general,
-                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec)
+                    1.0 if q is None else float(q.g_scale), h_scale, *prune_args, *scratch,
+                    hist, ptr, features, bins, reg, general, np.zeros(2, np.int64),
+                    np.zeros(split.REC_WIDTH), rec, fbuf)
                 self._after_search(node, n, n_new)
                 continue
             hist, bins = self._search_scratch(size, C)
