@@ -11,9 +11,9 @@ feature 0's slots of a node's histogram is the node's total. Column-major, ``col
 (F+1,), ``col_rows`` int32 and ``col_bins`` uint8/uint16 hold each feature's non-default
 entries in row order (the partition reads them).
 
-A histogram built from the rows thus misses every default bin of the features f >= 1;
-`gather_fixed` sets it to the node total minus the feature's other slots (LightGBM's "fix
-histogram") while it copies the node's live features into its compact histogram (see
+A histogram built from the rows thus misses every default bin of the features f >= 1; the
+search (`search_node`) and `gather_fixed` set it to the node total minus the feature's other
+slots (LightGBM's "fix histogram"). Node histograms are kept sparse (below, and
 `kernels.cpu.sparse_backend`). Histograms, split search and trees are then those of the dense
 layout.
 """
@@ -524,10 +524,10 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
 
 @nb.njit(cache=True, nogil=True)
 def gather_fixed(src, starts, ptr, defaults, totals, dst):
-    """A node's compact histogram dst (size, C) from its built, unfixed full-width one src
+    """A node's fixed histogram dst (size, C) from its unfixed full-width one src
     (total_bins, C), both float64 or int64 (packed sums: C = 1; two's-complement differences
-    of packed sums are the packed differences): the runs src[starts[i]:...] of its live
-    features into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
+    of packed sums are the packed differences): the runs src[starts[i]:...] of features
+    into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
     slot (dst index defaults[i]) is *fixed*: the node total (the sum of feature 0's slots,
     every row once) minus the feature's other slots, summed in slot order. totals: (C,)
     zeros of dst's dtype (scratch)."""

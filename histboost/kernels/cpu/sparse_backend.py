@@ -2,26 +2,25 @@
 `histboost.data.sparse.SparseBins` (kernels: `histboost.kernels.cpu.sparse`).
 
 Everything but the layout-bound steps is `CPUBackend`'s: gradients, split search kernels,
-margins. A node's histogram is built over the stored slots of its rows (time proportional to
-its stored values) in a full-width scratch histogram, each feature's default bin is fixed from
-the node total, and the partition reads the split feature's column of non-default entries.
+margins. A wide sparse matrix has far more histogram slots than a node has stored values, so
+no step of a node works over every slot:
 
-Live features. A wide sparse matrix has far more histogram slots than a node has stored values,
-so per-node work over every slot (zeroing, fixing, subtracting, searching) would dominate. A
-feature is *live* in a node while some split of it could be valid there: its rows outside the
-default bin carry at least min_child_weight of hessian (and min_data_in_leaf rows, when rows
-are counted). A node's descendants hold subsets of its rows, so a feature dead in a node is dead
-in its whole subtree (hessians are non-negative; otherwise nothing is pruned).
+- A node's histogram is *sparse*: the slots that hold anything, ascending, with their sums;
+  every feature's default bin (the bin of an unstored entry) left out and fixed from the node
+  total (feature 0's slots, stored for every row) when it is read.
+- The smaller child of a split is built from its rows' stored slots (a full-width scratch
+  never zeroed, a bitmap of the slots touched); the larger child is its parent's histogram
+  minus those slots, in place.
+- The search visits only the features with a slot in the node's list, fixes each one's
+  default bin, writes its bins in order and runs the dense kernel's per-feature scan on them:
+  the splits of the dense layout.
+- Features *dead* in a node (its rows off their default bin carry less than
+  min_child_weight of hessian, or fewer than min_data_in_leaf rows) cannot split there nor
+  below (descendants hold subsets of its rows; hessians non-negative): each node's search
+  marks them in an array its children inherit, and their slots leave its list and its
+  children's builds.
 
-Compact histograms. A node's histogram is kept *compact*: the slots of its live features only,
-feature after feature in ascending order (feature 0, which carries the node total, always
-first), so memory and every step after the build (fixing, subtracting, searching) cost its live
-slots. Both children of a split take the live features that stay live in the parent; the
-parent's histogram is compacted to them when its split is searched, so a subtraction is one
-elementwise difference of two arrays of one layout. The split search runs the dense kernels on
-the compact histogram (compact offsets, features renumbered back): the splits are those of the
-dense layout. `read_histograms` returns full-width histograms, zero outside the live features'
-slots.
+The partition reads the split feature's column of non-default entries.
 """
 
 from __future__ import annotations
