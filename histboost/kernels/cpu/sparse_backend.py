@@ -206,7 +206,8 @@ class SparseCPUBackend(CPUBackend):
             first.append(first[-1] + c)
         m = len(starts)
         C = self._channels_native
-        accs = self._empty((m, self.total_bins, C), self.hist_dtype)
+        # one scratch of a call's most items, its pages touched only as far as used
+        accs = self._empty((max(m, _BUILD_ITEMS), self.total_bins, C), self.hist_dtype)[:m]
         if self._bitmaps.shape[0] < m:
             self._bitmaps = np.zeros((m, self._bitmaps.shape[1]), np.uint64)
         touched = np.zeros(m, np.int64)
