@@ -217,17 +217,29 @@ def _backends(bins_dense, sbins, gh, count_rows=False):
     return dense, sparse
 
 
-@pytest.mark.parametrize("layout", ["float", "packed", "wide", "counted"])
-def test_sparse_histograms_equal_brute_force_histograms(layout):
+@pytest.mark.parametrize("layout", ["float", "packed", "wide", "counted", "cancelling"])
+def test_sparse_histograms_equal_brute_force_histograms(layout, monkeypatch):
     """Histograms of the sparse layout (stored slots + fixed default bins, then subtraction)
-    against the dense layout's after a root and two levels of splits, every slot compared."""
+    against the dense layout's after a root and two levels of splits, every slot compared.
+    "cancelling": gradients +-1 with mostly zero hessians, so that slots of a parent sum to
+    zero (left out of its list) while a child's do not (inserted into the larger child)."""
     d = histboost.Dataset(X_S).construct(max_bin=32)
     dd = histboost.Dataset(X_D).construct(max_bin=32)
     rng = np.random.default_rng(1)
     n = X_D.shape[0]
+    inserted = []
+    subtract = ksparse.subtract_in_place
+
+    def counted_subtract(*args):
+        inserted.append(subtract(*args))
+        return inserted[-1]
+    monkeypatch.setattr(ksparse, "subtract_in_place", counted_subtract)
     if layout == "float":
         gh = np.column_stack([rng.normal(size=n), rng.uniform(0.1, 1, n)]).astype(np.float32)
         q = None
+    elif layout == "cancelling":
+        gh = np.column_stack([rng.choice([-1, 1], n), rng.random(n) < 0.3]).astype(np.float32)
+        q = Quantisation(1.0, 1.0, 0)
     else:
         gh = np.column_stack([rng.integers(-50, 50, n), rng.integers(0, 30, n)]).astype(
             np.float32)
@@ -266,6 +278,8 @@ def test_sparse_histograms_equal_brute_force_histograms(layout):
                 np.testing.assert_array_equal(sparse.read_histograms([node]),
                                               dense.read_histograms([node]))
         frontier = lefts + rights
+    if layout == "cancelling":
+        assert sum(inserted) > 0
 
 
 def test_dead_features_are_pruned_without_changing_splits():
