@@ -99,6 +99,7 @@ class Booster:
         self._forest: PackedForest | None = None
         self._forest_size = -1
         self._device_forest: tuple | None = None
+        self._device_categorical: tuple | None = None
         self.categorical: CategoricalModel | None = None
         k = self.trees_per_round
         self.base_margin = (np.zeros(k) if base_margin is None
@@ -239,16 +240,7 @@ class Booster:
         """float64 (n, K) margins of raw X (n, F), dense or a `SparseMatrix` (predicted on
         the CPU without densifying), over trees [a, b) (all by default)."""
         a, b = tree_range if tree_range is not None else (0, len(self.trees))
-        n, k = X.shape[0], self.trees_per_round
-        if base_margin is not None:
-            bm = np.asarray(base_margin, np.float64)
-            if bm.shape not in ((n,), (n, 1), (n, k)):
-                raise ValueError(f"base_margin has shape {bm.shape}; this model has {k} "
-                                 f"output{'s' if k > 1 else ''}, so it needs ({n},) or "
-                                 f"({n}, {k})")
-            out = np.array(np.broadcast_to(bm.reshape(n, -1), (n, k)), dtype=np.float64)
-        else:
-            out = np.tile(self.base_margin, (n, 1))
+        out = self._initial_margin(X.shape[0], base_margin)
         if b > a:
             if self._predicts_on_gpu() and not isinstance(X, SparseMatrix):
                 self._add_margin_cuda(X, out, a, b)
@@ -256,6 +248,17 @@ class Booster:
                 self._set_threads()
                 self._packed().add_margin(X, out, a, b)
         return out
+
+    def _initial_margin(self, n: int, base_margin: np.ndarray | None) -> np.ndarray:
+        """float64 (n, K): the given base margin, else the model's."""
+        k = self.trees_per_round
+        if base_margin is None:
+            return np.tile(self.base_margin, (n, 1))
+        bm = np.asarray(base_margin, np.float64)
+        if bm.shape not in ((n,), (n, 1), (n, k)):
+            raise ValueError(f"base_margin has shape {bm.shape}; this model has {k} "
+                             f"output{'s' if k > 1 else ''}, so it needs ({n},) or ({n}, {k})")
+        return np.array(np.broadcast_to(bm.reshape(n, -1), (n, k)), dtype=np.float64)
 
     # -- prediction on a GPU ----------------------------------------------------------------
     def _predicts_on_gpu(self) -> bool:
@@ -283,12 +286,49 @@ class Booster:
         if X.dtype not in (torch.float32, torch.float64):
             X = X.to(torch.float64)
         X = X.to(dev).contiguous()
+        margin = torch.from_numpy(out).to(dev)
+        cuda_predict.add_margin_raw(self._forest_on(dev), X, margin, a, b)
+        out[...] = margin.cpu().numpy()
+
+    def _forest_on(self, dev: Any) -> tuple:
+        """The forest's arrays on torch device `dev` (kept while the trees do not change)."""
+        from .kernels.cuda import predict as cuda_predict
+
         key = (len(self.trees), str(dev))
         if self._device_forest is None or self._device_forest[0] != key:
             self._device_forest = (key, cuda_predict.forest_arrays(self._packed(), dev))
-        margin = torch.from_numpy(out).to(dev)
-        cuda_predict.add_margin_raw(self._device_forest[1], X, margin, a, b)
-        out[...] = margin.cpu().numpy()
+        return self._device_forest[1]
+
+    def _categorical_margin_cuda(self, data: Any, a: int, b: int, device: Any = None
+                                 ) -> np.ndarray:
+        """float64 (n, K) margins of trees [a, b) of a model with categorical features on raw
+        `data` (host input, or a torch tensor on `device`), the extended matrix built on the
+        device (`histboost.categorical.predict_cuda`). device: a torch device, by default
+        the tensor's or the model's ``device`` parameter's."""
+        import torch
+
+        from .categorical.predict_cuda import DeviceCategorical
+        from .kernels.cuda import predict as cuda_predict
+
+        if device is None:
+            device = data.device if isinstance(data, torch.Tensor) else torch.device(
+                str(self.params.get("device", "cuda")))
+        cat = self.categorical
+        assert cat is not None
+        # combinations join the model while it trains: the copy follows its size
+        key = (id(cat), len(cat.tables), len(cat.derived), str(device))
+        if self._device_categorical is None or self._device_categorical[0] != key:
+            self._device_categorical = (key, DeviceCategorical(cat, device))
+        dc = self._device_categorical[1]
+        numeric, hashes = dc.split_input(data)
+        XT = dc.columns(numeric, hashes)
+        bm = data.base_margin if isinstance(data, Dataset) else None
+        out = self._initial_margin(XT.shape[1], bm)
+        if b > a:
+            margin = torch.from_numpy(out).to(device)
+            cuda_predict.add_margin_columns(self._forest_on(device), XT, margin, a, b)
+            out[...] = margin.cpu().numpy()
+        return out
 
     def predict(self, data: Any, output_margin: bool = False, pred_leaf: bool = False,
                 iteration_range: tuple[int, int] | None = None, *,
@@ -302,7 +342,10 @@ class Booster:
 
         A model trained with ``device="cuda"`` predicts on the GPU when one is visible, and
         device input is predicted on its own device without a copy to the host; the result
-        is a host NumPy array either way.
+        is a host NumPy array either way. A model with categorical features takes raw values
+        there too: its extended matrix (statistics from the stored tables, combinations,
+        frequencies) is built on the device (strings are hashed on the host; device input
+        holds integer ids in the categorical columns).
 
         Returns float64 (n,) predictions — probabilities for binary:logistic, class indices
         for multi:softmax — or (n, K) class probabilities for multi:softprob; raw margins with
@@ -318,9 +361,17 @@ class Booster:
         if pred_contribs or pred_interactions:
             return self._explain(data, iteration_range, approx_contribs, pred_interactions)
         device_X = _cuda_matrix(data)
-        if device_X is not None and self.categorical is not None:
-            raise ValueError("a model with categorical features predicts from host data (a "
-                             "DataFrame or an array of raw values) for now")
+        if self.categorical is not None and not pred_leaf and (
+                device_X is not None or self._predicts_on_gpu()):
+            if _is_sparse(data):
+                raise ValueError("a model with categorical features predicts from dense input "
+                                 "(a DataFrame or an array), not a sparse matrix")
+            a, b = self._tree_range(iteration_range)
+            margin = self._categorical_margin_cuda(data if device_X is None else device_X, a,
+                                                   b)
+            if output_margin:
+                return margin[:, 0] if margin.shape[1] == 1 else margin
+            return self.objective.transform(margin)
         if device_X is not None and not pred_leaf:  # device input: predicted where it is
             if device_X.shape[1] != self.n_features:
                 raise ValueError(f"data has {device_X.shape[1]} features but the model was "
@@ -476,6 +527,7 @@ class Booster:
         for name, value in loaded.items():
             setattr(self, name, value)
         self._device_forest = None
+        self._device_categorical = None
         self._objective = None
         self._forest = None
         self._forest_size = -1

@@ -284,11 +284,10 @@ class _Training:
                 dist.check_ranking_weights(objective, w)
             if comm is None and w is not None and not np.any(w > 0):
                 raise ValueError("all weights are zero")
-            if dtrain.is_sparse and (p.device != "cpu" or comm is not None):
-                raise ValueError("a sparse Dataset trains on the CPU, in one process, for now "
-                                 f"({'device=' + repr(p.device) if comm is None else 'comm'} "
-                                 "given); pass a dense array (e.g. X.toarray()) to train it "
-                                 "there")
+            if dtrain.is_sparse and p.device != "cpu":
+                raise ValueError("a sparse Dataset trains on the CPU for now (device="
+                                 f"{p.device!r} given); pass a dense array (e.g. X.toarray()) "
+                                 "to train it there")
             evals = list(evals or ())
             eval_labels = []
             for d, name in evals:

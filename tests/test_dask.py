@@ -214,3 +214,81 @@ def test_misaligned_partitions_raise(client):
     with pytest.raises(ValueError, match="partitions"):
         hbd.DaskDataset(client, da.from_array(X, chunks=(50, 5)),
                         dd.from_pandas(pd.Series(y), npartitions=3))
+
+
+def test_sparse_partitions_give_the_one_process_model(client):
+    """Dask array of scipy CSR blocks on 2 workers, unstored entries missing: the sparse
+    one-process model; predictions per block (unstored entries read as zeros, as
+    `Booster.predict` reads a scipy matrix)."""
+    sp = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(4)
+    dense = np.where(rng.random((600, 30)) < 0.15, np.round(rng.normal(size=(600, 30)), 1), 0.0)
+    y = (dense[:, 0] - dense[:, 1] + rng.normal(size=600) * 0.3 > 0).astype(np.float64)
+    X = sp.csr_matrix(dense)
+    addrs = _workers(client)
+    xs, ys = [], []
+    for (a, b), o in zip(((0, 250), (250, 600)), (0, 1), strict=True):
+        fx, fy = client.scatter([X[a:b], y[a:b]], workers=[addrs[o]], hash=False)
+        xs.append(da.from_delayed(fx, shape=(b - a, 30), dtype=X.dtype, meta=X[:0]))
+        ys.append(da.from_delayed(fy, shape=(b - a,), dtype=y.dtype))
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "max_bin": 16, "nthread": 1}
+    dX = da.concatenate(xs)
+    dtrain = hbd.DaskDataset(client, dX, label=da.concatenate(ys), unstored="nan")
+    out = hbd.train(client, params, dtrain, 4)
+    want = hb.train(params, hb.Dataset(X, label=y, unstored="nan"), 4)
+    assert out["booster"].to_dict() == want.to_dict()
+    assert len(want.to_dict()["trees"][0]["split_feature"]) > 3
+    np.testing.assert_array_equal(hbd.predict(client, out, dX).compute(), want.predict(X))
+
+
+def _categorical_frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 12, n)
+    b = rng.integers(0, 7, n)
+    frame = pd.DataFrame({"x0": np.round(rng.normal(size=n), 1), "a": a,
+                          "b": pd.Series([f"s{v}" for v in b], dtype=object),
+                          "k": pd.Categorical(rng.choice(["p", "q", "r"], n))})
+    frame.loc[rng.random(n) < 0.05, "b"] = None  # missing: a category of its own
+    s = (a % 3 == b % 3) + 0.4 * frame["x0"].to_numpy() + 0.3 * (frame["k"] == "q")
+    return frame, (s + rng.normal(scale=0.3, size=n) > 0.6).astype(np.float64)
+
+
+def test_categorical_columns_give_the_one_process_model(client):
+    """A Dask DataFrame with string (object), pandas category and named integer-id columns on
+    2 workers: the one-process categorical model (ordered statistics, combinations), its
+    predictions per partition from raw values, and the estimator's `categorical_features`."""
+    frame, y = _categorical_frame(600, 11)
+    addrs = _workers(client)
+    spans, owners = [(0, 250), (250, 420), (420, 600)], [1, 0, 1]
+    parts = [client.scatter([frame.iloc[a:b], pd.Series(y[a:b], name="y")],
+                            workers=[addrs[o]], hash=False) for (a, b), o in zip(spans, owners,
+                                                                                  strict=True)]
+    df = dd.from_delayed([p[0] for p in parts], meta=frame.iloc[:0])
+    lab = dd.from_delayed([p[1] for p in parts], meta=pd.Series([], dtype=float, name="y"))
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 3,
+              "max_ctr_complexity": 2, "n_permutations": 2, "seed": 4, "nthread": 1}
+    dtrain = hbd.DaskDataset(client, df, lab, categorical_features=["a"])
+    assert dtrain.categorical_features == [1]
+    out = hbd.train(client, params, dtrain, 3)
+    want = hb.train(params, hb.Dataset(frame, label=y, categorical_features=["a"]), 3,
+                    verbose_eval=False)
+    got, want_d = out["booster"].to_dict(), want.to_dict()
+    assert got["trees"] == want_d["trees"]
+    for k in want_d["learner"]:
+        assert got["learner"][k] == want_d["learner"][k], k
+    assert got == want_d
+    assert {d["kind"] for d in got["learner"]["categorical"]["derived"]} >= {"ctr", "freq"}
+    test, _ = _categorical_frame(90, 12)
+    test.loc[:4, "b"] = "unseen"
+    pred = hbd.predict(client, out, dd.from_pandas(test, npartitions=2, sort=False))
+    np.testing.assert_array_equal(pred.compute().to_numpy(), want.predict(test))
+
+    clf = hbd.DaskHistBoostClassifier(n_estimators=3, max_depth=3, quantized_grad=True,
+                                      n_jobs=1, categorical_features=["a"], client=client)
+    clf.fit(df, lab)
+    ref = HistBoostClassifier(n_estimators=3, max_depth=3, quantized_grad=True, n_jobs=1,
+                              categorical_features=["a"]).fit(frame, y)
+    np.testing.assert_array_equal(
+        clf.predict_proba(dd.from_pandas(test, npartitions=2, sort=False)).compute(),
+        ref.predict_proba(test))

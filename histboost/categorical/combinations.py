@@ -163,7 +163,7 @@ class CombinationSlots:
 
         tr = self.trainer
         keys = combine_hashes([tr.hashes[:, c] for c in combo])
-        ks = key_statistics(tr.comm, keys, tr.row_ids, tr.targets, tr.perm_seeds)
+        ks = key_statistics(tr.comm, keys, tr.row_ids, tr.global_rows)
         table = CtrTable(combo, *ks.table)
         freq = ks.totals / tr.n_total
         bins, cuts, freq_cuts = tr._bin_all_permutations(ks.ordered, freq, tr.bins.dtype)

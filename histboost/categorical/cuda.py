@@ -17,6 +17,11 @@ table (the model's) is read only when a tree first uses it. The static columns (
 the frequency and one-hot columns of single categorical columns) are computed once on the host,
 as on the CPU, and uploaded with the matrix.
 
+Distributed training (``comm``): the statistics, tables and cuts come from the owner ranks
+on the host (`histboost.distributed.categorical`, as with ``device="cpu"``) and their bins are
+copied into the device matrix by `CUDABackend.replace_columns`; combinations added mid-tree
+rebuild only their columns' histogram slots, summed across ranks (``combine``).
+
 The device scans are integer sums: targets that are not all integers (regression on the mean,
 ``ctr_target_borders=0``, with a fractional label) are computed on the host by the CPU engine
 and copied to the device, which gives the same model.
@@ -51,16 +56,15 @@ class CudaCtrTrainer(CtrTrainer):
     def __init__(self, dtrain: Any, params: TrainParams, mapper: Any, bins: np.ndarray,
                  y: np.ndarray, objective: str, comm: Any = None,
                  row_ids: np.ndarray | None = None) -> None:
-        if comm is not None:  # every rank raises here alike
-            raise ValueError("categorical features with device='cuda' train in one process "
-                             "for now (comm given); distributed categorical training runs "
-                             "on the CPU (device='cpu')")
         self._constructed = False
-        super().__init__(dtrain, params, mapper, bins, y, objective)
+        super().__init__(dtrain, params, mapper, bins, y, objective, comm=comm,
+                         row_ids=row_ids)
         self._constructed = True
         t = self.targets
-        # int64 scans are exact for integer targets (sums below 2**62)
-        self.on_device = bool(np.array_equal(t, np.floor(t))) and \
+        # int64 scans are exact for integer targets (sums below 2**62); with comm the
+        # statistics of all ranks' rows come from the owner ranks (histboost.distributed.
+        # categorical), on the host, and are copied into the device matrix
+        self.on_device = comm is None and bool(np.array_equal(t, np.floor(t))) and \
             float(np.abs(t).sum(axis=0).max(initial=0.0)) < 2.0**62
         self.stats: Any = None
         self._ids_d: list[Any] = []

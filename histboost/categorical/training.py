@@ -26,10 +26,11 @@ import numpy as np
 
 from ..data.binning import BinMapper, feature_cuts, mapper_from_cuts, row_hash, sample_row_ids
 from ..distributed.categorical import (
+    GlobalRows,
     global_labels,
     global_labels_of_settings,
     global_padded_cuts,
-    key_statistics,
+    key_statistics_columns,
     permutation_order,
     permutation_seed,
 )
@@ -44,6 +45,11 @@ from .settings import CtrSettings
 _CACHE_BYTES = 1 << 30
 # rows whose statistics place the quantile cuts of a statistic (15 cuts need few)
 _CUT_SAMPLE_ROWS = 50_000
+# distributed training: categorical columns exchanged together up to about this many bytes
+# of messages per rank (a row of a column: 12 bytes out, up to 8 (1 + P (1 + m)) back): fewer
+# collective calls, while each batch's arrays stay small (all 26 columns of ctr_like 200k at
+# once, ~350 MB, cost more CPU per rank than one column at a time)
+_BATCH_BYTES = 1 << 26
 
 
 def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +99,12 @@ class CtrTrainer:
             comm.allreduce(total, op="sum", inplace=True)
             self.n_total = int(total[0])
         self.n_threads = p.n_threads
-        self.settings = self._settings(objective, p, y)
+        # with comm: every rank's labels in global row order (8 bytes per row, once), for the
+        # statistics' settings as one process makes them and every row's targets
+        y_all = None if comm is None else global_labels_of_settings(comm, y, self.row_ids)
+        self.settings = CtrSettings.from_labels(objective, p.num_class,
+                                                y if y_all is None else y_all, p.ctr_priors,
+                                                p.ctr_target_borders)
         self.targets = self.settings.targets(y)
         self.value_bins = p.ctr_border_count + 1
         numeric = [i for i in range(len(dtrain.feature_names)) if i not in set(cat.positions)]
@@ -105,6 +116,10 @@ class CtrTrainer:
         self.n_ids: list[int] = []
         self.cut_rows = self._cut_rows()
         self.perm_seeds = [permutation_seed(p.seed, j) for j in range(p.n_permutations)]
+        self.global_rows: GlobalRows | None = None
+        if y_all is not None:
+            self.global_rows = GlobalRows(self.n_total, self.settings.targets(y_all),
+                                          self.perm_seeds, self.settings.target != "mean")
         # the matrix dtype (every derived column has value_bins + 1 slots)
         dtype = np.promote_types(bins.dtype, np.uint8 if self.value_bins < 256 else np.uint16)
         static: list[tuple[int, np.ndarray, np.ndarray]] = []  # (derived index, values, cuts)
@@ -114,15 +129,26 @@ class CtrTrainer:
         freqs: list[tuple[np.ndarray, np.ndarray]] = []  # (values, cuts) per ctr table
         # distributed: every permutation's binned statistics and cuts, per ctr table
         binned: list[tuple[list[np.ndarray], np.ndarray]] = []
+        key_stats = []
+        if comm is not None:  # every column's exchanges together, in batches
+            row_bytes = 8 * (3 + len(self.perm_seeds) * (1 + self.settings.n_channels))
+            batch = max(1, _BATCH_BYTES // max(1, row_bytes * self.n_total
+                                               // comm.world_size))
+            for lo in range(0, cat.n_columns, batch):
+                key_stats += key_statistics_columns(comm, cat.hashes[:, lo:lo + batch],
+                                                    self.row_ids, self.global_rows,
+                                                    p.one_hot_max_size)
+        distributed_ctr = []  # (table, KeyStatistics) of the ctr columns, with comm
         for c in range(cat.n_columns):
-            ids, uniq = dense_ids(cat.hashes[:, c])
-            self.ids.append(ids)
-            self.n_ids.append(int(uniq.size))
             if comm is None:
+                ids, uniq = dense_ids(cat.hashes[:, c])
+                self.ids.append(ids)
+                self.n_ids.append(int(uniq.size))
                 categories = uniq if uniq.size <= p.one_hot_max_size else None
-            else:
-                ks = key_statistics(comm, cat.hashes[:, c], self.row_ids, self.targets,
-                                    self.perm_seeds, p.one_hot_max_size)
+            else:  # the owner ranks' dense ids (local ones are never used)
+                ks = key_stats[c]
+                self.ids.append(np.zeros(0, np.int32))
+                self.n_ids.append(ks.n_categories)
                 categories = ks.categories
             if categories is not None:
                 if categories.size > 1:  # one category: nothing to split
@@ -136,12 +162,16 @@ class CtrTrainer:
                 freqs.append((freq, self.sample_cuts(freq[self.cut_rows, None])[0]))
             else:
                 model.tables.append(CtrTable((c,), *ks.table))
-                freq = ks.totals / self.n_total
-                bins_c, cuts_c, freq_cuts = self._bin_all_permutations(ks.ordered, freq,
-                                                                       dtype)
+                distributed_ctr.append(ks)
+            self.ctr_tables.append(len(model.tables) - 1)
+        if distributed_ctr:  # one cut computation (collective) for every column
+            freq_all = [ks.totals / self.n_total for ks in distributed_ctr]
+            done = self._bin_all_permutations_many(
+                [(ks.ordered, f) for ks, f in zip(distributed_ctr, freq_all, strict=True)],
+                dtype)
+            for freq, (bins_c, cuts_c, freq_cuts) in zip(freq_all, done, strict=True):
                 binned.append((bins_c, cuts_c))
                 freqs.append((freq, freq_cuts))
-            self.ctr_tables.append(len(model.tables) - 1)
         # derived columns grouped by kind: the statistic columns, replaced every permutation,
         # are contiguous in the matrix (row-contiguous copies)
         for t in self.ctr_tables:
@@ -207,24 +237,6 @@ class CtrTrainer:
         self._backend: Any = None
         self._load_permutation(0, None)
 
-    def _settings(self, objective: str, p: TrainParams, y: np.ndarray) -> CtrSettings:
-        """The statistics' settings from the labels of all ranks' rows."""
-        if self.comm is None:
-            return CtrSettings.from_labels(objective, p.num_class, y, p.ctr_priors,
-                                           p.ctr_target_borders)
-        if not (objective.startswith("binary:") or objective.startswith("multi:")):
-            # label quantiles and a float mean: from every label, in global row order
-            y_all = global_labels_of_settings(self.comm, y, self.row_ids)
-            return CtrSettings.from_labels(objective, p.num_class, y_all, p.ctr_priors,
-                                           p.ctr_target_borders)
-        settings = CtrSettings.from_labels(objective, p.num_class, y, p.ctr_priors,
-                                           p.ctr_target_borders)
-        # integer labels: their sum is exact in any order, so the mean is one process's
-        total = np.array([float(np.sum(y))])
-        self.comm.allreduce(total, op="sum", inplace=True)
-        settings.label_mean = float(total[0] / self.n_total) if self.n_total else 0.0
-        return settings
-
     def _cut_rows(self) -> np.ndarray:
         """int64 local indices of this rank's rows in the cut sample (rows sampled by a hash
         of their global index: the same sample however the rows are split)."""
@@ -249,23 +261,42 @@ class CtrTrainer:
         """(bins (n, n_stats) per permutation, cuts (P, n_stats, value_bins), the frequency's
         cuts (value_bins,) or None) of a key's statistics under every permutation, with one
         cut computation (collective with comm) for all of them."""
+        return self._bin_all_permutations_many([(ordered, freq)], dtype)[0]
+
+    def _bin_all_permutations_many(
+            self, keys: list[tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray | None]],
+            dtype: np.dtype) -> list[tuple[list[np.ndarray], np.ndarray, np.ndarray | None]]:
+        """`_bin_all_permutations` of several keys ((ordered, freq) each) with one cut
+        computation (one collective call with comm) for all of them."""
         k = self.settings.n_stats
         uniform = self.settings.target != "mean"  # fixed cuts: nothing to sample
-        sample = [] if uniform else [self.settings.statistics(c[self.cut_rows],
-                                                              s[self.cut_rows])
-                                     for c, s in ordered]
-        if freq is not None:
-            sample.append(freq[self.cut_rows, None])
+        sample = []
+        for ordered, freq in keys:
+            if not uniform:
+                sample += [self.settings.statistics(c[self.cut_rows], s[self.cut_rows])
+                           for c, s in ordered]
+            if freq is not None:
+                sample.append(freq[self.cut_rows, None])
         cuts = (self.sample_cuts(np.hstack(sample)) if sample
                 else np.zeros((0, self.value_bins)))
-        if uniform:
-            per_perm = np.broadcast_to(self.uniform_cuts(),
-                                       (len(ordered), k, self.value_bins)).copy()
-        else:
-            per_perm = cuts[:len(ordered) * k].reshape(len(ordered), k, self.value_bins)
-        bins = [self.bin_statistics(c, s, per_perm[j], dtype)
-                for j, (c, s) in enumerate(ordered)]
-        return bins, per_perm, (cuts[-1] if freq is not None else None)
+        out = []
+        at = 0
+        for ordered, freq in keys:
+            if uniform:
+                per_perm = np.broadcast_to(self.uniform_cuts(),
+                                           (len(ordered), k, self.value_bins)).copy()
+            else:
+                per_perm = cuts[at:at + len(ordered) * k].reshape(len(ordered), k,
+                                                                  self.value_bins)
+                at += len(ordered) * k
+            freq_cuts = None
+            if freq is not None:
+                freq_cuts = cuts[at]
+                at += 1
+            bins = [self.bin_statistics(c, s, per_perm[j], dtype)
+                    for j, (c, s) in enumerate(ordered)]
+            out.append((bins, per_perm, freq_cuts))
+        return out
 
     # -- ordered statistics --------------------------------------------------------------
     def ordered_columns(self, perm: int) -> tuple[np.ndarray, np.ndarray]:

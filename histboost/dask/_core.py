@@ -22,6 +22,11 @@ How `train` runs (docs/dask.md has the user's view):
 
 Cuts: `histboost.train(..., comm=...)` computes them from all ranks' rows, sampled by the hash
 of each row's global index (`row_ids`), the cuts one process computes on the whole data.
+
+Categorical columns (`DaskDataset(categorical_features=)`, or pandas category / object /
+string columns of a DataFrame): the parts keep the partitions' raw pandas frames, and each
+rank builds its `Dataset` from them with the categorical columns; the distributed categorical
+path (`histboost.distributed.categorical`) gives the one-process model.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import numpy as np
 
 from ..booster import Booster
 from ..collective.errors import CollectiveError, CollectiveTimeout
-from ..data.dataset import Dataset, to_float_matrix
+from ..data.dataset import Dataset, _is_scipy_sparse, to_float_matrix
 from ..params import parse_params
 
 _STOPPED = "distributed training stopped"  # how `raise_together` relays another rank's error
@@ -105,9 +110,16 @@ def _as_column(v: Any, X: Any, what: str) -> Any:
     return v
 
 
-def _pack(i: int, x: Any, y: Any, w: Any) -> tuple[np.ndarray, Any, Any]:
-    """A partition's (features, label, weight) as NumPy arrays (lengths checked)."""
-    X, _ = to_float_matrix(x)
+def _pack(i: int, x: Any, y: Any, w: Any, raw: bool = False) -> tuple[Any, Any, Any]:
+    """A partition's (features, label, weight) as NumPy arrays (lengths checked); with
+    `raw`, the features stay the partition's pandas DataFrame (categorical columns, raw
+    values), its index reset; a scipy sparse partition's features as a scipy CSR matrix."""
+    if raw:
+        X = x.reset_index(drop=True)
+    elif _is_scipy_sparse(x):
+        X = x.tocsr()
+    else:
+        X, _ = to_float_matrix(x)
     out = [X]
     for what, v in (("label", y), ("weight", w)):
         if v is not None:
@@ -124,7 +136,8 @@ def _rows(part: tuple) -> int:
 
 
 def _slice(part: tuple, a: int, b: int) -> tuple:
-    return tuple(None if v is None else v[a:b] for v in part)
+    return tuple(None if v is None else v.iloc[a:b].reset_index(drop=True)
+                 if hasattr(v, "iloc") else v[a:b] for v in part)
 
 
 class DaskDataset:
@@ -134,20 +147,40 @@ class DaskDataset:
     Parameters
     ----------
     client : a ``distributed.Client`` (None: the default client).
-    data : Dask array (n, F) or Dask DataFrame of numeric columns; NaN marks missing values.
+    data : Dask array (n, F) or Dask DataFrame of numeric columns; NaN marks missing values. A
+        Dask array of scipy sparse blocks stays sparse (docs/sparse.md).
     label, weight : Dask array, Series or one-column DataFrame with the same row partitions
         (the same number of partitions, each with the rows of the data's partition).
     feature_names : names of the F features (default: the DataFrame's columns or f0..).
     max_bin : histogram slots per feature, as in `Dataset`.
+    categorical_features : column indices or names of categorical columns, as in `Dataset`
+        (alias ``cat_features``); a DataFrame's category, object and string columns are
+        categorical without being named. Values: strings or integer ids, NaN / None a
+        category of its own (docs/categorical.md).
+    unstored : the value of entries sparse blocks do not store, as in `Dataset`: "zero" or
+        "nan" (the training set's rule applies to its evaluation sets too).
 
     The partitions are computed on the cluster at once (as NumPy parts, on the workers that
     hold them); only their row counts come to the client. Empty partitions are allowed.
     """
 
     def __init__(self, client: Any, data: Any, label: Any = None, weight: Any = None, *,
-                 feature_names: Sequence[str] | None = None, max_bin: int = 256) -> None:
+                 feature_names: Sequence[str] | None = None, max_bin: int = 256,
+                 categorical_features: Any = None, cat_features: Any = None,
+                 unstored: str = "zero") -> None:
         import dask
         from distributed import wait
+
+        from ..data.categorical import _auto_categorical, _resolve
+        from ..data.sparse import check_unstored
+
+        self.unstored = check_unstored(unstored)
+
+        if cat_features is not None:
+            if categorical_features is not None:
+                raise ValueError("give categorical_features or its alias cat_features, not "
+                                 "both")
+            categorical_features = cat_features
 
         self.client = _client(client)
         if _is_dask_array(data):
@@ -170,11 +203,21 @@ class DaskDataset:
         self.feature_names = names or [f"f{i}" for i in range(n_features)]
         self.max_bin = int(max_bin)
         self.n_features = n_features
+        # categorical columns as input positions (named ones; a frame's category / object /
+        # string columns are found again by each rank's Dataset)
+        self.categorical_features: list[int] | None = None
+        if categorical_features is not None and len(np.atleast_1d(
+                np.asarray(categorical_features, dtype=object))):
+            self.categorical_features = _resolve(categorical_features, self.feature_names,
+                                                  "data")
+        raw = _is_dask_frame(data) and (self.categorical_features is not None or any(
+            _auto_categorical(t) for t in data.dtypes))
+        self.raw = raw
         y, w = _as_column(label, data, "label"), _as_column(weight, data, "weight")
         self.has_label, self.has_weight = y is not None, w is not None
         columns = [_partitions(data)] + [
             _partitions(v) if v is not None else [None] * _npartitions(data) for v in (y, w)]
-        packs = [dask.delayed(_pack, pure=False)(i, *p)
+        packs = [dask.delayed(_pack, pure=False)(i, *p, raw)
                  for i, p in enumerate(zip(*columns, strict=True))]
         self.parts = self.client.compute(packs)
         wait(self.parts)
@@ -329,13 +372,25 @@ def _train_task(job: dict[str, Any], rank: int, world: int, host: str, rdzv: str
 
 def _local_dataset(parts: list[tuple], job: dict[str, Any], reference: Dataset | None = None,
                    row_ids: np.ndarray | None = None) -> Dataset:
-    def cat(k: int) -> np.ndarray | None:
+    def cat(k: int) -> Any:
         if parts[0][k] is None:
             return None
-        return parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
+        if len(parts) == 1:
+            return parts[0][k]
+        if _is_scipy_sparse(parts[0][k]):  # sparse partitions stay sparse
+            import scipy.sparse as sp
+
+            return sp.vstack([p[k] for p in parts], format="csr")
+        if hasattr(parts[0][k], "iloc"):  # raw frames (categorical columns)
+            import pandas as pd
+
+            return pd.concat([p[k] for p in parts], ignore_index=True)
+        return np.concatenate([p[k] for p in parts])
 
     return Dataset(cat(0), label=cat(1), weight=cat(2), feature_names=job["feature_names"],
-                   max_bin=job["max_bin"], reference=reference, row_ids=row_ids)
+                   max_bin=job["max_bin"], reference=reference, row_ids=row_ids,
+                   categorical_features=job["categorical_features"],
+                   unstored=job["unstored"])
 
 
 def _train_rank(comm: Any, job: dict[str, Any], parts: list[tuple],
@@ -493,7 +548,8 @@ def train(client: Any, params: dict[str, Any], dtrain: DaskDataset, num_boost_ro
            "callbacks": list(callbacks) if callbacks else None,
            "xgb_model": None if xgb_model is None else xgb_model.save_raw(),
            "feature_names": dtrain.feature_names, "max_bin": dtrain.max_bin,
-           "timeout": float(timeout)}
+           "categorical_features": dtrain.categorical_features,
+           "unstored": dtrain.unstored, "timeout": float(timeout)}
     token = uuid.uuid4().hex
     rdzv = f"histboost-rendezvous-{token}"
     host = _host(addrs[0])
@@ -603,6 +659,19 @@ def predict(client: Any, model: Booster | dict[str, Any], data: Any,
         raise TypeError(f"model must be a Booster or train()'s result, got "
                         f"{type(booster).__name__}")
     fn = partial(_values, output_margin=output_margin, iteration_range=iteration_range)
-    probe = fn(booster, np.zeros((1, booster.n_features)))
+    probe = fn(booster, _probe_row(booster))
     return _predict_parts(client, booster, data, fn, None if probe.ndim == 1 else
                           probe.shape[1], np.float64)
+
+
+def _probe_row(booster: Booster) -> Any:
+    """One row of input the model predicts (to learn the output's width): zeros, or for a
+    model with categorical features a frame of its input columns, the categorical ones
+    missing."""
+    cat = booster.categorical
+    if cat is None:
+        return np.zeros((1, booster.n_features))
+    import pandas as pd
+
+    return pd.DataFrame({name: [None] if i in cat.positions else [0.0]
+                         for i, name in enumerate(cat.input_names)})

@@ -89,16 +89,18 @@ class _DaskModel:
             eval_set: Sequence[tuple[Any, Any]] | None = None,
             sample_weight_eval_set: Sequence[Any] | None = None, verbose: bool | int = False,
             xgb_model: Booster | str | os.PathLike | _HistBoostModel | None = None) -> Any:
-        """Train on X (Dask array (n, F) or DataFrame; NaN = missing) and y (Dask array or
-        Series with X's partitions). As `HistBoostRegressor.fit`; rows of zero weight stay
-        in the data (they add nothing to the gradients)."""
+        """Train on X (Dask array (n, F) or DataFrame; NaN = missing; categorical columns
+        as in `DaskDataset`) and y (Dask array or Series with X's partitions). As
+        `HistBoostRegressor.fit`; rows of zero weight stay in the data (they add nothing to
+        the gradients)."""
         if not isinstance(self.n_estimators, int | np.integer) or self.n_estimators < 1:
             raise ValueError(f"n_estimators must be a positive integer, got "
                              f"{self.n_estimators!r}")
         client = _client(self.client)
         names = None if _is_dask_array(X) else [str(c) for c in X.columns]
         y, objective_params = self._encode_dask_y(client, y, True, "y")
-        dtrain = DaskDataset(client, X, label=y, weight=sample_weight, feature_names=names)
+        dtrain = DaskDataset(client, X, label=y, weight=sample_weight, feature_names=names,
+                             categorical_features=self.categorical_features)
         self.n_features_in_ = dtrain.n_features
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -116,7 +118,9 @@ class _DaskModel:
                 we = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
                 ye = self._encode_dask_y(client, pair[1], False, f"eval_set {i}")[0]
                 evals.append((DaskDataset(client, pair[0], label=ye, weight=we,
-                                          feature_names=names), f"validation_{i}"))
+                                          feature_names=names,
+                                          categorical_features=dtrain.categorical_features),
+                              f"validation_{i}"))
         if isinstance(xgb_model, _HistBoostModel):
             xgb_model = xgb_model.get_booster()
         out = train(client, {**self._train_params(), **objective_params}, dtrain,

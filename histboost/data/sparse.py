@@ -175,13 +175,19 @@ def sparse_bin_mapper(S: SparseMatrix, weight: np.ndarray | None, max_bin: int,
     if max_bin < 2:
         raise ValueError(f"max_bin must be >= 2, got {max_bin}")
     sample_rows = DEFAULT_SAMPLE_ROWS if sample_rows is None else sample_rows
-    n, F = S.shape
-    ws = weight
+    n = S.shape[0]
     if n > sample_rows:  # the sample of compute_bin_mapper
         rows = sample_row_ids(0, n, n, sample_rows, seed)
         S = S.take_rows(rows)
-        ws = None if weight is None else weight[rows]
-        n = int(rows.size)
+        weight = None if weight is None else weight[rows]
+    return sample_bin_mapper(S, weight, max_bin)
+
+
+def sample_bin_mapper(S: SparseMatrix, ws: np.ndarray | None, max_bin: int) -> BinMapper:
+    """`sparse_bin_mapper`'s cuts of the cut sample S itself (its rows in global row order,
+    their weights ws (n,) or None), without sampling again: the step a distributed job runs on
+    the sample gathered from every rank (`histboost.distributed.cuts`)."""
+    n, F = S.shape
     col_ptr, col_rows, col_vals = S.columns()
     stored = np.diff(col_ptr)
     col_of = np.repeat(np.arange(F, dtype=np.int64), stored)
@@ -322,4 +328,4 @@ class SparseBins:
 
 
 __all__ = ["MAX_FEATURES", "UNSTORED_RULES", "SparseBins", "SparseMatrix", "check_unstored",
-           "sparse_bin_mapper"]
+           "sample_bin_mapper", "sparse_bin_mapper"]

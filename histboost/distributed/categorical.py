@@ -11,15 +11,22 @@ column (or combination) to the rank owning its category (``hash mod world_size``
 one-process computation on them (`histboost.kernels.cpu.target_stats`: sort by category and
 permutation position, exclusive segmented scans), then sends each row's results back with a
 second alltoall. Counts and sums of 0/1 targets are exact integers in float64, and float
-target sums are added in the one-process order (the owner sorts by global row index or
-permutation position first), so the statistics are those of one process bit for bit.
+target sums are added in the one-process order (the owner takes its rows in global row order
+or permutation order), so the statistics are those of one process bit for bit.
+
+Once per training run every rank gets what does not depend on the column (`GlobalRows`): the
+labels of all rows by global index (so a row's targets need not travel with each column), and
+every permutation's order of all rows (the sorts one process makes). An owner then finds its
+received rows' order under each permutation by restricting the global order (a pass over
+the rows of all ranks, no sort per column).
 
 What crosses the network, per categorical column or combination (n: this rank's rows, m:
 target channels, P: permutations, d: the owner's categories):
 
-- to the owners: n x (8 + 8 + 8 m) bytes (hash, global row index, targets);
-- back: n x 8 (1 + P (1 + m)) bytes (the category's total count; per permutation the count
-  and channel sums of the earlier rows);
+- to the owners: n x 12 bytes (hash, 32-bit global row index; 16 bytes beyond 2**32 rows);
+- back: n x 4 (1 + P (1 + m)) bytes for 0/1 target channels (binary, multiclass, label
+  borders: integer counts and sums, int32), n x 8 (1 + P (1 + m)) for the label mean (the
+  category's total count; per permutation the count and channel sums of the earlier rows);
 - the number of categories (one int64 allreduce), then every owner's part of the final table,
   allgathered: d x 8 (2 + m) bytes per owner (the model stores the table on every rank);
   a column with at most ``one_hot_max_size`` categories sends only its hashes instead;
@@ -28,6 +35,9 @@ target channels, P: permutations, d: the owner's categories):
   (about 50,000 rows in all, whatever the rank count) go to the rank computing that column's
   cuts (8 bytes per value, each value to one rank), and the cuts come back in one allgather
   (k x 16 x 8 bytes for k columns).
+
+Once per run: every rank's labels and global row indices, allgathered (16 bytes per row of all
+ranks to every rank, `global_labels_of_settings`).
 
 Every call goes through the communicator with its timeout.
 """
@@ -64,6 +74,40 @@ def permutation_order(seed: int, row_ids: np.ndarray) -> np.ndarray:
     return order.astype(np.int64)
 
 
+class GlobalRows:
+    """What every rank knows of all ranks' rows, computed once per training run: the rows of
+    every permutation in order, and every row's targets, both by global row index.
+
+    n_total: rows of all ranks; targets: float64 (n_total, m) target channels by global row
+    index (`CtrSettings.targets` of the labels of all ranks, allgathered once:
+    `global_labels_of_settings`); seeds: the permutations' hash seeds; integer: whether the
+    channels are 0/1 (binary, multiclass, label borders), so counts and sums are integers
+    below n_total. `orders[j]`: int64 (n_total,), the global rows in permutation j's order
+    (`permutation_order` of all rows: the one-process sorts, once)."""
+
+    def __init__(self, n_total: int, targets: np.ndarray, seeds: list[int],
+                 integer: bool) -> None:
+        self.n_total = int(n_total)
+        self.targets = np.ascontiguousarray(targets, np.float64)
+        self.seeds = list(seeds)
+        self.integer = bool(integer) and self.n_total < 2**31
+        all_rows = np.arange(self.n_total, dtype=np.int64)
+        self.orders = [permutation_order(s, all_rows) for s in self.seeds]
+
+    def local_orders(self, rid: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For rows with global indices rid (int64 (k,), distinct): (their local indices in
+        global row order, and in each permutation's order), by restricting the global orders
+        (O(n_total) each, no sort): the orders `permutation_order` gives on the subset."""
+        inv = np.full(self.n_total, -1, np.int32 if rid.shape[0] < 2**31 else np.int64)
+        inv[rid] = np.arange(rid.shape[0], dtype=inv.dtype)
+        by_row = inv[inv >= 0].astype(np.int64)
+        orders = []
+        for order in self.orders:
+            o = inv[order]
+            orders.append(o[o >= 0].astype(np.int64))
+        return by_row, orders
+
+
 @dataclass
 class KeyStatistics:
     """One categorical column's (or combination's) statistics over all ranks' rows.
@@ -83,64 +127,127 @@ class KeyStatistics:
 
 
 def key_statistics(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
-                   targets: np.ndarray, perm_seeds: list[int], one_hot_max_size: int = -1
-                   ) -> KeyStatistics:
+                   rows: GlobalRows, one_hot_max_size: int = -1) -> KeyStatistics:
     """Collective: the statistics of categorical keys (uint64 (n,), this rank's rows) with
-    global row indices row_ids (int64 (n,)) and targets (float64 (n, m)) under the
-    permutations of `perm_seeds` (module docstring)."""
+    global row indices row_ids (int64 (n,)) under the permutations of `rows` (module
+    docstring)."""
+    return key_statistics_columns(comm, keys[:, None], row_ids, rows, one_hot_max_size)[0]
+
+
+def key_statistics_columns(comm: Communicator, keys: np.ndarray, row_ids: np.ndarray,
+                           rows: GlobalRows, one_hot_max_size: int = -1
+                           ) -> list[KeyStatistics]:
+    """Collective: `key_statistics` of each column of keys (uint64 (n, C)) with the
+    messages of all columns together: one alltoall out, one back, one allreduce of the
+    category counts and two allgathers of the tables, whatever C (each column's rows go to
+    its own owners; the results are those of one column at a time)."""
     from ..categorical.training import dense_ids
 
     world = comm.world_size
     keys = np.ascontiguousarray(keys, np.uint64)
-    n, m = targets.shape
+    n, n_cols = keys.shape
+    m = rows.targets.shape[1]
+    rid_local = np.asarray(row_ids, np.int64)
     # small integers: NumPy's stable sort is then a radix sort
     dest = (keys % np.uint64(world)).astype(np.uint16 if world <= 1 << 16 else np.int64)
-    by_dest = np.argsort(dest, kind="stable")
-    payload = np.empty((n, 2 + m), np.uint64)
-    payload[:, 0] = keys[by_dest]
-    payload[:, 1] = np.asarray(row_ids, np.int64)[by_dest].view(np.uint64)
-    payload[:, 2:] = np.ascontiguousarray(targets, np.float64)[by_dest].view(np.uint64)
-    got, received = comm.alltoall(payload, np.bincount(dest, minlength=world))
+    by_dest = [np.argsort(dest[:, c], kind="stable") for c in range(n_cols)]
+    # sent[c, d]: rows of column c to rank d; the payload is destination-major, then column
+    sent = np.stack([np.bincount(dest[:, c], minlength=world) for c in range(n_cols)])
+    small = rows.n_total < 2**32  # global row indices in 32 bits: a row is 12 bytes
+    payload = np.empty((n * n_cols, 3 if small else 2), np.uint32 if small else np.uint64)
+    blocks = []  # (column, first source row in by_dest order, size, position in payload)
+    at = 0
+    for d in range(world):
+        for c in range(n_cols):
+            lo = int(sent[c, :d].sum())
+            size = int(sent[c, d])
+            blocks.append((c, lo, size, at))
+            at += size
+    for c, lo, size, at in blocks:
+        if not size:
+            continue
+        rows_c = by_dest[c][lo:lo + size]
+        if small:
+            payload[at:at + size, :2] = keys[rows_c, c].view(np.uint32).reshape(size, 2)
+            payload[at:at + size, 2] = rid_local[rows_c]
+        else:
+            payload[at:at + size, 0] = keys[rows_c, c]
+            payload[at:at + size, 1] = rid_local[rows_c].view(np.uint64)
+    # every sender's rows per column for this rank: how the received rows split by column
+    counts_all = np.asarray(comm.allgather(sent.T.reshape(1, world, n_cols).astype(np.int64)),
+                            np.int64).reshape(world, world, n_cols)
+    got, received = comm.alltoall(payload, sent.sum(axis=0))
     got = np.asarray(got)
-    hashes = np.ascontiguousarray(got[:, 0])
-    rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
-    tg = np.ascontiguousarray(got[:, 2:]).view(np.float64)
-    ids, uniq = dense_ids(hashes)
-    n_cat = np.array([uniq.size], np.int64)
+    mine = counts_all[:, comm.rank, :]  # (senders, columns): rows received
+    # received row positions of column c: sender-major, as one column's alltoall delivers
+    recv_at = np.cumsum(np.concatenate([[0], mine.ravel()]))[:-1].reshape(world, n_cols)
+    per_col = [np.concatenate([np.arange(recv_at[s, c], recv_at[s, c] + mine[s, c])
+                               for s in range(world)]).astype(np.int64)
+               for c in range(n_cols)]
+    if small:
+        all_hashes = np.ascontiguousarray(got[:, :2]).view(np.uint64).reshape(-1)
+        all_rid = got[:, 2].astype(np.int64)
+    else:
+        all_hashes = np.ascontiguousarray(got[:, 0])
+        all_rid = np.ascontiguousarray(got[:, 1]).view(np.int64)
+    dense = [dense_ids(all_hashes[per_col[c]]) for c in range(n_cols)]
+    n_cat = np.array([u.size for _, u in dense], np.int64)
     comm.allreduce(n_cat, op="sum", inplace=True)
-    if int(n_cat[0]) <= one_hot_max_size:
-        cats = np.sort(np.asarray(comm.allgather(uniq), np.uint64))
-        return KeyStatistics(int(n_cat[0]), categories=cats)
-    # the final table: each category's rows added in global row order, as one process adds
-    by_row = np.argsort(rid, kind="stable")
-    counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
-    width = 1 + len(perm_seeds) * (1 + m)
-    reply = np.empty((hashes.shape[0], width), np.float64)
-    reply[:, 0] = counts[ids]
-    for j, seed in enumerate(perm_seeds):
-        count, before = ordered_statistics(ids, int(uniq.size), permutation_order(seed, rid),
-                                           tg)
-        at = 1 + j * (1 + m)
-        reply[:, at] = count
-        reply[:, at + 1:at + 1 + m] = before
-    back, _ = comm.alltoall(reply, received)
-    rows = np.empty((n, width), np.float64)
-    rows[by_dest] = np.asarray(back)
-    part = np.empty((uniq.size, 2 + m), np.uint64)
-    part[:, 0] = uniq
-    part[:, 1] = counts.view(np.uint64)
-    part[:, 2:] = sums.view(np.uint64)
-    table = np.asarray(comm.allgather(part), np.uint64)
-    order = np.argsort(table[:, 0], kind="stable")
-    table = table[order]
-    ordered = [(np.ascontiguousarray(rows[:, 1 + j * (1 + m)]),
-                np.ascontiguousarray(rows[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
-               for j in range(len(perm_seeds))]
-    return KeyStatistics(
-        int(n_cat[0]), totals=np.ascontiguousarray(rows[:, 0]), ordered=ordered,
-        table=(np.ascontiguousarray(table[:, 0]),
-               np.ascontiguousarray(table[:, 1]).view(np.float64),
-               np.ascontiguousarray(table[:, 2:]).view(np.float64)))
+    onehot = n_cat <= one_hot_max_size
+    n_perm = len(rows.orders)
+    width = 1 + n_perm * (1 + m)
+    # 0/1 channels: counts and sums are integers below 2**31, sent as int32
+    reply = np.zeros((got.shape[0], width), np.int32 if rows.integer else np.float64)
+    parts = []  # this rank's categories of each column: (hash, count, channel sums)
+    for c in range(n_cols):
+        ids, uniq = dense[c]
+        part = np.zeros((uniq.size, 2 + m), np.uint64)
+        part[:, 0] = uniq
+        if not onehot[c]:
+            rid = all_rid[per_col[c]]
+            tg = rows.targets[rid]
+            by_row, orders = rows.local_orders(rid)
+            # the final table: each category's rows added in global row order (one process)
+            counts, sums = category_totals(ids[by_row], int(uniq.size), tg[by_row])
+            out = np.empty((rid.shape[0], width), reply.dtype)
+            out[:, 0] = counts[ids]
+            for j, order in enumerate(orders):
+                count, before = ordered_statistics(ids, int(uniq.size), order, tg)
+                out[:, 1 + j * (1 + m)] = count
+                out[:, 2 + j * (1 + m):2 + j * (1 + m) + m] = before
+            reply[per_col[c]] = out
+            part[:, 1] = counts.view(np.uint64)
+            part[:, 2:] = sums.view(np.uint64)
+        parts.append(part)
+    sizes = np.asarray(comm.allgather(np.array([[p.shape[0] for p in parts]], np.int64)),
+                       np.int64).reshape(world, n_cols)
+    tables = np.asarray(comm.allgather(np.concatenate(parts) if parts
+                                       else np.zeros((0, 2 + m), np.uint64)), np.uint64)
+    table_at = np.cumsum(np.concatenate([[0], sizes.ravel()]))[:-1].reshape(world, n_cols)
+    if (~onehot).any():
+        back, _ = comm.alltoall(reply, received)
+        back = np.asarray(back)
+    results = []
+    for c in range(n_cols):
+        table = np.concatenate([tables[table_at[q, c]:table_at[q, c] + sizes[q, c]]
+                                for q in range(world)])
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        if onehot[c]:
+            results.append(KeyStatistics(int(n_cat[c]), categories=table[:, 0].copy()))
+            continue
+        out = np.empty((n, width), np.float64)
+        # column c's rows back from each owner d, in by_dest order
+        out[by_dest[c]] = np.concatenate(
+            [back[at:at + size] for cc, _, size, at in blocks if cc == c])
+        ordered = [(np.ascontiguousarray(out[:, 1 + j * (1 + m)]),
+                    np.ascontiguousarray(out[:, 2 + j * (1 + m):2 + j * (1 + m) + m]))
+                   for j in range(n_perm)]
+        results.append(KeyStatistics(
+            int(n_cat[c]), totals=np.ascontiguousarray(out[:, 0]), ordered=ordered,
+            table=(np.ascontiguousarray(table[:, 0]),
+                   np.ascontiguousarray(table[:, 1]).view(np.float64),
+                   np.ascontiguousarray(table[:, 2:]).view(np.float64))))
+    return results
 
 
 def global_padded_cuts(comm: Communicator, values: np.ndarray, n_value_bins: int
@@ -193,10 +300,10 @@ def global_labels(comm: Communicator, hashes: np.ndarray, row_ids: np.ndarray,
 
 def global_labels_of_settings(comm: Communicator, y: np.ndarray, row_ids: np.ndarray
                               ) -> np.ndarray:
-    """Collective: all ranks' labels in global row order (float64 (N,)), for the regression
-    statistics' settings (the label borders' quantiles and the label mean) as one process
-    computes them. 8 bytes per row, once per training run; binary and multiclass
-    objectives do not call it."""
+    """Collective: all ranks' labels in global row order (float64 (N,)): the statistics'
+    settings (the label borders' quantiles and the label mean) as one process computes them,
+    and every row's targets (`GlobalRows`). 16 bytes per row (label, global index) to every
+    rank, once per training run."""
     ys = np.asarray(comm.allgather(np.ascontiguousarray(y, np.float64)), np.float64)
     ids = np.asarray(comm.allgather(np.asarray(row_ids, np.int64)), np.int64)
     out = np.empty_like(ys)

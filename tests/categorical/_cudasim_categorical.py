@@ -136,6 +136,33 @@ def check_replace_columns_mid_tree() -> None:
     np.testing.assert_array_equal(grow(bins, torch.from_numpy(new)), want)
     assert not np.array_equal(grow(bins, None)[:, 10:], want[:, 10:])
 
+    # distributed training (`combine`): only the columns' slots of the held nodes are
+    # rebuilt and passed to combine (here: as if a second worker held the same rows); its
+    # result replaces them, the other slots are kept
+    def held_after_replace(start: np.ndarray, combine) -> np.ndarray:
+        be = make_backend("cuda", start.copy(), offsets, n_threads=1, label=None, weight=None,
+                          n_outputs=1, count_rows=False)
+        be.set_gradients(pairs)
+        be.begin_tree(0, None, None, bounds=(4.0, 4.0))
+        be.build_histograms([0])
+        be.apply_splits([0], [1], [2], split(0, 2))
+        be.build_histograms([1])
+        be.subtract_histograms([0], [1], [2])
+        be.replace_columns(np.array([2, 3]), new, combine=combine)
+        return be.read_histograms([1, 2])
+
+    seen = []
+
+    def doubled(hists: np.ndarray) -> np.ndarray:
+        seen.append(hists.shape)
+        return hists * 2
+
+    got = held_after_replace(bins, doubled)
+    fresh_held = held_after_replace(fresh, None)
+    assert seen == [(2, 10, 2)], seen  # 2 held nodes, the slots of columns 2 and 3
+    np.testing.assert_array_equal(got[:, 10:], 2 * fresh_held[:, 10:])
+    np.testing.assert_array_equal(got[:, :10], fresh_held[:, :10])
+
 
 def _data(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -176,9 +203,72 @@ def check_training_matches_cpu() -> None:
         assert re.search(rb'"columns":\[\d+,\d+\]', cpu), f"{params}: no combination used"
 
 
+def check_prediction_from_raw_values_matches_cpu() -> None:
+    """Prediction on the (simulated) device from raw values: the extended matrix built there
+    (table lookups with unseen and missing categories, combinations, frequencies, one-hot
+    indicators) equals the host's bit for bit, and so do the margins, for binary with
+    combinations, multiclass, and regression on the label mean; integer ids given on the
+    device are hashed there (NaN: missing), non-integers and string columns raise."""
+    from histboost.categorical.predict_cuda import DeviceCategorical
+
+    X, y3 = _data(48, 0)
+    X["o"] = np.arange(48) % 2  # two categories: one-hot
+    test, _ = _data(12, 1)
+    test["o"] = np.arange(12) % 2
+    test["a"] = test["a"].astype(float)
+    test.loc[:3, "a"] = [99, -7, np.nan, 12]  # unseen and missing ids
+    test.loc[4:5, "b"] = ["zz", None]  # unseen and missing strings
+    cats = ["a", "b", "c", "o"]
+    y2 = (y3 == 0).astype(np.float64)
+    base = {"max_depth": 3, "nthread": 1, "learning_rate": 0.5, "n_permutations": 2,
+            "max_ctr_complexity": 2, "seed": 2}
+    cases = [({"objective": "binary:logistic"}, y2),
+             ({"objective": "multi:softprob", "num_class": 3}, y3),
+             ({"objective": "reg:squarederror", "ctr_target_borders": 0}, y3 * 0.7)]
+    used_combination = False
+    for params, y in cases:
+        booster = histboost.train({**base, **params},
+                                  histboost.Dataset(X, label=y, categorical_features=cats), 3,
+                                  verbose_eval=False)
+        cat = booster.categorical
+        used_combination |= any(len(t.columns) == 2 for t in cat.tables)
+        dc = DeviceCategorical(cat, CPU)
+        XT = dc.columns(*dc.split_input(test))
+        np.testing.assert_array_equal(XT.numpy().T, cat.matrix(test), err_msg=str(params))
+        want = booster.predict(test, output_margin=True)
+        got = booster._categorical_margin_cuda(test, 0, len(booster.trees), device=CPU)
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert used_combination, "no model used a combination"
+    try:
+        dc.split_input(torch.zeros((3, 5), dtype=torch.float64))
+        raise AssertionError("device input for a column of strings did not raise")
+    except TypeError as e:
+        assert "'b'" in str(e), e
+    # device input: integer ids, float (NaN: missing) or int64, hashed on the device
+    ints = X.drop(columns=["b"])
+    booster = histboost.train({**base, "objective": "binary:logistic"},
+                              histboost.Dataset(ints, label=y2,
+                                                categorical_features=["a", "c", "o"]),
+                              3, verbose_eval=False)
+    raw = test.drop(columns=["b"])
+    for values in (raw, raw.fillna(5)):
+        want = booster.predict(values, output_margin=True)
+        tensor = torch.from_numpy(values.to_numpy(np.float64 if values is raw else np.int64))
+        got = booster._categorical_margin_cuda(tensor, 0, len(booster.trees), device=CPU)
+        np.testing.assert_array_equal(got[:, 0], want)
+    bad = torch.from_numpy(raw.to_numpy(np.float64))
+    bad[1, 0] = 2.5
+    try:
+        booster._categorical_margin_cuda(bad, 0, 1, device=CPU)
+        raise AssertionError("a non-integer id did not raise")
+    except ValueError as e:
+        assert "'a'" in str(e), e
+
+
 def main() -> int:
     checks = [check_ordered_statistics_match_brute_force, check_combination_ids_match_host,
-              check_replace_columns_mid_tree, check_training_matches_cpu]
+              check_replace_columns_mid_tree, check_training_matches_cpu,
+              check_prediction_from_raw_values_matches_cpu]
     failed = 0
     for fn in checks:
         t0 = time.perf_counter()

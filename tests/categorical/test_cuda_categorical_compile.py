@@ -34,3 +34,18 @@ def test_target_stats_kernels_compile():
     assert len(ptx) == 4 and all(".entry" in p for p in ptx.values())
     for name in ("_bin_statistics", "_bin_frequency"):
         assert "div.rn.f64" in ptx[name] and "fma.rn.f64" not in ptx[name], name
+
+
+def test_prediction_kernels_compile():
+    """The extended matrix of prediction (`ctr_tables`): one IEEE division per statistic and no
+    fused multiply-add, as on the host; the hashes mix as uint64 (no float conversion)."""
+    from histboost.kernels.cuda import ctr_tables
+    from histboost.kernels.launch import numba_signature
+
+    _compiler_or_skip()
+    ptx = {k.name: cuda.compile_ptx(k.dispatcher.py_func, numba_signature(k.spec), cc=(9, 0))[0]
+           for k in ctr_tables.KERNELS}
+    assert len(ptx) == 4 and all(".entry" in p for p in ptx.values())
+    assert "div.rn.f64" in ptx["_derived_values"] and "fma.rn.f64" not in ptx["_derived_values"]
+    for name in ("_hash_int_ids", "_table_rows"):
+        assert "cvt.rn.f64" not in ptx[name] and "mul.lo.s64" in ptx[name], name

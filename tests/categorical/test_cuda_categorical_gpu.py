@@ -133,3 +133,76 @@ def test_gpu_categorical_training_releases_device_memory():
     torch.cuda.synchronize()
     # no collection: objects the run leaves in reference cycles hold no device memory
     assert torch.cuda.memory_allocated() <= before
+
+
+def test_gpu_prediction_from_raw_values_equals_cpu():
+    """A categorical model (combinations, unseen and missing categories at predict) predicts on
+    the GPU from raw values: host frames (strings hashed on the host) and a CUDA tensor of
+    integer ids (hashed on the device) give the CPU's extended matrix and margins."""
+    from histboost.categorical.predict_cuda import DeviceCategorical
+
+    X, score = _frame(40_000, 4)
+    params = {"objective": "binary:logistic", "device": "cuda", "max_ctr_complexity": 3,
+              "max_depth": 6, "seed": 1}
+    booster = histboost.train(params, histboost.Dataset(X, label=(score > 0.3).astype(float),
+                                                        categorical_features=CATS),
+                              20, verbose_eval=False)
+    assert any(len(t.columns) > 1 for t in booster.categorical.tables)
+    test, _ = _frame(100_000, 5)
+    test.loc[:99, "big"] = np.arange(10**6, 10**6 + 100, dtype=np.int32)  # unseen ids
+    test.loc[100:199, "mid"] = "unseen"
+    cpu = booster[:]
+    cpu.params["device"] = "cpu"
+    want = cpu.predict(test, output_margin=True)
+    np.testing.assert_array_equal(booster.predict(test, output_margin=True), want)
+    dc = DeviceCategorical(booster.categorical, DEV)
+    XT = dc.columns(*dc.split_input(test))
+    np.testing.assert_array_equal(XT.t().cpu().numpy(), booster.categorical.matrix(test))
+    # device input: every categorical column of integer ids
+    ints = X.assign(mid=X["mid"].fillna("m0").str[1:].astype(int))
+    booster = histboost.train(params, histboost.Dataset(ints, label=(score > 0.3).astype(float),
+                                                        categorical_features=CATS),
+                              20, verbose_eval=False)
+    raw = test.assign(mid=test["mid"].str[1:].replace("nseen", "-1").fillna("-2").astype(int))
+    values = torch.from_numpy(raw.to_numpy(np.float64)).to(DEV)
+    values[:50, 6] = float("nan")  # missing ids
+    cpu = booster[:]
+    cpu.params["device"] = "cpu"
+    want = cpu.predict(values.cpu().numpy(), output_margin=True)
+    np.testing.assert_array_equal(booster.predict(values, output_margin=True), want)
+
+
+def test_gpu_workers_with_categorical_features_give_the_one_process_model(tmp_path):
+    """Two processes training on the GPU with `comm` (sharing it over Gloo): the distributed
+    statistics (owner ranks, `histboost.distributed.categorical`) feed the CUDA backend, with
+    combinations added mid-tree (`replace_columns(combine=)`); the quantised model equals the
+    one-process CPU model. (Under the simulator the same run takes minutes: GPU only.)"""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from dist_training.test_processes import _finish, _launch, _log
+
+    X, score = _frame(6000, 6)
+    frame = X.assign(label=(score > 0.3).astype(int))[["label", *X.columns]]
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    params = ["objective=binary:logistic", "quantized_grad=true", "max_depth=4", "nthread=1",
+              "max_ctr_complexity=2", "seed=3", "n_permutations=2"]
+    out = tmp_path / "model.json"
+    cmd = [sys.executable, "-m", "histboost", "train", str(tmp_path / "train.csv"),
+           "--model-out", str(out), "--num-round", "4", "--timeout", "120", "--categorical",
+           ",".join(CATS), "--param", *params, "device=cuda"]
+    procs = _launch(2, cmd, tmp_path, gpu=True)
+    one = tmp_path / "one.json"
+    single = subprocess.run(
+        [*cmd[:6], str(one), *cmd[7:-1], "device=cpu"], capture_output=True, text=True,
+        timeout=300, env={k: v for k, v in os.environ.items()
+                          if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    assert single.returncode == 0, single.stderr[-3000:]
+    codes = _finish(procs, time.monotonic() + 300)
+    assert codes == [0, 0], [_log(tmp_path, r)[-3000:] for r in range(2)]
+    got, want = json.loads(out.read_text()), json.loads(one.read_text())
+    assert got["trees"] == want["trees"]
+    assert got["learner"]["categorical"] == want["learner"]["categorical"]
+    assert any(len(t["columns"]) == 2 for t in want["learner"]["categorical"]["tables"])

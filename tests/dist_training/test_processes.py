@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import histboost as hb
+from histboost.data import load_data
 
 pytest.importorskip("torch.distributed")
 
@@ -122,6 +123,29 @@ def test_cli_rank_files(tmp_path, data_file):
     codes = _finish(procs, time.monotonic() + 120)
     assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
     assert json.loads(out.read_text())["trees"] == want["trees"]
+
+
+def test_cli_libsvm_model_equals_one_process(tmp_path):
+    """A libsvm file (a sparse Dataset) split over 2 processes: the one-process model, with
+    global cuts from the stored values of all ranks."""
+    rng = np.random.default_rng(2)
+    X = np.where(rng.random((500, 30)) < 0.15, np.round(rng.normal(size=(500, 30)), 1), 0.0)
+    y = (X[:, 0] - X[:, 1] + rng.normal(size=500) * 0.3 > 0).astype(int)
+    data = tmp_path / "train.svm"
+    data.write_text("".join(f"{y[i]} " + " ".join(f"{j}:{X[i, j]:g}" for j in np.flatnonzero(
+        X[i])) + "\n" for i in range(500)))
+    out = tmp_path / "model.json"
+    command = _command(data, out, 4, 60) + ["max_bin=16"]
+    procs = _launch(2, command, tmp_path)
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 4,
+              "nthread": 1, "eval_metric": "logloss", "max_bin": 16}
+    one = load_data(data)
+    want = json.loads(hb.train(params, hb.Dataset(one.X, label=one.y), 4,
+                               verbose_eval=False).save_raw())
+    codes = _finish(procs, time.monotonic() + 120)
+    assert codes == [0, 0], [_log(tmp_path, r) for r in range(2)]
+    got = json.loads(out.read_text())
+    assert got["trees"] == want["trees"] and got["learner"] == want["learner"]
 
 
 @pytest.mark.parametrize("fault", ["killed", "stalled"])

@@ -21,6 +21,10 @@ no step of a node works over every slot:
   children's builds.
 
 The partition reads the split feature's column of non-default entries.
+
+Under a distributed wrapper, whose workers' histograms must share one layout to be summed
+slot by slot, the sparse layout trains with `histboost.kernels.cpu.sparse_compact` instead
+(`histboost.kernels.backend.make_backend` chooses it).
 """
 
 from __future__ import annotations
@@ -96,11 +100,13 @@ class SparseCPUBackend(CPUBackend):
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
                  weight: np.ndarray | None = None, n_outputs: int = 1,
-                 count_rows: bool = False) -> None:
+                 count_rows: bool = False, pack: bool = True,
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
         n, F = sbins.shape
         # the dense state of a zero-width matrix, then the sparse layout in its place
         super().__init__(np.zeros((n, 0), np.uint8), sbins.offsets, n_threads, label=label,
-                         weight=weight, n_outputs=n_outputs, count_rows=count_rows)
+                         weight=weight, n_outputs=n_outputs, count_rows=count_rows,
+                         pack=pack, row_ids=row_ids, pack_rows=pack_rows)
         self.sbins = sbins
         self.n_features = int(F)
         self.bins = self.columns = None  # type: ignore[assignment]
@@ -157,8 +163,9 @@ class SparseCPUBackend(CPUBackend):
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
-                   quantisation: Quantisation | None) -> int:
-        count = super().begin_tree(output, rows, quantisation)
+                   quantisation: Quantisation | None,
+                   bounds: tuple[float, float] | None = None) -> int:
+        count = super().begin_tree(output, rows, quantisation, bounds)
         self._pool_bufs.trim(_POOL_KEEP)
         h = self._pairs[output][:, 1]
         self._prune = h.shape[0] > 0 and float(h.min()) >= 0.0

@@ -26,7 +26,7 @@ quantised training works with 2**-7).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -788,10 +788,12 @@ class CUDABackend:
         return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
             result[:2 * k]
 
-    def replace_columns(self, features: np.ndarray, bins) -> None:
+    def replace_columns(self, features: np.ndarray, bins, combine: Any = None) -> None:
         """`Backend.replace_columns`; bins may also be a device tensor (n, k) (categorical
         statistics computed on the device, `histboost.categorical.cuda`). Held histograms
-        of the tree being grown are rebuilt whole, into fresh pool slots."""
+        of the tree being grown are rebuilt whole, into fresh pool slots; with `combine`
+        (distributed training), only the columns' slots are rebuilt, combined and written
+        into the held slots."""
         torch = self._torch
         f = np.asarray(features, np.int64)
         if tuple(bins.shape) != (self.n_rows, f.shape[0]):
@@ -813,7 +815,26 @@ class CUDABackend:
         held = list(self._slot) if self._growing else []
         if held:
             self._settle()
-            self.build_histograms(held)
+            if combine is None:
+                self.build_histograms(held)
+            else:
+                self._rebuild_combined(held, f, combine)
+
+    def _rebuild_combined(self, held: list[int], features: np.ndarray, combine: Any) -> None:
+        """The held nodes' histogram slots of `features` rebuilt from this backend's rows
+        and replaced by combine(int64 (held, those slots, channels) host array); the other
+        slots (sums over every worker) are kept."""
+        torch = self._torch
+        old = {i: self._slot[i] for i in held}
+        fresh = self.build_histograms(held)  # whole, local rows, in fresh slots
+        o = self.offsets_host
+        index = torch.from_numpy(np.concatenate(
+            [np.arange(o[f], o[f + 1], dtype=np.int64) for f in features])).to(self.device)
+        local = fresh.index_select(1, index).cpu().numpy()
+        summed = np.ascontiguousarray(combine(np.ascontiguousarray(local)), np.int64)
+        slots = torch.tensor([old[i] for i in held], dtype=torch.int64, device=self.device)
+        self._pool[slots[:, None], index[None, :]] = torch.from_numpy(summed).to(self.device)
+        self._slot.update(old)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:

@@ -121,11 +121,18 @@ def forest_arrays(forest, device) -> tuple:
 def add_margin_raw(forest_on_device: tuple, X, margin, begin: int, end: int) -> None:
     """margin (n, K) float64 += trees [begin, end) of the forest on X (n, F) float32/float64,
     torch tensors on one CUDA device (CPU tensors under the simulator)."""
-    from ._common import THREADS, grid
-
     if X.shape[0] == 0 or end <= begin:
         return
-    XT = X.t().contiguous()
-    kernel = ADD_MARGIN_RAW[np.dtype(str(X.dtype).replace("torch.", ""))]
-    kernel.launch(grid(X.shape[0]), THREADS, X.device, XT, begin, end, *forest_on_device,
+    add_margin_columns(forest_on_device, X.t().contiguous(), margin, begin, end)
+
+
+def add_margin_columns(forest_on_device: tuple, XT, margin, begin: int, end: int) -> None:
+    """As `add_margin_raw` on the column-major matrix XT (F, n), C-contiguous (the extended
+    matrix of a categorical model is built so, `histboost.categorical.predict_cuda`)."""
+    from ._common import THREADS, grid
+
+    if XT.shape[1] == 0 or end <= begin:
+        return
+    kernel = ADD_MARGIN_RAW[np.dtype(str(XT.dtype).replace("torch.", ""))]
+    kernel.launch(grid(XT.shape[1]), THREADS, XT.device, XT, begin, end, *forest_on_device,
                   margin)
