@@ -44,7 +44,7 @@ totals could differ between workers, and packed sums could overflow once added u
 Float histograms are float64 sums reduced in a fixed order: reproducible for a given worker
 count, but not bit-identical to one process.
 
-Sparse data (`SparseCPUBackend`, whose ``compact_histograms`` exist): a node's histogram is
+Sparse data (`CompactSparseCPUBackend`, whose ``compact_histograms`` exist): a node's histogram is
 compact, the slots of its live features only, and the wrapper reduces those arrays (one
 buffer of the nodes' compact slots; "reduce_scatter": each worker's block is its features'
 compact slots of every node). The workers keep one layout: the root's live features are the

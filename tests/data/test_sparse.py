@@ -128,14 +128,19 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["build_histogram_chunked", "build_histogram_chunked_serial",
-             "partition_node_chunked", "build_histograms"]
+    spied = ["accumulate_items", "accumulate_items_serial", "partition_node_chunked"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
+    emit = ksparse.emit_touched
+
+    def emit_chunks(accs, bitmaps, a, b, *rest):
+        calls["emit_chunks"] += b - a > 1
+        return emit(accs, bitmaps, a, b, *rest)
     for chunked in (True, False):
         with pytest.MonkeyPatch.context() as mp, forced_paths(chunked, min_rows=64):
             # chunked float sums follow the (lowered) chunk thresholds, not the threads
             for name in spied:
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
+            mp.setattr(ksparse, "emit_touched", emit_chunks)
             mp.setattr("histboost.kernels.cpu.sparse_backend._VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARALLEL_MIN_VALUES", 1)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARTITION_CHUNKED_MIN_ROWS", 1)
@@ -144,7 +149,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
-    assert all(calls[n] for n in spied), calls
+    assert all(calls[n] for n in [*spied, "emit_chunks"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():
@@ -212,18 +217,29 @@ def _backends(bins_dense, sbins, gh, count_rows=False):
     return dense, sparse
 
 
-@pytest.mark.parametrize("layout", ["float", "packed", "wide", "counted"])
-def test_sparse_histograms_equal_brute_force_histograms(layout):
+@pytest.mark.parametrize("layout", ["float", "packed", "wide", "counted", "cancelling"])
+def test_sparse_histograms_equal_brute_force_histograms(layout, monkeypatch):
     """Histograms of the sparse layout (stored slots + fixed default bins, then subtraction)
-    against the dense layout's after a root and two levels of splits, every slot compared
-    (min_child_weight 0: every varying feature stays live)."""
+    against the dense layout's after a root and two levels of splits, every slot compared.
+    "cancelling": gradients +-1 with mostly zero hessians, so that slots of a parent sum to
+    zero (left out of its list) while a child's do not (inserted into the larger child)."""
     d = histboost.Dataset(X_S).construct(max_bin=32)
     dd = histboost.Dataset(X_D).construct(max_bin=32)
     rng = np.random.default_rng(1)
     n = X_D.shape[0]
+    inserted = []
+    subtract = ksparse.subtract_in_place
+
+    def counted_subtract(*args):
+        inserted.append(subtract(*args))
+        return inserted[-1]
+    monkeypatch.setattr(ksparse, "subtract_in_place", counted_subtract)
     if layout == "float":
         gh = np.column_stack([rng.normal(size=n), rng.uniform(0.1, 1, n)]).astype(np.float32)
         q = None
+    elif layout == "cancelling":
+        gh = np.column_stack([rng.choice([-1, 1], n), rng.random(n) < 0.3]).astype(np.float32)
+        q = Quantisation(1.0, 1.0, 0)
     else:
         gh = np.column_stack([rng.integers(-50, 50, n), rng.integers(0, 30, n)]).astype(
             np.float32)
@@ -233,12 +249,10 @@ def test_sparse_histograms_equal_brute_force_histograms(layout):
         for be in (dense, sparse):
             be.pack = False
     reg = np.array([1.0, 0.0, 0.0, 0.0, 0.0])
-    live = sparse._root_live.features
     for be in (dense, sparse):
         be.begin_tree(0, None, q)
         be.build_histograms([0])
-    np.testing.assert_array_equal(sparse.read_histograms([0])[:, _slots(d, live)],
-                                  dense.read_histograms([0])[:, _slots(d, live)])
+    np.testing.assert_array_equal(sparse.read_histograms([0]), dense.read_histograms([0]))
     frontier, nxt = [0], 1
     for _ in range(2):
         totals = np.column_stack([dense.histogram_totals(frontier),
@@ -260,16 +274,12 @@ def test_sparse_histograms_equal_brute_force_histograms(layout):
                 np.testing.assert_array_equal(
                     sparse.rows[slice(*sparse._ranges.bounds([node])[0])],
                     dense.rows[slice(*dense._ranges.bounds([node])[0])])
-            cols = _slots(d, sparse._live[a].features)
             for node in (a, b):
-                np.testing.assert_array_equal(sparse.read_histograms([node])[:, cols],
-                                              dense.read_histograms([node])[:, cols])
+                np.testing.assert_array_equal(sparse.read_histograms([node]),
+                                              dense.read_histograms([node]))
         frontier = lefts + rights
-
-
-def _slots(d, features):
-    off = d.bin_mapper.bin_offsets
-    return np.concatenate([np.arange(off[f], off[f + 1]) for f in features])
+    if layout == "cancelling":
+        assert sum(inserted) > 0
 
 
 def test_dead_features_are_pruned_without_changing_splits():
@@ -380,37 +390,84 @@ def test_libsvm_file_trains_sparse_as_its_dense_equivalent(tmp_path):
 
 
 @pytest.mark.parametrize("counted", [False, True])
-def test_split_search_on_searched_bins_equals_search_on_all_bins(counted):
-    """`searched_bins` leaves out empty value bins (keeping each feature's first and last):
-    the split search on what it keeps, bins mapped back, finds the record of the search on
-    every bin, with empty first / last bins, missing values alone on one side, and
-    min_child_weight 0 (a split leaving only empty bins on one side)."""
+def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
+    """`searched_node` keeps a node's non-empty bins, each feature's default bin fixed from
+    the node total and its first and last bins: the split search on what it keeps, bins
+    and features mapped back, finds the record of the search on the full histogram, with
+    empty first / last bins, missing values alone on one side, min_child_weight 0 and 1
+    (features pruned, marked dead at the root and left out of its list), masked features
+    and all-zero entries (left out of the list)."""
     from histboost.kernels.cpu import split
 
     rng = np.random.default_rng(5)
-    widths = rng.integers(2, 9, 40)
-    ptr = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
     C = 3 if counted else 2
     for trial in range(30):
-        hist = np.zeros((int(ptr[-1]), C))
-        full = rng.random(hist.shape[0]) < 0.35
-        hist[full, 0] = rng.normal(size=int(full.sum()))
-        hist[full, 1] = rng.uniform(0.1, 1.0, int(full.sum()))
-        if counted:
-            hist[full, 2] = rng.integers(1, 5, int(full.sum()))
-        totals = hist[:ptr[1]].sum(axis=0)[None]  # feature 0 holds every row
-        if not counted:
-            totals = np.column_stack([totals, [200.0]])
-        reg = np.array([1.0, 0.0, 0.0, trial % 2 * 0.3, 0.0])
-        mask = np.ones((1, widths.size), bool)
-        want = split.search(hist[None], totals, ptr, mask, reg, False)[0]
-        kept_hist = np.empty_like(hist)
-        kept_ptr = np.empty_like(ptr)
-        bins = np.empty(hist.shape[0], np.int32)
-        kept = ksparse.searched_bins(hist, ptr, kept_hist, kept_ptr, bins)
-        assert kept < hist.shape[0]
-        got = split.search(kept_hist[None, :kept], totals, kept_ptr, mask, reg, False)[0]
+        F = 30
+        widths = rng.integers(2, 9, F)
+        offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        defaults = np.array([rng.integers(0, w) for w in widths], np.int32)
+        n_rows = 400
+        # rows' bins: most at the default, whole numbers as gradients (exact sums)
+        bins = np.where(rng.random((n_rows, F)) < 0.8, defaults,
+                        rng.integers(0, widths, (n_rows, F)))
+        idle = np.flatnonzero(rng.random(F) < 0.2)  # every row in the default bin
+        bins[:, idle] = defaults[idle]
+        rare = rng.choice(np.arange(1, F), 3, replace=False)  # one row off the default
+        bins[:, rare] = defaults[rare]
+        bins[0, rare] = (defaults[rare] + 1) % widths[rare]
+        g = rng.integers(-5, 6, n_rows).astype(np.float64)
+        h = rng.integers(0, 3, n_rows).astype(np.float64)
+        g[0], h[0] = 1.0, 0.0
+        full = np.zeros((int(offsets[-1]), C))
+        for f in range(F):
+            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
+            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
+            if counted:
+                np.add.at(full[:, 2], offsets[f] + bins[:, f], 1.0)
+        stored = np.ones(full.shape[0], bool)
+        stored[(offsets[:-1] + defaults)[1:]] = False  # default bins of f >= 1 not stored
+        nonzero = (full != 0).any(axis=1) | (rng.random(full.shape[0]) < 0.1)
+        keep = np.flatnonzero(stored & (nonzero | (np.arange(full.shape[0]) < offsets[1])))
+        slots, vals = keep.astype(np.int32), full[keep].copy()
+        totals = np.array([[g.sum(), h.sum(), n_rows]])
+        mcw = float(trial % 2)
+        reg = np.array([1.0, 0.0, 0.0, mcw, 0.0])
+        mask = rng.random(F) < 0.9
+        want = split.search(full[None], totals, offsets, mask[None], reg, False)[0]
+        size = slots.size + 4 * F
+        out = np.empty((size, C))
+        out_bins = np.empty(size, np.int32)
+        ptr = np.empty(F + 1, np.int64)
+        feats = np.empty(F, np.int32)
+        dead = np.zeros(F, np.uint8)
+        slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
+        kept, nf, n_new = ksparse.searched_node(
+            slots, vals, offsets, slot_feature, defaults, mask, dead, trial % 4 < 2, True,
+            totals[0, 1], float(n_rows), 1.0, mcw, 0.0, 1e-9, np.zeros(C), np.zeros((1, C)),
+            np.zeros((1, C)), out, ptr, feats, out_bins)
+        assert not (vals[:n_new] == 0).all(axis=1).any()
+        # marked (at the root) when pruned
+        assert dead[rare].all() if mcw > 0 and trial % 4 < 2 else not dead.any()
+        np.testing.assert_array_equal(full[slots[:n_new]], vals[:n_new])
+        assert not dead[slot_feature[slots[:n_new]]].any()
+        assert kept < full.shape[0] or nf < F
+        got = split.search(out[None, :kept], totals, ptr[:nf + 1], np.ones((1, nf), bool),
+                           reg, False)[0]
         if got[split.REC_FEATURE] >= 0:
             f = int(got[split.REC_FEATURE])
-            got[split.REC_BIN] = bins[kept_ptr[f] + int(got[split.REC_BIN])]
+            got[split.REC_BIN] = out_bins[ptr[f] + int(got[split.REC_BIN])]
+            got[split.REC_FEATURE] = feats[f]
         np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
+
+
+def test_subtraction_in_place_of_a_parent_without_some_slots():
+    """The larger child in place of the parent: slots the parent left out (all-zero) but the
+    built child holds are reported, for the backend to insert their negated sums."""
+    p_slots = np.array([0, 3, 7, 9], np.int32)
+    p_vals = np.array([[5.0, 2.0], [1.0, 1.0], [4.0, 3.0], [2.0, 2.0]])
+    s_slots = np.array([3, 5, 9], np.int32)
+    s_vals = np.array([[1.0, 1.0], [-1.0, 0.0], [0.5, 1.0]])
+    missing = np.empty(3, np.int64)
+    k = ksparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+    assert k == 1 and missing[0] == 1
+    np.testing.assert_array_equal(p_vals, [[5.0, 2.0], [0.0, 0.0], [4.0, 3.0], [1.5, 1.0]])

@@ -155,7 +155,7 @@ def test_live_layout_rules_agree_across_ranks():
     margin) of all ranks' hessians, so their compact layouts agree."""
     from histboost.data.sparse import SparseBins
     from histboost.distributed.backend import DistributedBackend
-    from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
+    from histboost.kernels.cpu.sparse_compact import CompactSparseCPUBackend
 
     X, _ = _data(seed=9)
     mapper = sparse_bin_mapper(SparseMatrix.from_any(X), None, 16)
@@ -164,7 +164,7 @@ def test_live_layout_rules_agree_across_ranks():
     def body(comm):
         b = blocks[comm.rank]
         sbins = SparseBins(SparseMatrix.from_any(X[b]), mapper)
-        local = SparseCPUBackend(sbins, 1, pack_rows=N)
+        local = CompactSparseCPUBackend(sbins, 1, pack_rows=N)
         own_root = local._root_live.features.copy()
         wrapped = DistributedBackend(local, comm)
         n = sbins.shape[0]

@@ -11,9 +11,9 @@ feature 0's slots of a node's histogram is the node's total. Column-major, ``col
 (F+1,), ``col_rows`` int32 and ``col_bins`` uint8/uint16 hold each feature's non-default
 entries in row order (the partition reads them).
 
-A histogram built from the rows thus misses every default bin of the features f >= 1;
-`gather_fixed` sets it to the node total minus the feature's other slots (LightGBM's "fix
-histogram") while it copies the node's live features into its compact histogram (see
+A histogram built from the rows thus misses every default bin of the features f >= 1; the
+search (`search_node`) and `gather_fixed` set it to the node total minus the feature's other
+slots (LightGBM's "fix histogram"). Node histograms are kept sparse (below, and
 `kernels.cpu.sparse_backend`). Histograms, split search and trees are then those of the dense
 layout.
 """
@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
+from . import split
 from ._intrinsics import add_pair, prefetch
 
 _PREFETCH_DISTANCE = 16
+_LOW32 = np.int64(0xFFFFFFFF)
 
 
 # -- binning ---------------------------------------------------------------------------------------
@@ -134,15 +137,25 @@ def csr_to_csc(indptr, indices, data, n_cols, col_ptr, col_rows, col_data):
 
 
 # -- histograms ------------------------------------------------------------------------------------
-def _accumulate(indptr, slots, gh, rows, start, end, hist):
-    """hist += sums of gh over the stored slots of rows[start:end], in row order (layout
-    chosen at compile time by hist.ndim, as `kernels.cpu.histogram`)."""
+# A node's histogram is kept *sparse*: its non-default slots that may hold anything, as a
+# sorted int32/int64 array of global slots and their sums (m, C) (C = 1: packed quantised
+# sums), every slot holding a non-zero sum included (all-zero ones may be left in or out).
+# Feature 0's slots are all there (every row stores it), so their sum is the node total; every
+# other feature's default bin is left out and recovered from that total when it is read
+# ("fix histogram"). See `kernels.cpu.sparse_backend`.
+def _accumulate_marked(indptr, slots, gh, rows, start, end, acc, bitmap):
+    """acc += sums of gh over the stored slots of rows[start:end], in row order, where a
+    slot's first value is written (not added) and its bit set in bitmap (uint64 words, zero
+    for every slot not yet touched): acc needs no zeroing. Returns the slots newly touched.
+    Layout chosen at compile time by gh.ndim: packed int64 pairs into acc (total_bins, 1),
+    else pairs into acc (total_bins, C), C = 3 counting rows."""
 
 
-@overload(_accumulate, inline="always")
-def _accumulate_impl(indptr, slots, gh, rows, start, end, hist):
-    if hist.ndim == 1:
-        def packed(indptr, slots, gh, rows, start, end, hist):
+@overload(_accumulate_marked, inline="always")
+def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
+    if gh.ndim == 1:
+        def packed(indptr, slots, gh, rows, start, end, acc, bitmap):
+            touched = 0
             for k in range(start, end):
                 if k + _PREFETCH_DISTANCE < end:
                     ahead = rows[k + _PREFETCH_DISTANCE]
@@ -151,11 +164,22 @@ def _accumulate_impl(indptr, slots, gh, rows, start, end, hist):
                 r = rows[k]
                 v = gh[r]
                 for j in range(indptr[r], indptr[r + 1]):
-                    hist[slots[j]] += v
+                    s = np.int64(slots[j])
+                    w = s >> 6
+                    bit = np.uint64(1) << np.uint64(s & 63)
+                    word = bitmap[w]
+                    if word & bit:
+                        acc[s, 0] += v
+                    else:
+                        bitmap[w] = word | bit
+                        acc[s, 0] = v
+                        touched += 1
+            return touched
         return packed
 
-    def pairs(indptr, slots, gh, rows, start, end, hist):
-        counted = hist.shape[1] == 3
+    def pairs(indptr, slots, gh, rows, start, end, acc, bitmap):
+        counted = acc.shape[1] == 3
+        touched = 0
         for k in range(start, end):
             if k + _PREFETCH_DISTANCE < end:
                 ahead = rows[k + _PREFETCH_DISTANCE]
@@ -165,134 +189,345 @@ def _accumulate_impl(indptr, slots, gh, rows, start, end, hist):
             g = gh[r, 0]
             h = gh[r, 1]
             for j in range(indptr[r], indptr[r + 1]):
-                idx = slots[j]
-                add_pair(hist, idx, g, h)
-                if counted:
-                    hist[idx, 2] += 1
+                s = np.int64(slots[j])
+                w = s >> 6
+                bit = np.uint64(1) << np.uint64(s & 63)
+                word = bitmap[w]
+                if word & bit:
+                    add_pair(acc, s, g, h)
+                    if counted:
+                        acc[s, 2] += 1
+                else:
+                    bitmap[w] = word | bit
+                    acc[s, 0] = g
+                    acc[s, 1] = h
+                    if counted:
+                        acc[s, 2] = 1
+                    touched += 1
+        return touched
     return pairs
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _zero(h, lo, hi, a, b):
-    """Zero h's slots in the ranges [lo[r], hi[r]) for r in [a, b)."""
-    for r in range(a, b):
-        h[lo[r]:hi[r]] = 0
+@nb.njit(inline="always")
+def _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
+    """The body of `accumulate_items` and `accumulate_items_serial` (a prange is a range in
+    the serial one)."""
+    for i in nb.prange(starts.shape[0]):
+        touched[i] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
+                                        bitmaps[i])
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histograms(indptr, slots, gh, rows, starts, ends, rng_ptr, rng_lo, rng_hi, out):
-    """One histogram per node (node k owns rows[starts[k]:ends[k]]), nodes in parallel, each
-    summed in row order into out[k] (k, total_bins[, C]). Only node k's live slot ranges
-    [rng_lo[r], rng_hi[r]) for r in [rng_ptr[k], rng_ptr[k+1]) are zeroed first and hold its
-    sums; the other slots are left unspecified. Not fixed."""
-    for k in nb.prange(starts.shape[0]):
-        h = out[k]
-        _zero(h, rng_lo, rng_hi, rng_ptr[k], rng_ptr[k + 1])
-        _accumulate(indptr, slots, gh, rows, starts[k], ends[k], h)
+def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
+    """Items in parallel: item i sums the stored slots of rows[starts[i]:ends[i]] into its own
+    scratch accs[i] (total_bins, C), marking them in bitmaps[i] (uint64 words, all zero on
+    entry: see `_accumulate_marked`); touched[i] (int64) the slots it marked. An item is a
+    node, or a row chunk of one (chunks follow the node's size only)."""
+    _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histograms_serial(indptr, slots, gh, rows, starts, ends, rng_ptr, rng_lo, rng_hi,
-                            out):
-    """`build_histograms` on the calling thread."""
-    for k in range(starts.shape[0]):
-        h = out[k]
-        _zero(h, rng_lo, rng_hi, rng_ptr[k], rng_ptr[k + 1])
-        _accumulate(indptr, slots, gh, rows, starts[k], ends[k], h)
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def build_histogram_chunked(indptr, slots, gh, rows, start, end, rng_lo, rng_hi, buffers,
-                            out):
-    """One node's histogram (its live ranges rng_lo/hi) in ``buffers.shape[0]`` row chunks
-    built in parallel, then added in chunk order (the result depends on the chunk count
-    only)."""
-    n_chunks = buffers.shape[0]
-    n = end - start
-    n_ranges = rng_lo.shape[0]
-    for c in nb.prange(n_chunks):
-        b = buffers[c]
-        _zero(b, rng_lo, rng_hi, 0, n_ranges)
-        _accumulate(indptr, slots, gh, rows, start + n * c // n_chunks,
-                    start + n * (c + 1) // n_chunks, b)
-    flat = buffers.reshape((n_chunks, -1))
-    dst = out.reshape(-1)
-    width = dst.shape[0] // out.shape[0]
-    for r in nb.prange(n_ranges):
-        for i in range(rng_lo[r] * width, rng_hi[r] * width):
-            acc = flat[0, i]
-            for c in range(1, n_chunks):
-                acc += flat[c, i]
-            dst[i] = acc
+def accumulate_items_serial(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
+    """`accumulate_items` on the calling thread."""
+    _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histogram_chunked_serial(indptr, slots, gh, rows, start, end, rng_lo, rng_hi,
-                                   n_chunks, buffer, out):
-    """`build_histogram_chunked` on the calling thread: the same chunks, the same sums."""
-    n = end - start
-    n_ranges = rng_lo.shape[0]
-    _zero(out, rng_lo, rng_hi, 0, n_ranges)
-    _accumulate(indptr, slots, gh, rows, start, start + n // n_chunks, out)
-    src = buffer.reshape(-1)
-    dst = out.reshape(-1)
-    width = dst.shape[0] // out.shape[0]
-    for c in range(1, n_chunks):
-        _zero(buffer, rng_lo, rng_hi, 0, n_ranges)
-        _accumulate(indptr, slots, gh, rows, start + n * c // n_chunks,
-                    start + n * (c + 1) // n_chunks, buffer)
-        for r in range(n_ranges):
-            for i in range(rng_lo[r] * width, rng_hi[r] * width):
-                dst[i] += src[i]
+def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
+    """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
+    of them marked, ascending, but those of the node's dead features (dead: uint8 (F,);
+    slot_feature: int32 (total_bins,) each slot's feature), into out_slots, its sums added
+    in item order (an item that did not mark it adds nothing: a zero) into out_vals (m, C);
+    clears their bitmaps. Returns m."""
+    C = out_vals.shape[1]
+    m = 0
+    for w in range(bitmaps.shape[1]):
+        word = bitmaps[a, w]
+        for i in range(a + 1, b):
+            word |= bitmaps[i, w]
+        while word != 0:
+            t = np.int64(trailing_zeros(word))
+            word &= word - np.uint64(1)
+            s = (w << 6) + t
+            if dead[slot_feature[s]]:
+                continue
+            bit = np.uint64(1) << np.uint64(t)
+            first = True
+            for i in range(a, b):
+                if bitmaps[i, w] & bit:
+                    if first:
+                        for c in range(C):
+                            out_vals[m, c] = accs[i, s, c]
+                        first = False
+                    else:
+                        for c in range(C):
+                            out_vals[m, c] += accs[i, s, c]
+            out_slots[m] = s
+            m += 1
+        for i in range(a, b):
+            bitmaps[i, w] = 0
+    return m
 
 
 @nb.njit(cache=True, nogil=True)
-def node_layout(features, offsets, default_bins, gap, starts, ptr, defaults, lo, hi):
-    """The compact layout of live features (int32 (L,) ascending): starts[i] = offsets[f],
-    ptr (L+1,) the compact runs, defaults[i] the compact slot of f's default bin, and ranges
-    [lo[r], hi[r]) of global slots covering the features' slots, runs closer than `gap`
-    slots merged; returns the number of ranges (all int64 arrays, lo/hi of size L)."""
-    p = 0
-    r = -1
-    for i in range(features.shape[0]):
-        f = features[i]
-        a = offsets[f]
-        b = offsets[f + 1]
-        starts[i] = a
-        ptr[i] = p
-        defaults[i] = p + default_bins[f]
-        p += b - a
-        if r >= 0 and a - hi[r] <= gap:
-            hi[r] = b
-        else:
-            r += 1
-            lo[r] = a
-            hi[r] = b
-    ptr[features.shape[0]] = p
-    return r + 1
-
-
-@nb.njit(cache=True, nogil=True)
-def gather_slots(src, starts, dst_ptr, dst):
-    """Runs of slots of one histogram into another: dst[dst_ptr[i]:dst_ptr[i+1]] =
-    src[starts[i]:starts[i] + dst_ptr[i+1] - dst_ptr[i]] for every i (src, dst: 2-D (slots,
-    channels) of one dtype): a compact histogram into the compact layout of fewer
-    features."""
-    C = dst.shape[1]
-    for i in range(starts.shape[0]):
-        s = starts[i]
-        for d in range(dst_ptr[i], dst_ptr[i + 1]):
+def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
+    """The larger child's histogram in place of its parent's: p_vals[q] -= s_vals[i] where
+    p_slots[q] == s_slots[i] (both sorted; a galloping walk, so the cost follows the smaller
+    child's slots). The indices i of slots the parent does not hold (its all-zero slots left
+    out) go to missing; returns their count."""
+    C = p_vals.shape[1]
+    n = p_slots.shape[0]
+    q = 0
+    k = 0
+    for i in range(s_slots.shape[0]):
+        s = s_slots[i]
+        q = _seek(p_slots, q, n, s)
+        if q < n and p_slots[q] == s:
             for c in range(C):
-                dst[d, c] = src[s, c]
-            s += 1
+                p_vals[q, c] -= s_vals[i, c]
+        else:
+            missing[k] = i
+            k += 1
+    return k
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _put(out, out_bins, pos, bin_, src, i):
+    """out[pos] = src[i], its bin in out_bins; returns pos + 1."""
+    for c in range(out.shape[1]):
+        out[pos, c] = src[i, c]
+    out_bins[pos] = bin_
+    return pos + 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _put_run(out, out_bins, pos, slots, vals, a, b, o):
+    """Entries a..b-1 of a node's list (slots - o: their bins) from out[pos] on; returns the
+    position after them."""
+    for k in range(a, b):
+        for c in range(out.shape[1]):
+            out[pos, c] = vals[k, c]
+        out_bins[pos] = slots[k] - o
+        pos += 1
+    return pos
+
+
+def _slot_hc(hist, d):
+    """(hessian, row count or -1) of slot d of sums hist (m, C): packed int64 pairs (C = 1),
+    or (gradient, hessian[, count]) (C = 2 or 3)."""
+
+
+@overload(_slot_hc, inline="always")
+def _slot_hc_impl(hist, d):
+    if isinstance(hist.dtype, nb.types.Integer):
+        def integer(hist, d):
+            if hist.shape[1] == 1:
+                return np.float64(hist[d, 0] & _LOW32), -1.0
+            return (np.float64(hist[d, 1]),
+                    np.float64(hist[d, 2]) if hist.shape[1] == 3 else -1.0)
+        return integer
+
+    def pairs(hist, d):
+        return np.float64(hist[d, 1]), np.float64(hist[d, 2]) if hist.shape[1] == 3 else -1.0
+    return pairs
+
+
+def _as_float(out, a, b, g_scale, h_scale, fbuf):
+    """Sums out[a:b] (m, C) as float64 in gradient units: the slice itself for float sums,
+    else converted into fbuf[:b - a] by the operations of `histogram.unpack_to_float` (packed
+    pairs, C = 1) and `histogram.scale_to_float` (C = 2 or 3), so the values are theirs."""
+
+
+@overload(_as_float, inline="always")
+def _as_float_impl(out, a, b, g_scale, h_scale, fbuf):
+    if isinstance(out.dtype, nb.types.Float):
+        def same(out, a, b, g_scale, h_scale, fbuf):
+            return out[a:b]
+        return same
+
+    def converted(out, a, b, g_scale, h_scale, fbuf):
+        m = b - a
+        if out.shape[1] == 1:
+            for i in range(m):
+                v = out[a + i, 0]
+                h = v & _LOW32
+                fbuf[i, 0] = np.float64((v - h) >> 32) * g_scale
+                fbuf[i, 1] = np.float64(h) * h_scale
+        else:
+            for i in range(m):
+                fbuf[i, 0] = np.float64(out[a + i, 0]) * g_scale
+                fbuf[i, 1] = np.float64(out[a + i, 1]) * h_scale
+                if out.shape[1] == 3:
+                    fbuf[i, 2] = np.float64(out[a + i, 2]) * 1.0
+        return fbuf[:m]
+    return converted
+
+
+@nb.njit(inline="always")
+def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G, H,
+               n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+               out_features, out_bins, reg, general, foff, frec, rec, g_scale, fbuf):
+    """The body of `searched_node` (rec None: every searched feature's bins written) and
+    `search_node` (rec a split record: each feature searched as soon as its bins are written,
+    over the same stretch of `out`, as float64 in gradient units through fbuf)."""
+    C = vals.shape[1]
+    n = slots.shape[0]
+    end0 = 0
+    while end0 < n and slots[end0] < offsets[1]:
+        end0 += 1
+    for c in range(C):
+        t = total[c] - total[c]  # a zero of the dtype
+        for k in range(end0):
+            t += vals[k, c]
+        total[c] = t
+    pos = 0
+    nf = 0
+    w = 0
+    i = 0
+    while i < n:
+        f = slot_feature[slots[i]]
+        hi = offsets[f + 1]
+        if dead[f]:
+            i += 1
+            while i < n and slots[i] < hi:
+                i += 1
+            continue
+        # one pass over the feature's run: its sums (rest) and the run compacted to
+        # [w0, w) (all-zero slots left out)
+        w0 = w
+        for c in range(C):
+            fixed[0, c] = total[c] - total[c]
+        while i < n and slots[i] < hi:
+            z = True
+            for c in range(C):
+                v = vals[i, c]
+                fixed[0, c] += v
+                vals[w, c] = v
+                z &= v == 0
+            slots[w] = slots[i]
+            w += np.int64(not z)
+            i += 1
+        o = offsets[f]
+        nvb = hi - o - 1
+        searched = mask[f]
+        d = np.int64(-1)
+        if f > 0 and (searched or mark):
+            d = default_bins[f]
+            anything = False
+            for c in range(C):
+                anything |= fixed[0, c] != 0
+                fixed[0, c] = total[c] - fixed[0, c]
+            searched &= anything
+            if prune:
+                hd, cd = _slot_hc(fixed, 0)
+                if ((mcw > 0.0 and H - hd * h_scale + tol < mcw)
+                        or (cd >= 0.0 and min_data > 0.0 and n_rows - cd < min_data)):
+                    searched = False
+                    if mark:
+                        dead[f] = 1
+                        w = w0
+                        continue
+        if searched:
+            out_ptr[nf] = pos
+            out_features[nf] = f
+            nf += 1
+            # the feature's bins in order: an empty first bin, its slots below the default
+            # bin, the default bin fixed (f > 0), its other slots, empty last value and
+            # missing bins. Empty bins among them change no split (see below); the edges are
+            # written even when empty
+            p0 = pos
+            b = w
+            kd = w0
+            if f > 0:
+                while kd < b and slots[kd] - o < d:
+                    kd += 1
+            if d != 0 and (w0 == b or slots[w0] != o):
+                pos = _put(out, out_bins, pos, 0, zero, 0)
+            pos = _put_run(out, out_bins, pos, slots, vals, w0, kd, o)
+            last = np.int64(-1) if kd == w0 else np.int64(slots[kd - 1] - o)
+            if f > 0:
+                pos = _put(out, out_bins, pos, d, fixed, 0)
+                last = d
+            pos = _put_run(out, out_bins, pos, slots, vals, kd, b, o)
+            if kd < b:
+                last = np.int64(slots[b - 1] - o)
+            if last < nvb - 1:
+                pos = _put(out, out_bins, pos, nvb - 1, zero, 0)
+            if last < nvb:
+                pos = _put(out, out_bins, pos, nvb, zero, 0)
+            if rec is not None:
+                foff[1] = pos - p0
+                split._best_split_feature(_as_float(out, p0, pos, g_scale, h_scale, fbuf),
+                                          foff, 0, G, H, n_rows, reg, general, frec)
+                # ties keep the lowest feature, as in `split.find_best_splits`
+                if frec[split.REC_FEATURE] >= 0.0 and frec[split.REC_GAIN] > rec[
+                        split.REC_GAIN]:
+                    for c in range(split.REC_WIDTH):
+                        rec[c] = frec[c]
+                    rec[split.REC_FEATURE] = f
+                    rec[split.REC_BIN] = out_bins[p0 + np.int64(frec[split.REC_BIN])]
+                pos = p0
+    out_ptr[nf] = pos
+    return pos, nf, w
+
+
+@nb.njit(cache=True, nogil=True)
+def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, H,
+                  n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+                  out_features, out_bins):
+    """What the split search of one node needs of its sparse histogram (slots, vals (m, C),
+    native dtype; see the section's top): for each feature it searches, its slots with
+    anything in them, its default bin fixed (the node total minus the feature's other slots,
+    summed in slot order) and its first and last value bins and missing slot (kept even when
+    empty), bin by bin into out (size, C), their bins in out_bins, the features' runs in
+    out_ptr and ids in out_features. The node's list is compacted in place as it is read
+    (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
+    each slot's feature; total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
+    vals' dtype. Returns (slots written, features written, the list's new length).
+
+    Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
+    default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
+    the default bin carry at least min_child_weight of hessian (min_data_in_leaf rows, with
+    row counts): one child of any split of a feature holds none of its default bin's rows,
+    so no split of the others is valid, in the node or below it (H: the node's hessian sum,
+    n_rows its row count; h_scale turns native hessians into gradient units; tol a rounding
+    margin). With `mark`, every feature failing that test, masked or not, is marked in dead
+    (and its slots left out of the list): no node below this one can split it. Feature 0
+    (stored for every row) is searched whenever masked in.
+
+    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
+    after the bin before it, which the search (the first of equal gains wins) ranks first
+    (so empty bins may as well be left in); the first and last value bins bound the
+    candidates. So the dense search on `out` finds the split of the node's full histogram,
+    its bin read back through out_bins."""
+    return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
+                      0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                      out_ptr, out_features, out_bins, None, None, None, None, None, 1.0, None)
+
+
+@nb.njit(cache=True, nogil=True)
+def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
+                H, n_rows, g_scale, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                out_ptr, out_features, out_bins, reg, general, foff, frec, rec, fbuf):
+    """`searched_node` with each feature searched (the dense kernel's
+    `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
+    bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
+    kept when no split gains): one pass, `out` reused for every feature (size: the widest
+    feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
+    fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
+    Returns as `searched_node` (nothing of `out` kept)."""
+    return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
+                      G, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
+                      out_ptr, out_features, out_bins, reg, general, foff, frec, rec, g_scale,
+                      fbuf)
 
 
 @nb.njit(cache=True, nogil=True)
 def gather_fixed(src, starts, ptr, defaults, totals, dst):
-    """A node's compact histogram dst (size, C) from its built, unfixed full-width one src
+    """A node's fixed histogram dst (size, C) from its unfixed full-width one src
     (total_bins, C), both float64 or int64 (packed sums: C = 1; two's-complement differences
-    of packed sums are the packed differences): the runs src[starts[i]:...] of its live
-    features into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
+    of packed sums are the packed differences): the runs src[starts[i]:...] of features
+    into dst[ptr[i]:ptr[i+1]], feature 0 first; then each other feature's default
     slot (dst index defaults[i]) is *fixed*: the node total (the sum of feature 0's slots,
     every row once) minus the feature's other slots, summed in slot order. totals: (C,)
     zeros of dst's dtype (scratch)."""
@@ -322,80 +557,6 @@ def gather_fixed(src, starts, ptr, defaults, totals, dst):
                 dst[k, c] = v
                 rest += v
             dst[d, c] = totals[c] - rest
-
-
-@nb.njit(cache=True, nogil=True)
-def searched_bins(hist, ptr, out, out_ptr, bins):
-    """What the split search needs of a compact float64 histogram hist (size, C) with
-    features' runs ptr (L+1,): per feature its first and last value bins, the value bins
-    between them that hold anything (a channel non-zero), and its missing slot, into out
-    (size, C), runs out_ptr (L+1,), bins int32 (size,) each kept slot's bin in its feature;
-    returns the slots kept.
-
-    A split after a left-out (empty) bin has the sums, so the gain and validity, of the split
-    after the bin before it, which the search (the first of equal gains wins) ranks first;
-    the first and last value bins bound the candidates (missing values alone on the left; all
-    values on the left). So the search on `out` finds the split of `hist`, its bin read back
-    through `bins`."""
-    C = hist.shape[1]
-    pos = 0
-    for i in range(ptr.shape[0] - 1):
-        out_ptr[i] = pos
-        a = ptr[i]
-        b = ptr[i + 1]
-        for s in range(a, b):
-            # branch-free: every slot is written at pos, which moves on past the kept ones
-            keep = (s == a) | (s >= b - 2)
-            for c in range(C):
-                v = hist[s, c]
-                out[pos, c] = v
-                keep |= v != 0.0
-            bins[pos] = s - a
-            pos += np.int64(keep)
-    out_ptr[ptr.shape[0] - 1] = pos
-    return pos
-
-
-_LOW32 = np.int64(0xFFFFFFFF)
-
-
-def _slot_hc(hist, d):
-    """(hessian, row count or -1) of slot d of one histogram (layout chosen at compile time:
-    packed (total_bins,), or (total_bins, 2 or 3))."""
-
-
-@overload(_slot_hc, inline="always")
-def _slot_hc_impl(hist, d):
-    if hist.ndim == 1:
-        def packed(hist, d):
-            return np.float64(hist[d] & _LOW32), -1.0
-        return packed
-
-    def pairs(hist, d):
-        return np.float64(hist[d, 1]), np.float64(hist[d, 2]) if hist.shape[1] == 3 else -1.0
-    return pairs
-
-
-@nb.njit(cache=True, nogil=True)
-def splittable_features(hist, live, default_slots, H, C, h_scale, mcw, min_data, tol, out):
-    """out[i] = whether live feature live[i] may have a valid split in a node of hessian sum
-    H and row count C (hist: its fixed histogram, (total_bins,) packed or (total_bins, 2 or
-    3)); hessians must be non-negative.
-
-    One child of any split of f holds none of the rows in f's default bin, so at most the
-    node's hessian (rows) outside that bin: below min_child_weight (min_data_in_leaf, with
-    row counts) no split of f is valid, in the node or below it (a subset of its rows has no
-    more). `h_scale` turns quantised hessians into gradient units; `tol` is a margin for the
-    rounding of float sums, the test applying only when min_child_weight > 0."""
-    for i in range(live.shape[0]):
-        f = live[i]
-        hd, cd = _slot_hc(hist, default_slots[f])
-        ok = True
-        if mcw > 0.0 and H - hd * h_scale + tol < mcw:
-            ok = False
-        elif cd >= 0.0 and min_data > 0.0 and C - cd < min_data:
-            ok = False
-        out[i] = ok
 
 
 # -- partition -------------------------------------------------------------------------------------

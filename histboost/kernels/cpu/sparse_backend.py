@@ -2,37 +2,29 @@
 `histboost.data.sparse.SparseBins` (kernels: `histboost.kernels.cpu.sparse`).
 
 Everything but the layout-bound steps is `CPUBackend`'s: gradients, split search kernels,
-margins. A node's histogram is built over the stored slots of its rows (time proportional to
-its stored values) in a full-width scratch histogram, each feature's default bin is fixed from
-the node total, and the partition reads the split feature's column of non-default entries.
+margins. A wide sparse matrix has far more histogram slots than a node has stored values, so
+no step of a node works over every slot:
 
-Live features. A wide sparse matrix has far more histogram slots than a node has stored values,
-so per-node work over every slot (zeroing, fixing, subtracting, searching) would dominate. A
-feature is *live* in a node while some split of it could be valid there: its rows outside the
-default bin carry at least min_child_weight of hessian (and min_data_in_leaf rows, when rows
-are counted). A node's descendants hold subsets of its rows, so a feature dead in a node is dead
-in its whole subtree (hessians are non-negative; otherwise nothing is pruned).
+- A node's histogram is *sparse*: the slots that hold anything, ascending, with their sums;
+  every feature's default bin (the bin of an unstored entry) left out and fixed from the node
+  total (feature 0's slots, stored for every row) when it is read.
+- The smaller child of a split is built from its rows' stored slots (a full-width scratch
+  never zeroed, a bitmap of the slots touched); the larger child is its parent's histogram
+  minus those slots, in place.
+- The search visits only the features with a slot in the node's list, fixes each one's
+  default bin, writes its bins in order and runs the dense kernel's per-feature scan on them:
+  the splits of the dense layout.
+- Features *dead* in a node (its rows off their default bin carry less than
+  min_child_weight of hessian, or fewer than min_data_in_leaf rows) cannot split there nor
+  below (descendants hold subsets of its rows; hessians non-negative): each node's search
+  marks them in an array its children inherit, and their slots leave its list and its
+  children's builds.
 
-Compact histograms. A node's histogram is kept *compact*: the slots of its live features only,
-feature after feature in ascending order (feature 0, which carries the node total, always
-first), so memory and every step after the build (fixing, subtracting, searching) cost its live
-slots. Both children of a split take the live features that stay live in the parent; the
-parent's histogram is compacted to them when its split is searched, so a subtraction is one
-elementwise difference of two arrays of one layout. The split search runs the dense kernels on
-the compact histogram (compact offsets, features renumbered back): the splits are those of the
-dense layout. `read_histograms` returns full-width histograms, zero outside the live features'
-slots.
+The partition reads the split feature's column of non-default entries.
 
-Under a distributed wrapper (`histboost.distributed.backend`) every worker must keep the same
-layouts, since the wrapper sums their compact histograms slot by slot: the root's live
-features are the union of every worker's (`varying_features`, `set_root_features`), pruning
-follows hessian statistics summed over all workers (`pruning_stats`, `set_pruning`) and the
-global histograms; where workers hold global sums of their feature block only
-("reduce_scatter") the backend does not prune by itself (`prune_live`): the wrapper agrees on
-each searched node's live features (`live_flags`, `restrict_live`). A worker whose rows
-store nothing of a live feature adds a histogram that is zero there but for the default bin
-(the fix), so the sums are the global histogram. `compact_histograms` hands the wrapper the
-stored arrays to reduce in place.
+Under a distributed wrapper, whose workers' histograms must share one layout to be summed
+slot by slot, the sparse layout trains with `histboost.kernels.cpu.sparse_compact` instead
+(`histboost.kernels.backend.make_backend` chooses it).
 """
 
 from __future__ import annotations
@@ -47,11 +39,13 @@ from ...tree.tree import Tree
 from . import histogram, sparse, sparse_predict, split
 from .backend import CPUBackend
 
-# the row chunks of a large node's histogram each zero and add a scratch histogram of the live
-# slots: at most one chunk per this many (stored values / live histogram values), so that the
-# scratch work stays below the sums (a function of the node and the data only, as the chunk
-# count of the dense layout: float models do not depend on the threads)
+# the row chunks of a large node's build each take a full-width scratch and scan a bitmap of
+# every slot: at most one chunk per this many (stored values / slots of the matrix), so that
+# this stays below the sums (a function of the node and the data only, as the chunk count of
+# the dense layout: float models do not depend on the threads)
 _VALUES_PER_CHUNK_SLOT = 1
+# items (nodes or row chunks of one) built in one call, each in a full-width scratch
+_BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
 # Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
@@ -93,44 +87,12 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-# live slot ranges closer than this many slots are zeroed as one (the slots between them are
-# unspecified in the scratch either way): fewer, longer loops
-_RANGE_GAP = 32
-# full-width scratch histograms a build uses at most (a depth-wise level is built in groups)
-_BUILD_GROUP = 4
-
-
-class _Live:
-    """A node's live features and its compact histogram layout. features: int32 (L,)
-    ascending, 0 included; starts: int64 (L,) their first global slots; ptr: int64 (L+1,)
-    their first compact slots; defaults: int64 (L,) the compact slot of each one's default
-    bin; size: compact slots; lo, hi: int64 ranges [lo[r], hi[r]) of global slots covering
-    theirs (the gaps hold no live slot); values: the slots the ranges cover."""
-
-    __slots__ = ("features", "starts", "ptr", "defaults", "size", "lo", "hi", "values")
-
-    def __init__(self, features: np.ndarray, offsets: np.ndarray,
-                 default_bins: np.ndarray) -> None:
-        L = features.size
-        self.features = features
-        self.starts = np.empty(L, np.int64)
-        self.ptr = np.empty(L + 1, np.int64)
-        self.defaults = np.empty(L, np.int64)
-        lo = np.empty(L, np.int64)
-        hi = np.empty(L, np.int64)
-        n = sparse.node_layout(features, offsets, default_bins, _RANGE_GAP, self.starts,
-                               self.ptr, self.defaults, lo, hi)
-        self.lo, self.hi = lo[:n], hi[:n]
-        self.size = int(self.ptr[-1])
-        self.values = int(hi[:n].sum() - lo[:n].sum())
-
-
 class SparseCPUBackend(CPUBackend):
     """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
     binned matrix)."""
 
     # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
-    # work is proportional to its live slots, not to a step's fixed cost, and leaves split
+    # work is proportional to its stored values, not to a step's fixed cost, and leaves split
     # ahead of their turn are mostly undone on sparse data, whose trees are lopsided (50k x
     # 100k sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept
     # a histogram for each; 2 a step 1.03x, 4 a step 1.3x)
@@ -153,58 +115,20 @@ class SparseCPUBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
-        # features with no entry off their default bin never split (nor need slots)
-        varying = np.flatnonzero(np.diff(sbins.col_ptr) > 0)
-        self._root_live = self._layout(np.union1d([0], varying).astype(np.int32))
-        # the layout of every node not split yet (its histogram's, once built)
-        self._live: dict[int, _Live] = {}
-        # node -> its compact histogram: (size,) packed int64, or (size, C)
-        self._compact: dict[int, np.ndarray] = {}
+        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
+        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
+        self._widest = int(np.diff(self.offsets).max(initial=0))
+        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
+        # by its search and its ancestors'), left out of its histograms and its children's
+        self._dead: dict[int, np.ndarray] = {}
+        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
+        # written) and bitmaps of the slots touched (zero between builds)
+        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
+        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
+        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
         self._prune = False
-        self._prune_rule = False  # the tree's rule, whether or not this backend prunes
         self._tol = 0.0
-        # whether this backend prunes live features by itself (a distributed
-        # "reduce_scatter" wrapper turns it off: its workers hold global sums of their
-        # feature block only, and it agrees on them through `live_flags`)
-        self.prune_live = True
-
-    def varying_features(self) -> np.ndarray:
-        """bool (F,): the features with an entry off their default bin in these rows."""
-        return np.diff(self.sbins.col_ptr) > 0
-
-    def set_root_features(self, varying: np.ndarray) -> None:
-        """The root's live features: those of bool (F,) `varying` (the union of every
-        worker's `varying_features`, so that all workers keep one layout), and feature 0."""
-        varying = np.asarray(varying, bool).copy()
-        varying[0] = True
-        self._root_live = self._layout(np.flatnonzero(varying).astype(np.int32))
-
-    def pruning_stats(self, output: int) -> np.ndarray:
-        """float64 (3,): (rows, rows with a negative hessian, sum of |hessian|) of these rows'
-        gradients of `output`, which `set_pruning` turns into the tree's pruning rule (summed
-        over all workers under a distributed wrapper)."""
-        h = self._pairs[output][:, 1]
-        return np.array([h.shape[0], np.count_nonzero(h < 0),
-                         float(np.abs(h).sum(dtype=np.float64))], np.float64)
-
-    def set_pruning(self, stats: np.ndarray) -> None:
-        """This tree prunes dead features when there are rows and no hessian is negative (a
-        dead feature stays dead in a subtree only then), with a rounding margin for the float
-        hessian sums the test compares. stats: `pruning_stats`'s (3,)."""
-        self._prune_rule = bool(stats[0] > 0 and stats[1] == 0)
-        self._prune = self.prune_live and self._prune_rule
-        self._tol = 1e-9 * (float(stats[2]) + 1.0)
-
-    def compact_histograms(self, nodes: list[int]) -> list[tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray]]:
-        """The stored compact histograms of `nodes` (built): for each, (its array, (size,)
-        packed int64 or (size, C), written through by the caller; its live features int32
-        (L,) ascending; their first compact slots int64 (L+1,)). A distributed wrapper sums
-        the arrays across workers in place (all workers hold the same layouts)."""
-        return [(self._compact[i], self._live[i].features, self._live[i].ptr) for i in nodes]
-
-    def _layout(self, features: np.ndarray) -> _Live:
-        return _Live(features, self.offsets, self.default_bins)
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray,
                         combine: object = None) -> None:
@@ -214,10 +138,28 @@ class SparseCPUBackend(CPUBackend):
         super().release()
         self.sbins = None
         self._pool_bufs = _Pool()
-        self._live, self._compact = {}, {}
+        self._bitmaps = np.zeros((0, 0), np.uint64)
+        self._hist = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
+
+    def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
+        (size,), views of arrays kept and grown as needed."""
+        hist, bins = self._search_bufs
+        if hist.shape[0] < size or hist.shape[1] != C or hist.dtype != self.hist_dtype:
+            cap = max(size, 2 * hist.shape[0] if hist.shape[1:] == (C,) else 0)
+            hist = np.empty((cap, C), self.hist_dtype)
+            bins = np.empty(cap, np.int32)
+            self._search_bufs = (hist, bins)
+        return hist[:size], bins[:size]
+
+    @property
+    def _channels_native(self) -> int:
+        """Channels of a sparse histogram's sums: 1 (packed quantised pairs), 2 or 3."""
+        return 1 if len(self._hist_shape) == 1 else int(self._hist_shape[1])
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
@@ -225,236 +167,235 @@ class SparseCPUBackend(CPUBackend):
                    bounds: tuple[float, float] | None = None) -> int:
         count = super().begin_tree(output, rows, quantisation, bounds)
         self._pool_bufs.trim(_POOL_KEEP)
-        self.set_pruning(self.pruning_stats(output))
-        self._live = {0: self._root_live}
-        self._compact = {}
+        h = self._pairs[output][:, 1]
+        self._prune = h.shape[0] > 0 and float(h.min()) >= 0.0
+        # rounding margin of the float hessian sums the searched-feature test compares
+        self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
+        self._hist = {}
+        self._dead = {0: np.zeros(self.n_features, np.uint8)}
         return count
 
+    def _chunks(self, n_rows: int) -> int:
+        """Row chunks of a node's build: `_sum_chunks` (a function of the node's size only,
+        so float models do not depend on the threads), fewer while a chunk would hold fewer
+        stored values than the matrix has slots (each chunk scans a bitmap of them and takes
+        a full-width scratch)."""
+        c = self._sum_chunks(n_rows)
+        while c > 1 and n_rows * self._values_per_row / c < _VALUES_PER_CHUNK_SLOT * (
+                self.total_bins):
+            c //= 2
+        return c
+
     def build_histograms(self, nodes: list[int]) -> None:
-        """Compact histograms of `nodes` (returns None: a distributed wrapper reduces them
-        through `compact_histograms`)."""
+        """Sparse histograms of `nodes` from their rows' stored slots (returns None: a sparse
+        Dataset is never trained through a distributed wrapper, the only reader of the
+        buffer)."""
         self._float_memo = None
-        for g in range(0, len(nodes), _BUILD_GROUP):
-            self._build_group(nodes[g:g + _BUILD_GROUP])
-
-    def _build_group(self, nodes: list[int]) -> None:
-        """Build `nodes` in full-width scratch histograms over their live ranges (nodes too
-        small for row chunks in one call, first), then copy each into its compact histogram,
-        fixing its default bins."""
-        sb = self.sbins
         bounds = self._ranges.bounds(nodes)
-        width = int(np.prod(self._hist_shape[1:], dtype=np.int64))
-        batch, chunked = [], []
-        for k, (s, e) in enumerate(bounds):
-            live = self._live[nodes[k]]
-            c = self._sum_chunks(e - s)
-            while c > 1 and ((e - s) * self._values_per_row / c
-                             < _VALUES_PER_CHUNK_SLOT * live.values * width):
-                c //= 2
-            (batch if c == 1 else chunked).append((k, c))
-        order = [k for k, _ in batch] + [k for k, _ in chunked]
-        lives = [self._live[nodes[k]] for k in order]
-        out = self._empty((len(nodes), *self._hist_shape), self.hist_dtype)
-        if batch:
-            idx = [k for k, _ in batch]
-            starts = np.array([bounds[k][0] for k in idx], np.int64)
-            ends = np.array([bounds[k][1] for k in idx], np.int64)
-            rng_ptr = np.zeros(len(idx) + 1, np.int64)
-            np.cumsum([lives[j].lo.size for j in range(len(idx))], out=rng_ptr[1:])
-            lo = np.concatenate([lives[j].lo for j in range(len(idx))])
-            hi = np.concatenate([lives[j].hi for j in range(len(idx))])
-            threads = self._team(min(len(idx), int(int((ends - starts).sum())
-                                                   * self._values_per_row)
-                                     // _PARALLEL_MIN_VALUES))
-            kernel = sparse.build_histograms if threads > 1 else sparse.build_histograms_serial
-            kernel(sb.indptr, sb.slots, self.gh, self.rows, starts, ends, rng_ptr, lo, hi,
-                   out[:len(idx)])
-        for j, (k, c) in enumerate(chunked, start=len(batch)):
-            live = lives[j]
+        chunks = [self._chunks(e - s) for s, e in bounds]
+        # groups of nodes whose items (a node or its row chunks) fit the scratch in use
+        group: list[int] = []
+        for k in range(len(nodes)):
+            if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
+                self._build_group(nodes, bounds, chunks, group)
+                group = []
+            group.append(k)
+        self._build_group(nodes, bounds, chunks, group)
+
+    def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
+                     chunks: list[int], group: list[int]) -> None:
+        starts, ends, first = [], [], [0]
+        for k in group:
             s, e = bounds[k]
-            if self._chunk_buffers.shape[0] < c:
-                self._chunk_buffers = np.zeros((c, *self._hist_shape), self.hist_dtype)
-            if self._team(c) > 1:
-                sparse.build_histogram_chunked(sb.indptr, sb.slots, self.gh, self.rows, s, e,
-                                               live.lo, live.hi, self._chunk_buffers[:c],
-                                               out[j])
-            else:
-                sparse.build_histogram_chunked_serial(sb.indptr, sb.slots, self.gh, self.rows,
-                                                      s, e, live.lo, live.hi, c,
-                                                      self._chunk_buffers[0], out[j])
-
-        def compact(j: int) -> np.ndarray:
-            live = lives[j]
-            h = np.empty((live.size, *self._hist_shape[1:]), self.hist_dtype)
-            sparse.gather_fixed(out[j].reshape(self.total_bins, -1), live.starts, live.ptr,
-                                live.defaults, np.zeros(width, self.hist_dtype),
-                                h.reshape(live.size, -1))
-            return h
-
-        for j, k in enumerate(order):
-            self._compact[nodes[k]] = compact(j)
+            c = chunks[k]
+            starts += [s + (e - s) * i // c for i in range(c)]
+            ends += [s + (e - s) * (i + 1) // c for i in range(c)]
+            first.append(first[-1] + c)
+        m = len(starts)
+        C = self._channels_native
+        # one scratch of a call's most items, its pages touched only as far as used
+        accs = self._empty((max(m, _BUILD_ITEMS), self.total_bins, C), self.hist_dtype)[:m]
+        if self._bitmaps.shape[0] < m:
+            self._bitmaps = np.zeros((m, self._bitmaps.shape[1]), np.uint64)
+        touched = np.zeros(m, np.int64)
+        starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
+        gh = self.gh
+        threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
+                                 // _PARALLEL_MIN_VALUES))
+        kernel = sparse.accumulate_items if threads > 1 else sparse.accumulate_items_serial
+        sb = self.sbins
+        kernel(sb.indptr, sb.slots, gh, self.rows, starts_a, ends_a, accs, self._bitmaps,
+               touched)
+        for j, k in enumerate(group):
+            a, b = first[j], first[j + 1]
+            bound = int(touched[a:b].sum())
+            out_slots = np.empty(bound, self._slot_dtype)
+            out_vals = np.empty((bound, C), self.hist_dtype)
+            size = sparse.emit_touched(accs, self._bitmaps, a, b, self._slot_feature,
+                                       self._dead[nodes[k]], out_slots, out_vals)
+            if size < bound:
+                out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
+            self._hist[nodes[k]] = (out_slots, out_vals)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
-        # the parent's histogram was compacted to its children's layout when its split was
-        # searched: one elementwise difference, into the parent's array (released here)
+        # the larger child in place of its parent's histogram, touching the built (smaller)
+        # child's slots only
         self._float_memo = None
         for p, b, t in zip(parents, built, targets, strict=True):
-            parent = self._compact.pop(p)
-            child = self._compact[b]
-            if parent.shape != child.shape:
-                raise ValueError(f"node {p}'s histogram does not have the layout of its "
-                                 f"children {b}, {t}")
-            np.subtract(parent, child, out=parent)
-            self._compact[t] = parent
+            p_slots, p_vals = self._hist.pop(p)
+            s_slots, s_vals = self._hist[b]
+            missing = np.empty(s_slots.shape[0], np.int64)
+            k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+            if k:
+                # slots the parent left out as all-zero (rare): -child's sums there
+                slots = np.concatenate([p_slots, s_slots[missing[:k]]])
+                order = np.argsort(slots, kind="stable")
+                p_slots = slots[order]
+                p_vals = np.concatenate([p_vals, -s_vals[missing[:k]]])[order]
+            self._hist[t] = (p_slots, p_vals)
 
     # -- split search --------------------------------------------------------------------
-    def _compact_float(self, h: np.ndarray) -> np.ndarray:
-        """A compact histogram (or run of one) as float64 (slots, C) in gradient units: the
-        stored array itself for float trees."""
+    def _to_float_rows(self, vals: np.ndarray) -> np.ndarray:
+        """Native sums (m, C) as float64 (m, 2 or 3) in gradient units (the array itself for
+        float trees)."""
         q = self._quantisation
         if q is None:
-            return h
-        if h.ndim == 1:  # packed
-            out = np.empty((1, h.shape[0], 2), np.float64)
-            histogram.unpack_to_float_serial(h[None], q.g_scale, q.h_scale, out)
+            return vals
+        if vals.shape[1] == 1:  # packed
+            out = np.empty((1, vals.shape[0], 2), np.float64)
+            histogram.unpack_to_float_serial(vals.reshape(1, -1), q.g_scale, q.h_scale, out)
             return out[0]
         # scales are powers of two, so these products are exact
-        out = np.empty((1, *h.shape), np.float64)
-        histogram.scale_to_float_serial(h[None], np.array([q.g_scale, q.h_scale, 1.0][
-            :h.shape[1]]), out)
+        out = np.empty((1, *vals.shape), np.float64)
+        histogram.scale_to_float_serial(vals[None], np.array([q.g_scale, q.h_scale, 1.0][
+            :vals.shape[1]]), out)
         return out[0]
-
-    def _splittable(self, node: int, H: float, C: float, reg: np.ndarray,
-                    prune: bool | None = None) -> np.ndarray | None:
-        """bool (L,): which of the node's live features stay live (see the module docstring);
-        None when all do, or when the tree does not prune (prune: that rule instead of this
-        backend's)."""
-        if not (self._prune if prune is None else prune):
-            return None
-        live = self._live[node]
-        ok = np.empty(live.features.size, np.bool_)
-        q = self._quantisation
-        sparse.splittable_features(self._compact[node],
-                                   np.arange(live.features.size, dtype=np.int32),
-                                   live.defaults, H, C,
-                                   1.0 if q is None else float(q.h_scale),
-                                   float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]),
-                                   self._tol, ok)
-        ok[0] = True  # feature 0 carries the node total
-        return None if ok.all() else ok
-
-    def _refine(self, node: int, H: float, C: float, reg: np.ndarray) -> _Live:
-        """Compact the node's histogram to its features that stay live (its children's
-        layout); returns the layout."""
-        keep = self._splittable(node, H, C, reg)
-        return self._live[node] if keep is None else self.restrict_live(node, keep)
-
-    def live_flags(self, nodes: list[int], totals: np.ndarray, reg: np.ndarray
-                   ) -> list[np.ndarray]:
-        """Per node, bool (L,): which of its live features stay live by its histogram and the
-        tree's pruning rule (all, when the tree does not prune), whether or not this backend
-        prunes itself (`prune_live`): a distributed "reduce_scatter" wrapper, whose workers
-        hold global sums of their own features only, agrees on them and applies them with
-        `restrict_live`."""
-        out = []
-        for j, node in enumerate(nodes):
-            keep = self._splittable(node, float(totals[j, 1]), float(totals[j, 2]), reg,
-                                    prune=self._prune_rule)
-            out.append(np.ones(self._live[node].features.size, bool) if keep is None else keep)
-        return out
-
-    def restrict_live(self, node: int, keep: np.ndarray) -> _Live:
-        """Compact the node's histogram to its live features where bool (L,) `keep` (its
-        children's layout); returns the layout."""
-        live = self._live[node]
-        if keep.all():
-            return live
-        new = self._layout(live.features[keep])
-        h = self._compact[node]
-        out = np.empty((new.size, *h.shape[1:]), h.dtype)
-        sparse.gather_slots(h.reshape(live.size, -1), live.ptr[:-1][keep], new.ptr,
-                            out.reshape(new.size, -1))
-        self._compact[node] = out
-        self._live[node] = new
-        return new
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         totals = np.ascontiguousarray(totals, np.float64)
         masks = np.ascontiguousarray(feature_masks, np.bool_)
-
-        def search(j: int) -> np.ndarray:
-            node = nodes[j]
-            live = self._refine(node, float(totals[j, 1]), float(totals[j, 2]), reg)
-            full = self._compact_float(self._compact[node])
-            # the dense search on the bins it needs (`kernels.cpu.sparse.searched_bins`):
-            # offsets of those, features numbered 0..L-1, both mapped back after
-            hist = np.empty_like(full)
-            ptr = np.empty(live.ptr.size, np.int64)
-            bins = np.empty(full.shape[0], np.int32)
-            kept = sparse.searched_bins(full, live.ptr, hist, ptr, bins)
-            hist = hist[None, :kept]
-            mask = masks[j:j + 1, live.features]
+        C = self._channels_native
+        q = self._quantisation
+        h_scale = 1.0 if q is None else float(q.h_scale)
+        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
+        general = split.gain_path(reg)
+        # a feature's sums in gradient units (quantised trees), channels as the search reads
+        fbuf = np.empty((self._widest + 4, 2 if C == 1 else C), np.float64)
+        for j, node in enumerate(nodes):
+            slots, vals = self._hist[node]
+            n = slots.shape[0]
+            nf_max = min(n, self.n_features)
+            ptr = np.empty(nf_max + 1, np.int64)
+            features = np.empty(nf_max, np.int32)
+            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype),
+                       np.zeros((1, C), self.hist_dtype))
+            args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
+                    self._dead[node], True, self._prune)
+            prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
+            # each searched feature adds at most its default and three edge bins
+            size = n + 4 * nf_max
+            if (monotone is None
+                    and self._team(size * _SPLIT_COST // _PARALLEL_MIN_VALUES) == 1):
+                # one pass: each feature searched as its bins are written
+                hist, bins = self._search_scratch(self._widest + 4, C)
+                rec = out[j]
+                rec[split.REC_FEATURE] = -1.0
+                kept, nf, n_new = sparse.search_node(
+                    *args, float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
+                    1.0 if q is None else float(q.g_scale), h_scale, *prune_args, *scratch,
+                    hist, ptr, features, bins, reg, general, np.zeros(2, np.int64),
+                    np.zeros(split.REC_WIDTH), rec, fbuf)
+                self._after_search(node, n, n_new)
+                continue
+            hist, bins = self._search_scratch(size, C)
+            kept, nf, n_new = sparse.searched_node(
+                *args, float(totals[j, 1]), float(totals[j, 2]), h_scale, *prune_args,
+                *scratch, hist, ptr, features, bins)
+            self._after_search(node, n, n_new)
+            if nf == 0:
+                out[j, split.REC_FEATURE] = -1.0
+                continue
+            fhist = self._to_float_rows(hist[:kept])[None]
+            ptr, features = ptr[:nf + 1], features[:nf]
+            ones = np.ones((1, nf), np.bool_)
             if monotone is None:
                 parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
-                rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
+                rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                rec = split.monotone_search(hist, totals[j:j + 1], ptr, mask, reg,
-                                            (np.asarray(cons)[live.features], lower[j:j + 1],
+                rec = split.monotone_search(fhist, totals[j:j + 1], ptr, ones, reg,
+                                            (np.asarray(cons)[features], lower[j:j + 1],
                                              upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
-                rec[split.REC_FEATURE] = live.features[f]
-            return rec
-
-        out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
-        for j in range(len(nodes)):
-            out[j] = search(j)
+                rec[split.REC_FEATURE] = features[f]
+            out[j] = rec
         return out
 
-    def _float_histograms(self, nodes: list[int]) -> np.ndarray:
-        """float64 (k, total_bins, C) full-width histograms of `nodes` in gradient units,
-        zero outside their live features' slots (the dense backend's readers: totals, the
-        oblivious gain table, `read_histograms`)."""
-        key = tuple(nodes)
-        memo = self._float_memo
-        if memo is not None and memo[0] == key:
-            return memo[1]
-        channels = 2 if len(self._hist_shape) == 1 else self._hist_shape[1]
-        out = np.zeros((len(nodes), self.total_bins, channels), np.float64)
-        for j, node in enumerate(nodes):
-            live = self._live[node]
-            at = np.repeat(live.starts - live.ptr[:-1], np.diff(live.ptr)) + np.arange(
-                live.size)
-            out[j, at] = self._compact_float(self._compact[node])
-        self._float_memo = (key, out)
-        return out
-
-    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
-        # feature 0 comes first in every compact layout
-        return np.array([self._compact_float(
-            self._compact[i][:self._live[i].ptr[1]])[:, :2].sum(axis=0) for i in nodes])
-
-    def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
-                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
-        # layouts are not refined here: evaluate_split may read the level's feature in any
-        # of its nodes
-        mask = np.zeros(self.n_features, np.bool_)
-        for j, node in enumerate(nodes):
-            keep = self._splittable(node, float(totals[j, 1]), float(totals[j, 2]), reg)
-            features = self._live[node].features
-            mask[features if keep is None else features[keep]] = True
-        return super().oblivious_gains(nodes, totals, mask & feature_mask, reg, monotone)
+    def _after_search(self, node: int, n: int, n_new: int) -> None:
+        """A searched node's list compacted to n_new slots (its dead features' left out)."""
+        if n_new < n:
+            slots, vals = self._hist[node]
+            self._hist[node] = (slots[:n_new], vals[:n_new])
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
         counts = super().apply_splits(parents, lefts, rights, records)
+        # dead in a node, dead below it: its descendants hold subsets of its rows
         for p, left, right in zip(parents, lefts, rights, strict=True):
-            self._live[left] = self._live[right] = self._live.pop(p)
+            dead = self._dead.pop(p)
+            self._dead[left], self._dead[right] = dead, dead.copy()
         return counts
+
+    def _float_histograms(self, nodes: list[int]) -> np.ndarray:
+        """float64 (k, total_bins, C) full histograms of `nodes` in gradient units, every
+        default bin fixed (the dense backend's readers: totals, the oblivious gain table,
+        `read_histograms`)."""
+        key = tuple(nodes)
+        memo = self._float_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        C = self._channels_native
+        channels = 2 if C == 1 else C
+        out = np.zeros((len(nodes), self.total_bins, channels), np.float64)
+        starts = self.offsets[:-1]
+        defaults = starts + self.default_bins
+        for j, node in enumerate(nodes):
+            slots, vals = self._hist[node]
+            unfixed = np.zeros((self.total_bins, C), self.hist_dtype)
+            unfixed[slots] = vals
+            full = np.empty_like(unfixed)
+            sparse.gather_fixed(unfixed, starts, self.offsets, defaults,
+                                np.zeros(C, self.hist_dtype), full)
+            out[j] = self._to_float_rows(full)
+        self._float_memo = (key, out)
+        return out
+
+    def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        # feature 0's slots, every row once (all of them, zeros included: the sum is the
+        # dense layout's)
+        C = self._channels_native
+        width = int(self.offsets[1])
+        sums = []
+        for node in nodes:
+            slots, vals = self._hist[node]
+            first = np.zeros((width, C), self.hist_dtype)
+            k = int(np.searchsorted(slots, width))
+            first[slots[:k]] = vals[:k]
+            sums.append(self._to_float_rows(first)[:, :2].sum(axis=0))
+        return np.array(sums)
+
+    def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
+                        reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
+        # only features with a slot off their default bin in some node can split
+        present = np.zeros(self.n_features, np.bool_)
+        for node in nodes:
+            slots = self._hist[node][0]
+            present[np.searchsorted(self.offsets, slots, side="right") - 1] = True
+        return super().oblivious_gains(nodes, totals, present & feature_mask, reg, monotone)
 
     # -- partition -----------------------------------------------------------------------
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
