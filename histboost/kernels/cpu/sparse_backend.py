@@ -358,6 +358,13 @@ class SparseCPUBackend(CPUBackend):
         memo = self._float_memo
         if memo is not None and memo[0] == key:
             return memo[1]
+        dead = [n for n in nodes if n in self._dead and self._dead[n].any()]
+        if dead:
+            # a dead feature's slots have left the node's list: its bins would read as all
+            # rows in the default bin (only the split search marks features dead, and no
+            # full-histogram reader runs after it)
+            raise RuntimeError(f"sparse backend: full histograms of nodes {dead[:4]} were "
+                               "asked for after features were marked dead in them")
         C = self._channels_native
         channels = 2 if C == 1 else C
         out = np.zeros((len(nodes), self.total_bins, channels), np.float64)
