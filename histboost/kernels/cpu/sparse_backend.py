@@ -87,9 +87,12 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-class SparseCPUBackend(CPUBackend):
-    """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
-    binned matrix)."""
+class SparseLayoutBackend(CPUBackend):
+    """What both sparse backends (this module's and, under a distributed wrapper,
+    `histboost.kernels.cpu.sparse_compact`'s) share: `CPUBackend` on a `SparseBins` layout
+    (arguments as `CPUBackend`'s, `sbins` for the binned matrix), its partition over the split
+    feature's column of non-default entries, margins of sampled-out rows from the binned rows,
+    and a pool of histogram buffers. The histograms are the subclasses'."""
 
     # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
     # work is proportional to its stored values, not to a step's fixed cost, and leaves split
@@ -115,6 +118,80 @@ class SparseCPUBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
+
+    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
+                        combine: object = None) -> None:
+        raise ValueError("categorical features need dense input; a sparse Dataset has none")
+
+    def release(self) -> None:
+        super().release()
+        self.sbins = None
+        self._pool_bufs = _Pool()
+
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
+
+    # -- partition -----------------------------------------------------------------------
+    def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
+                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        sb = self.sbins
+        starts = np.array([b[0] for b in bounds], np.int64)
+        ends = np.array([b[1] for b in bounds], np.int64)
+        n_left = np.zeros(starts.shape[0], np.int64)
+        small = []
+        for k in range(starts.shape[0]):
+            n_rows = int(ends[k] - starts[k])
+            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
+                      else 1)
+            if chunks == 1:
+                small.append(k)
+                continue
+            self._team(chunks)
+            f = int(features[k])
+            n_left[k] = sparse.partition_node_chunked(
+                sb.col_rows, sb.col_bins, sb.col_ptr[f], sb.col_ptr[f + 1], self.rows,
+                starts[k], ends[k], split_bins[k], self.missing_bins[f], default_left[k],
+                self.default_bins[f], chunks, self._scratch, self._partition_counts)
+        if small:
+            idx = np.array(small)
+            sub = np.zeros(idx.size, np.int64)
+            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
+                                     // _PARTITION_CHUNKED_MIN_ROWS))
+            kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
+            kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
+                   features[idx], split_bins[idx], self.missing_bins, self.default_bins,
+                   default_left[idx], self._scratch, sub)
+            n_left[idx] = sub
+        return n_left
+
+    # -- margins -------------------------------------------------------------------------
+    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
+                      output: int) -> None:
+        if self._uses_all_rows:
+            super().update_margin(tree, leaves, values, output)
+            return
+        if tree.class_index != output:
+            raise ValueError(f"tree of output {tree.class_index} added to output {output}")
+        self._team(self.n_threads)
+        pf = PackedForest([tree])
+        sb = self.sbins
+        sparse_predict.predict_margin_binned(
+            sb.indptr, sb.slots, self.offsets, self.default_bins, self.missing_bins, 0, 1,
+            pf.tree_class, pf.left, pf.right, pf.feature, pf.split_bin, pf.default_left,
+            pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
+            pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
+
+
+class SparseCPUBackend(SparseLayoutBackend):
+    """`SparseLayoutBackend` with sparse node histograms (the module docstring)."""
+
+    def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
+                 weight: np.ndarray | None = None, n_outputs: int = 1,
+                 count_rows: bool = False, pack: bool = True,
+                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
+        super().__init__(sbins, n_threads, label, weight, n_outputs, count_rows, pack,
+                         row_ids, pack_rows)
+        F = self.n_features
         self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
         self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
         self._widest = int(np.diff(self.offsets).max(initial=0))
@@ -130,20 +207,11 @@ class SparseCPUBackend(CPUBackend):
         self._prune = False
         self._tol = 0.0
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
-                        combine: object = None) -> None:
-        raise ValueError("categorical features need dense input; a sparse Dataset has none")
-
     def release(self) -> None:
         super().release()
-        self.sbins = None
-        self._pool_bufs = _Pool()
         self._bitmaps = np.zeros((0, 0), np.uint64)
         self._hist = {}
         self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-
-    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
 
     def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
         """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
@@ -403,53 +471,3 @@ class SparseCPUBackend(CPUBackend):
             slots = self._hist[node][0]
             present[np.searchsorted(self.offsets, slots, side="right") - 1] = True
         return super().oblivious_gains(nodes, totals, present & feature_mask, reg, monotone)
-
-    # -- partition -----------------------------------------------------------------------
-    def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
-                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        sb = self.sbins
-        starts = np.array([b[0] for b in bounds], np.int64)
-        ends = np.array([b[1] for b in bounds], np.int64)
-        n_left = np.zeros(starts.shape[0], np.int64)
-        small = []
-        for k in range(starts.shape[0]):
-            n_rows = int(ends[k] - starts[k])
-            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
-                      else 1)
-            if chunks == 1:
-                small.append(k)
-                continue
-            self._team(chunks)
-            f = int(features[k])
-            n_left[k] = sparse.partition_node_chunked(
-                sb.col_rows, sb.col_bins, sb.col_ptr[f], sb.col_ptr[f + 1], self.rows,
-                starts[k], ends[k], split_bins[k], self.missing_bins[f], default_left[k],
-                self.default_bins[f], chunks, self._scratch, self._partition_counts)
-        if small:
-            idx = np.array(small)
-            sub = np.zeros(idx.size, np.int64)
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_CHUNKED_MIN_ROWS))
-            kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
-            kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
-                   features[idx], split_bins[idx], self.missing_bins, self.default_bins,
-                   default_left[idx], self._scratch, sub)
-            n_left[idx] = sub
-        return n_left
-
-    # -- margins -------------------------------------------------------------------------
-    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
-                      output: int) -> None:
-        if self._uses_all_rows:
-            super().update_margin(tree, leaves, values, output)
-            return
-        if tree.class_index != output:
-            raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-        self._team(self.n_threads)
-        pf = PackedForest([tree])
-        sb = self.sbins
-        sparse_predict.predict_margin_binned(
-            sb.indptr, sb.slots, self.offsets, self.default_bins, self.missing_bins, 0, 1,
-            pf.tree_class, pf.left, pf.right, pf.feature, pf.split_bin, pf.default_left,
-            pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
-            pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)

@@ -42,38 +42,25 @@ stored arrays to reduce in place.
 
 from __future__ import annotations
 
-import sys
-
 import numba as nb
 import numpy as np
 from numba.extending import overload
 
-from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
-from ...tree.tree import Tree
-from . import histogram, sparse, sparse_predict, split
+from . import histogram, sparse, split
 from ._intrinsics import add_pair, prefetch
-from .backend import CPUBackend
+from .sparse_backend import (
+    _PARALLEL_MIN_VALUES,
+    _POOL_KEEP,
+    _SPLIT_COST,
+    SparseLayoutBackend,
+)
 
 # the row chunks of a large node's histogram each zero and add a scratch histogram of the live
 # slots: at most one chunk per this many (stored values / live histogram values), so that the
 # scratch work stays below the sums (a function of the node and the data only, as the chunk
 # count of the dense layout: float models do not depend on the threads)
 _VALUES_PER_CHUNK_SLOT = 1
-# free histogram buffers kept for reuse between trees
-_POOL_KEEP = 8
-# Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
-# slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps), and Numba's threads spin on their cores for a while after it
-# (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
-# step's nodes on parallel loops or on Python threads). A step's histograms are built, and a
-# node's split searched, in parallel from this many stored (elementwise) values' worth of
-# work (a searched slot costs _SPLIT_COST of them: a gain per bin, twice with missing
-# values); a step's partition, a galloping walk cheaper per row than the dense one, from
-# this many rows (a node's, in row chunks).
-_PARALLEL_MIN_VALUES = 1 << 20
-_SPLIT_COST = 16
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
 
 
 # -- compact histogram kernels ---------------------------------------------------------
@@ -306,31 +293,6 @@ def splittable_features(hist, live, default_slots, H, C, h_scale, mcw, min_data,
 
 
 
-class _Pool:
-    """Full-width scratch arrays for reuse. A sparse layout's histograms span every slot of a
-    wide matrix (megabytes each); a fresh array of that size comes from mmap and pays a page
-    fault per 4 KiB on its first writes, as slow as filling it. An array is free again once
-    nothing else refers to it (the store released its nodes)."""
-
-    def __init__(self) -> None:
-        self._bufs: list[np.ndarray] = []
-
-    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        for buf in self._bufs:
-            # references: the list, this loop's name and getrefcount's argument
-            if buf.shape == shape and buf.dtype == dtype and sys.getrefcount(buf) <= 3:
-                return buf
-        buf = np.empty(shape, dtype)
-        self._bufs.append(buf)
-        return buf
-
-    def trim(self, keep: int) -> None:
-        """Drop all but `keep` of the free arrays (the newest kept)."""
-        free = [i for i, b in enumerate(self._bufs) if sys.getrefcount(b) <= 3]
-        drop = set(free[:max(0, len(free) - keep)])
-        self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
-
-
 # live slot ranges closer than this many slots are zeroed as one (the slots between them are
 # unspecified in the scratch either way): fewer, longer loops
 _RANGE_GAP = 32
@@ -363,34 +325,15 @@ class _Live:
         self.values = int(hi[:n].sum() - lo[:n].sum())
 
 
-class CompactSparseCPUBackend(CPUBackend):
-    """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
-    binned matrix)."""
-
-    # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
-    # work is proportional to its live slots, not to a step's fixed cost, and leaves split
-    # ahead of their turn are mostly undone on sparse data, whose trees are lopsided (50k x
-    # 100k sparse_like, 63 leaves: 32 a step searched 2.2x the nodes of one a step and kept
-    # a histogram for each; 2 a step 1.03x, 4 a step 1.3x)
-    best_first_batch = 2
+class CompactSparseCPUBackend(SparseLayoutBackend):
+    """`SparseLayoutBackend` with compact node histograms (the module docstring)."""
 
     def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
                  weight: np.ndarray | None = None, n_outputs: int = 1,
                  count_rows: bool = False, pack: bool = True,
                  row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
-        n, F = sbins.shape
-        # the dense state of a zero-width matrix, then the sparse layout in its place
-        super().__init__(np.zeros((n, 0), np.uint8), sbins.offsets, n_threads, label=label,
-                         weight=weight, n_outputs=n_outputs, count_rows=count_rows,
-                         pack=pack, row_ids=row_ids, pack_rows=pack_rows)
-        self.sbins = sbins
-        self.n_features = int(F)
-        self.bins = self.columns = None  # type: ignore[assignment]
-        self.slots = sbins.slots
-        self.default_bins = sbins.default_bins
-        self.default_slots = sbins.default_slots
-        self._values_per_row = sbins.slots.shape[0] / max(1, n)
-        self._pool_bufs = _Pool()
+        super().__init__(sbins, n_threads, label, weight, n_outputs, count_rows, pack,
+                         row_ids, pack_rows)
         # features with no entry off their default bin never split (nor need slots)
         varying = np.flatnonzero(np.diff(sbins.col_ptr) > 0)
         self._root_live = self._layout(np.union1d([0], varying).astype(np.int32))
@@ -444,18 +387,9 @@ class CompactSparseCPUBackend(CPUBackend):
     def _layout(self, features: np.ndarray) -> _Live:
         return _Live(features, self.offsets, self.default_bins)
 
-    def replace_columns(self, features: np.ndarray, bins: np.ndarray,
-                        combine: object = None) -> None:
-        raise ValueError("categorical features need dense input; a sparse Dataset has none")
-
     def release(self) -> None:
         super().release()
-        self.sbins = None
-        self._pool_bufs = _Pool()
         self._live, self._compact = {}, {}
-
-    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
 
     # -- one tree ------------------------------------------------------------------------
     def begin_tree(self, output: int, rows: np.ndarray | None,
@@ -693,53 +627,3 @@ class CompactSparseCPUBackend(CPUBackend):
         for p, left, right in zip(parents, lefts, rights, strict=True):
             self._live[left] = self._live[right] = self._live.pop(p)
         return counts
-
-    # -- partition -----------------------------------------------------------------------
-    def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
-                   split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
-        sb = self.sbins
-        starts = np.array([b[0] for b in bounds], np.int64)
-        ends = np.array([b[1] for b in bounds], np.int64)
-        n_left = np.zeros(starts.shape[0], np.int64)
-        small = []
-        for k in range(starts.shape[0]):
-            n_rows = int(ends[k] - starts[k])
-            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
-                      else 1)
-            if chunks == 1:
-                small.append(k)
-                continue
-            self._team(chunks)
-            f = int(features[k])
-            n_left[k] = sparse.partition_node_chunked(
-                sb.col_rows, sb.col_bins, sb.col_ptr[f], sb.col_ptr[f + 1], self.rows,
-                starts[k], ends[k], split_bins[k], self.missing_bins[f], default_left[k],
-                self.default_bins[f], chunks, self._scratch, self._partition_counts)
-        if small:
-            idx = np.array(small)
-            sub = np.zeros(idx.size, np.int64)
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_CHUNKED_MIN_ROWS))
-            kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
-            kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
-                   features[idx], split_bins[idx], self.missing_bins, self.default_bins,
-                   default_left[idx], self._scratch, sub)
-            n_left[idx] = sub
-        return n_left
-
-    # -- margins -------------------------------------------------------------------------
-    def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
-                      output: int) -> None:
-        if self._uses_all_rows:
-            super().update_margin(tree, leaves, values, output)
-            return
-        if tree.class_index != output:
-            raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-        self._team(self.n_threads)
-        pf = PackedForest([tree])
-        sb = self.sbins
-        sparse_predict.predict_margin_binned(
-            sb.indptr, sb.slots, self.offsets, self.default_bins, self.missing_bins, 0, 1,
-            pf.tree_class, pf.left, pf.right, pf.feature, pf.split_bin, pf.default_left,
-            pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
-            pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
