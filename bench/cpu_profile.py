@@ -163,6 +163,18 @@ def launch_us(threads: int, calls: int = 2000) -> float:
     return float(np.median(samples))
 
 
+def lightgbm_seconds(X: np.ndarray, y: np.ndarray, threads: int, rounds: int) -> float:
+    """Seconds of LightGBM's Dataset and training with bench/cpu.py's parameters (one
+    LightGBM configuration for all of histboost's, as there)."""
+    import lightgbm as lgb
+    params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": 255, "max_depth": 8,
+              "max_bin": 255, "num_threads": threads, "verbose": -1,
+              "min_sum_hessian_in_leaf": 1.0}
+    t0 = time.perf_counter()
+    lgb.train(params, lgb.Dataset(X, y), rounds)
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -170,6 +182,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--plain", action="store_true", help="phase timers only, no wrappers")
+    ap.add_argument("--lightgbm", action="store_true",
+                    help="LightGBM on the same data and rounds after each configuration")
     a = ap.parse_args()
     threads = a.threads or os.cpu_count()
     X, y = synth().higgs_like(a.rows, seed=0)[:2]
@@ -194,11 +208,18 @@ def main() -> None:
         phases = {k: round(v, 3) for k, v in b.timings.items()}
         print(f"\n## {name}: {total:.2f} s, {1000 * total / a.rounds:.1f} ms/tree; phases "
               f"{phases}; outside them {total - sum(b.timings.values()):.3f} s", flush=True)
+        if a.lightgbm:
+            lgb_s = lightgbm_seconds(X, y, threads, a.rounds)
+            print(f"LightGBM, same process, same rounds: {lgb_s:.2f} s, "
+                  f"{1000 * lgb_s / a.rounds:.1f} ms/tree", flush=True)
         if a.plain:
             continue
         per = 1000 / a.rounds
+        kernels = sum(s for _, s in rec.kernels.values())
         print(f"grower host {per * (rec.grow - rec.backend):.2f} ms/tree "
-              f"(grow {per * rec.grow:.2f}, backend calls {per * rec.backend:.2f})")
+              f"(grow {per * rec.grow:.2f}, backend calls {per * rec.backend:.2f}); all "
+              f"kernels {per * kernels:.2f} ms/tree, train time outside them "
+              f"{per * (total - kernels):.2f} ms/tree")
         print("| kernel | calls/tree | ms/tree | us/call |\n|---|---|---|---|")
         for k, (n, s) in sorted(rec.kernels.items(), key=lambda kv: -kv[1][1]):
             print(f"| {k} | {n / a.rounds:.1f} | {per * s:.2f} | {1e6 * s / n:.0f} |")
