@@ -17,7 +17,9 @@
 #             checkout's histboost configurations run in the same turns
 #   profile   bench/cpu_profile.py on all cores (ROUNDS_PROFILE rounds, default 50), with
 #             LightGBM's time for the same rounds in the same process after each configuration
-# pairs and profile pin every library to the same threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS
+#   variants  bench/cpu_profile.py --variants "$VARIANTS": backend constants timed against each
+#             other in one process, in turns (REPEATS, default 2; ROUNDS_PROFILE rounds)
+# pairs, profile and variants pin every library to the same threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS
 # and --threads all equal to the cores of the machine (nproc), under taskset over those cores.
 #   two       bench/cpu.py's histboost configurations and LightGBM on two cores (taskset, 2
 #             threads, 50 rounds)
@@ -70,6 +72,11 @@ pin=(env NUMBA_NUM_THREADS="$cores" OMP_NUM_THREADS="$cores" taskset -c "0-$((co
 if [[ $what == *profile* ]]; then
     timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" --lightgbm \
         --rounds "${ROUNDS_PROFILE:-50}" 2>&1 | tee "$OUT/cpu-profile.txt" || status=1
+fi
+if [[ $what == *variants* ]]; then
+    timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" \
+        --rounds "${ROUNDS_PROFILE:-50}" --repeats "${REPEATS:-2}" --variants "$VARIANTS" \
+        2>&1 | tee "$OUT/cpu-variants.txt" || status=1
 fi
 if [[ $what == *pairs* ]]; then
     timeout 590 "${pin[@]}" python3 bench/cpu.py --threads "$cores" --repeats "${REPEATS:-3}" \
