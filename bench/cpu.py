@@ -10,11 +10,12 @@ rows to run every kernel the timed training runs, so Numba compilation is not ti
 covers dataset construction + training. Prints a Markdown table of train time, ms per round,
 ratio to histboost, peak RSS and test AUC.
 
---repeats N runs the whole list of libraries N times in turns (A B C, A B C, ...: a drift of
-the machine over the call touches every library alike) and reports each one's median, range
-and samples. --compare DIR adds every histboost configuration again as `NAME@DIR`, trained by
-the histboost package found in DIR (another checkout, e.g. a `git worktree` of main), with
-its own Numba cache, in turns with this checkout's: an A/B in one call.
+--repeats N runs the whole list of libraries N times in turns, in alternating order (A B C,
+C B A, A B C, ...: a drift of the machine over the call touches every library alike) and
+reports each one's median, range and samples. --compare DIR adds every histboost
+configuration again as `NAME@DIR`, trained by the histboost package found in DIR (another
+checkout, e.g. a `git worktree` of main), with its own Numba cache, in turns with this
+checkout's: an A/B in one call.
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ def main() -> None:
         np.savez(data, X=X[:a.rows], y=y[:a.rows], Xt=X[a.rows:], yt=y[a.rows:])
         del X, y
         for rep in range(a.repeats):
-            for lib in libs:
+            # turns in alternating order (A B C, C B A, A B C, ...): a machine that speeds
+            # up or slows down over the call favours no library's median
+            for lib in (libs if rep % 2 == 0 else libs[::-1]):
                 env = dict(os.environ)
                 if "@" in lib:  # the other checkout's histboost first, its own compile cache
                     other = lib.split("@", 1)[1]
