@@ -22,7 +22,7 @@
 # pairs, profile and variants pin every library to the same threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS
 # and --threads all equal to the cores of the machine (nproc), under taskset over those cores.
 #   two       bench/cpu.py's histboost configurations and LightGBM on two cores (taskset, 2
-#             threads, 50 rounds)
+#             threads, 50 rounds; REPEATS_TWO turns, default 1)
 #   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
 #             2 processes x 1 thread, the communication target; then the latency
 #             and bandwidth of the collectives on those two cores (bench/collective.py)
@@ -90,7 +90,8 @@ if [[ $what == *old* && -d shared/old/histboost ]]; then
         2>&1 | tee "$OUT/cpu-old.txt" || status=1
 fi
 if [[ $what == *two* ]]; then
-    NUMBA_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py --threads 2 --rounds 50 --libs \
+    NUMBA_NUM_THREADS=2 OMP_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py \
+        --threads 2 --rounds 50 --repeats "${REPEATS_TWO:-1}" --libs \
         histboost,histboost-depthwise,histboost-quantized,lightgbm "$@" \
         2>&1 | tee "$OUT/cpu-two.txt" || status=1
 fi
