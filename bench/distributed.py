@@ -49,6 +49,48 @@ def _cpu_seconds() -> float:
     return use.ru_utime + use.ru_stime
 
 
+class Trace:
+    """Per collective of the tree learner on this rank: perf_counter (CLOCK_MONOTONIC, one
+    clock for all processes of a host) at entry, at the shared-memory barriers' entry and
+    exit (first entry, last exit) and at return, and this thread's CPU seconds at entry and
+    return. Installed by wrapping `DistributedBackend._collective` and `SharedSegment.barrier`
+    (the bench's own instrument, not the library's)."""
+
+    def __init__(self) -> None:
+        from histboost.collective.shm import SharedSegment
+        from histboost.distributed.backend import DistributedBackend, _nbytes
+
+        self.rows: list[list[float]] = []
+        self.on = False
+        self._open: list[float] | None = None
+        trace = self
+        collective, barrier = DistributedBackend._collective, SharedSegment.barrier
+
+        def traced_collective(backend, call, *a, **kw):
+            if not trace.on:
+                return collective(backend, call, *a, **kw)
+            row = [time.perf_counter(), 0.0, 0.0, 0.0, time.thread_time(), 0.0,
+                   call.__name__, _nbytes(a[0])]
+            trace._open = row
+            try:
+                return collective(backend, call, *a, **kw)
+            finally:
+                row[3], row[5] = time.perf_counter(), time.thread_time()
+                trace._open = None
+                trace.rows.append(row)
+
+        def traced_barrier(segment, ctx):
+            row = trace._open
+            if row is not None and not row[1]:
+                row[1] = time.perf_counter()
+            barrier(segment, ctx)
+            if row is not None:
+                row[2] = time.perf_counter()
+
+        DistributedBackend._collective = traced_collective
+        SharedSegment.barrier = traced_barrier
+
+
 def worker(args: argparse.Namespace) -> None:
     """One rank: its block of the rows, one warm-up round, then the timed rounds."""
     from _common import auc, synth
@@ -56,6 +98,7 @@ def worker(args: argparse.Namespace) -> None:
     import histboost as hb
     import histboost.collective as hc
 
+    trace = Trace() if args.trace else None
     comm = hc.init(timeout=600)
     rank, world = comm.rank, comm.world_size
     if args.device == "cuda":
@@ -76,11 +119,15 @@ def worker(args: argparse.Namespace) -> None:
               "tree_learner": args.learner, "device": device, "seed": 0}
     hb.train(params, d, 1, comm=comm)  # compile, warm the caches
     comm.barrier()
-    start, cpu_start = time.perf_counter(), _cpu_seconds()
+    if trace is not None:
+        trace.on = True
+    start, cpu_start, thread_start = time.perf_counter(), _cpu_seconds(), time.thread_time()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
     timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start,
                    calls=booster.collective_calls or 0)
+    if trace is not None:
+        timings["trace"] = [[start, 0, 0, start, 0, thread_start, "start", 0], *trace.rows]
     Path(f"{args.result}.{rank}").write_text(json.dumps(timings))
     if rank == 0:
         model = booster.save_raw()
@@ -91,6 +138,37 @@ def worker(args: argparse.Namespace) -> None:
     comm.close()
 
 
+def trace_table(rank_timings: list[dict], rounds: int) -> str:
+    """Where the tree learner's collectives spend their time, from every rank's `Trace`, per
+    kind of call, in ms per round (means over ranks): compute before (wall and this thread's
+    CPU since the rank's previous collective returned, and the CPU the slowest rank spent
+    more: the lag on dedicated cores), entry (to the first barrier: copies
+    into the shared stage, Python), lag (first barrier entry to the last rank's: waiting for
+    the slower rank, the load imbalance), wake (the last rank's arrival to this rank's
+    release: transport latency), after (release to return: folds, copies out) and the CPU
+    of the calls."""
+    traces = [t["trace"] for t in rank_timings]
+    world = len(traces)
+    kinds: dict[str, np.ndarray] = {}
+    for i in range(1, min(len(t) for t in traces)):
+        rows = [t[i] for t in traces]
+        last_in = max(r[1] or r[0] for r in rows)
+        cpu = [r[4] - t[i - 1][5] for r, t in zip(rows, traces, strict=True)]
+        for q, r in enumerate(rows):
+            prev = traces[q][i - 1]
+            b_in, b_out = r[1] or r[0], r[2] or r[3]
+            v = np.array([1, r[7], r[0] - prev[3], cpu[q], max(cpu) - cpu[q], b_in - r[0],
+                          last_in - b_in, max(b_out - last_in, 0.0), r[3] - b_out,
+                          r[5] - r[4]]) / world / rounds
+            kinds[r[6]] = kinds.get(r[6], 0) + v
+    lines = ["| call | calls/round | MiB/round | compute before | its CPU | CPU lag | entry | "
+             "lag | wake | after | call CPU |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, v in [*sorted(kinds.items()), ("all", sum(kinds.values()))]:
+        lines.append(f"| {key} | {v[0]:.1f} | {v[1] / 2**20:.2f} | "
+                     + " | ".join(f"{x * 1e3:.2f}" for x in v[2:]) + " |")
+    return "\n".join(lines)
+
+
 def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> dict:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +176,8 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
         cmd = [sys.executable, __file__, "--worker", "--rows", str(args.rows), "--test-rows",
                str(args.test_rows), "--rounds", str(args.rounds), "--depth", str(args.depth),
                "--learner", learner, "--threads", str(threads), "--device", args.device,
-               "--result", str(result)] + ([] if args.quantized else ["--float"])
+               "--result", str(result)] + ([] if args.quantized else ["--float"]) \
+            + (["--trace"] if args.trace else [])
         procs = []
         for rank in range(world):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -130,6 +209,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--float", dest="quantized", action="store_false",
                     help="float gradients (default: quantised, where models must match)")
+    ap.add_argument("--trace", action="store_true",
+                    help="print where each kind of collective spends its time (trace_table)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--learner", default="data", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -163,6 +244,8 @@ def main() -> None:
                   f"within the others): {phases}; in collectives by rank: {waits}; "
                   f"collective calls/round: {calls:.1f}; CPU of all processes {cpu:.1f}",
                   flush=True)
+            if args.trace and world > 1:
+                print(trace_table(r["rank_timings"], args.rounds), flush=True)
     print("\n| learner | processes | threads each | ms/round | CPU ms/round (all processes) | "
           "speed-up vs 1 | MiB sent/tree (rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -507,7 +507,7 @@ class SharedSegment:
             for h in (0, 1)]
         self._slots = [[region.mem[layout.stage_slot_at(h, q):][:layout.stage_bytes]
                         for q in range(self.size)] for h in (0, 1)]
-        self._tensors: dict[tuple[int, int, Any], Any] = {}
+        self._tensors: dict[tuple[int, int, Any], Any] = {}  # slot views by dtype
         self._peers = [q for q in range(self.size) if q != self.rank]
         self._epoch = 0  # barriers this rank has reached
         self._steps = 0  # steps taken: the next one uses half _steps % 2
@@ -530,6 +530,16 @@ class SharedSegment:
             t = torch.from_numpy(self._slots[half][rank]).view(dtype)
             self._tensors[key] = t
         return t
+
+    def array(self, half: int, rank: int, dtype: np.dtype) -> np.ndarray:
+        """Rank ``rank``'s stage slot of half ``half`` as a flat numpy array of ``dtype``
+        (shared memory, not a copy)."""
+        key = (half, rank, np.dtype(dtype))
+        a = self._tensors.get(key)
+        if a is None:
+            a = self._slots[half][rank].view(dtype)
+            self._tensors[key] = a
+        return a
 
     def sync(self, ctx: Any, half: int, desc: Sequence[int]) -> None:
         """Publish this rank's descriptor of the step in ``half`` (at most `DESC_WORDS`
