@@ -1,5 +1,6 @@
 """Distributed training benchmark: time per round and bytes reduced per tree on 1, 2, 4...
-processes, for both tree learners, on `higgs_like` (shared/bench/synth.py).
+processes, for both tree learners, on `higgs_like` (shared/bench/synth.py; `--data sparse`:
+`sparse_like` CSR rows).
 
     python bench/distributed.py                                  # CPU: 1, 2, 4 processes
     python bench/distributed.py --rows 2000000 --workers 1,2 --threads 8
@@ -108,7 +109,10 @@ def worker(args: argparse.Namespace) -> None:
         device = f"cuda:{rank % gpus}"
     else:
         device = "cpu"
-    X, y = synth().higgs_like(args.rows + args.test_rows, seed=0)
+    if args.data == "sparse":
+        X, y = synth().sparse_like(args.rows + args.test_rows, seed=0, n_features=args.cols)
+    else:
+        X, y = synth().higgs_like(args.rows + args.test_rows, seed=0)
     Xt, yt = X[args.rows:], y[args.rows:]
     X, y = X[:args.rows], y[:args.rows]
     block = np.array_split(np.arange(args.rows), world)[rank]
@@ -121,9 +125,18 @@ def worker(args: argparse.Namespace) -> None:
     comm.barrier()
     if trace is not None:
         trace.on = True
+    profile = None
+    if args.profile:
+        import cProfile
+
+        profile = cProfile.Profile(time.process_time)  # CPU time: this host may be busy
+        profile.enable()
     start, cpu_start, thread_start = time.perf_counter(), _cpu_seconds(), time.thread_time()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{args.profile}.{world}.{rank}")
     timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start,
                    calls=booster.collective_calls or 0)
     if trace is not None:
@@ -173,11 +186,13 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        cmd = [sys.executable, __file__, "--worker", "--rows", str(args.rows), "--test-rows",
+        cmd = [sys.executable, __file__, "--worker", "--data", args.data, "--cols",
+               str(args.cols), "--rows", str(args.rows), "--test-rows",
                str(args.test_rows), "--rounds", str(args.rounds), "--depth", str(args.depth),
                "--learner", learner, "--threads", str(threads), "--device", args.device,
                "--result", str(result)] + ([] if args.quantized else ["--float"]) \
-            + (["--trace"] if args.trace else [])
+            + (["--trace"] if args.trace else []) \
+            + (["--profile", args.profile] if args.profile else [])
         procs = []
         for rank in range(world):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -198,6 +213,9 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="higgs", choices=["higgs", "sparse"],
+                    help="higgs_like (28 dense columns) or sparse_like (CSR, --cols columns)")
+    ap.add_argument("--cols", type=int, default=10_000, help="columns of sparse_like")
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--test-rows", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=20)
@@ -211,6 +229,8 @@ def main() -> None:
                     help="float gradients (default: quantised, where models must match)")
     ap.add_argument("--trace", action="store_true",
                     help="print where each kind of collective spends its time (trace_table)")
+    ap.add_argument("--profile", help="cProfile (CPU time) of each rank's timed run, written "
+                    "to PROFILE.<processes>.<rank>")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--learner", default="data", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -219,7 +239,9 @@ def main() -> None:
         worker(args)
         return
     cores = len(os.sched_getaffinity(0))  # the cores this run may use (taskset)
-    print(f"higgs_like {args.rows} x 28 (+{args.test_rows} test), {args.rounds} rounds, "
+    shape = f"sparse_like {args.rows} x {args.cols}" if args.data == "sparse" \
+        else f"higgs_like {args.rows} x 28"
+    print(f"{shape} (+{args.test_rows} test), {args.rounds} rounds, "
           f"depth {args.depth}, {'quantised' if args.quantized else 'float'} gradients, "
           f"device {args.device}, {cores} cores", flush=True)
     rows = []

@@ -198,10 +198,12 @@ class DistributedBackend(ComposedSteps):
         # first such tree reduces it
         self._total_rows = total_rows
         # "data" on CPU ranks that share memory: each searches its feature block too (an
-        # allgather of a few records costs less than the search of the other blocks)
+        # allgather of a few records costs less than the search of the other blocks); not on
+        # compact sparse histograms, whose search of a node converts and scans all its live
+        # slots whatever the block (the per-node cost stays, the allgather would be added)
         self.divide_search = tree_learner == "reduce_scatter" or (
             divide_search if divide_search is not None
-            else comm.world_size > 1 and comm.shares_memory
+            else comm.world_size > 1 and comm.shares_memory and not self._compact
             and getattr(local, "name", "") == "cpu")
 
     def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
