@@ -32,8 +32,9 @@ the core up at once, and the woken rank runs at once, as a rank blocked in a soc
 would. Ranks on cores of their own poll up to a millisecond: most waits of a tree learner
 (the slower rank's lead in a level, a few hundred microseconds) then end without a sleep,
 whose wake-up costs tens of microseconds and on a virtual machine leaves the core idle and
-cold (2 ranks on 2 cores of the device host, 300k x 28 rows, depth 8: 52.0 and 50.8 ms a
-round polling 1 ms against 53.5 and 62.6 polling 30 us, in one call). (On a 2-core machine
+cold (2 ranks on 2 cores of the device host, 300k x 28 rows, depth 8, two calls: 50.8-61.7,
+median 56.0 ms a round polling 1 ms against 53.5-77.8, median 61.1, polling 30 us;
+docs/distributed.md "Benchmark"). (On a 2-core machine
 busy with other jobs, spinning 100 us or more without yielding made small calls slower.)
 
 Failures. Every wait honours the call's deadline (`CollectiveTimeout` naming the peer), and
