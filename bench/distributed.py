@@ -13,7 +13,9 @@ loopback); every process generates the same data, keeps its block of rows and tr
 warm-up round that compiles the kernels), the test AUC, the bytes this rank passed to the
 collectives per tree, and whether the model equals the one-process model (quantised mode, JSON
 equal). CPU processes split the cores the run may use (``--threads`` each, default cores / workers;
-``taskset -c 0,1 python bench/distributed.py`` measures two cores).
+``taskset -c 0,1 python bench/distributed.py`` measures two cores). ``--trace`` prints, per
+kind of collective, where the ranks' time goes (`trace_table`: compute, the slower rank's lead,
+wake-up, copies); ``--profile`` writes each rank's cProfile in CPU time.
 Not a timed test: it prints a table with the ratio to one process measured in the same run.
 """
 
