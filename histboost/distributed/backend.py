@@ -18,9 +18,13 @@ learners (``tree_learner``):
   worker has from the records before any count is reduced.
 Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
 and return the same values on every worker. Where allgathers are cheap (``divide_search``: by
-default CPU workers whose communicator shares memory, `Communicator.shares_memory`) each worker
-searches only its feature block, as ``"reduce_scatter"`` does below, instead of every worker
-repeating the whole search.
+default dense CPU workers whose communicator shares memory, `Communicator.shares_memory`) each
+worker searches only its feature block, as ``"reduce_scatter"`` does below, instead of every
+worker repeating the whole search; a step so searched needs global histograms in the worker's
+block only, so ``split_and_search`` reduces them block by block
+(`Communicator.reduce_blocks`, with feature 0's slots and the counts), and the nodes' histograms
+are then partial (tracked, and their children's too). Steps of at most ``full_search_slots``
+histogram slots are reduced and searched whole (no allgather).
 
 ``"reduce_scatter"`` (LightGBM's data-parallel learner): the features are cut into one block
 per worker (contiguous, about equal histogram slots). ``build_histograms`` reduce-scatters the
@@ -29,8 +33,9 @@ the bytes of an allreduce). Each worker searches its block, the best-split recor
 allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
 the lower feature, as one process breaks them); oblivious gain tables are reduced with max
 (-inf outside a block), a chosen split's child sums are broadcast by the block's owner, and
-the first feature's slots (and, in ``split_and_search``, the children's row counts) travel
-after every block of the same reduce-scatter, so node totals are global on every worker.
+the first feature's slots (and, in ``split_and_search``, the children's row counts) are
+reduced on every worker in the same `Communicator.reduce_blocks`, so node totals are global
+on every worker.
 The grower sees the same values as with ``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
@@ -497,8 +502,9 @@ class DistributedBackend(ComposedSteps):
                            if p in partial or b in partial)
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
-        """As the local backend's; with "reduce_scatter" only this worker's feature block
-        holds global sums (the other slots hold this worker's rows only)."""
+        """As the local backend's; with "reduce_scatter", and for partial nodes with "data",
+        only this worker's feature block and feature 0's slots hold global sums (the other
+        slots hold partial sums)."""
         return self.local.read_histograms(nodes)
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
