@@ -308,9 +308,9 @@ class CPUBackend(ComposedSteps):
         threads = self._team(gh.shape[0] // _ROW_KERNEL_THREAD_MIN_ROWS)
         if threads > 1 and 2 * threads >= self._pool():
             # one parallel loop, right after the gradients' (see `_run_rows`)
-            blocks = np.empty((threads, 2), np.float64)
-            quantize.pair_bounds(gh, threads, blocks)
-            top = blocks.max(axis=0)
+            blocks = np.empty((threads, 2), np.int32)
+            quantize.pair_bounds(gh.view(np.int32), threads, blocks)
+            top = blocks.max(axis=0).view(np.float32)
         else:  # NumPy over each column, no temporary (a reduction over axis 0 of the (n, 2)
             # array runs an inner loop of 2: ten times slower)
             top = [max(gh[:, c].max(), -gh[:, c].min()) for c in range(2)]
@@ -398,7 +398,8 @@ class CPUBackend(ComposedSteps):
         number of negative rounded hessians."""
         return int(self._run_rows(
             (quantize.quantize_gradients, quantize.quantize_gradients_parallel), gh.shape[0],
-            gh, self.row_ids, q.g_inv_scale, q.h_inv_scale, np.uint64(q.key), out))
+            gh, self.row_ids if self.row_ids.shape[0] else None, q.g_inv_scale,
+            q.h_inv_scale, np.uint64(q.key), out))
 
     def build_histograms(self, nodes: list[int]) -> np.ndarray:
         bounds = self._ranges.bounds(nodes)
