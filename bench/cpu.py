@@ -3,6 +3,7 @@ scikit-learn's HistGradientBoosting on `higgs_like` data, in one run.
 
     python bench/cpu.py [--rows 1000000] [--rounds 200] [--depth 8] [--leaves 255]
                         [--repeats 3] [--compare /path/to/other/checkout]
+                        [--compare-libs histboost-quantized] [--checkpoints 100]
 
 Every library trains in its own subprocess on the same cached arrays (so peak memory is its
 own), with all cores, 256 bins, learning rate 0.1; histboost is warmed up first, on enough
@@ -15,7 +16,11 @@ C B A, A B C, ...: a drift of the machine over the call touches every library al
 reports each one's median, range and samples. --compare DIR adds every histboost
 configuration again as `NAME@DIR`, trained by the histboost package found in DIR (another
 checkout, e.g. a `git worktree` of main), with its own Numba cache, in turns with this
-checkout's: an A/B in one call.
+checkout's: an A/B in one call (--compare-libs: only those configurations).
+
+--checkpoints 100 also reports every library's time and test AUC after the first 100 rounds
+of the same runs (Dataset construction included, as in the full time): the 100- and
+200-round figures of one call cost the 200-round runs only.
 """
 
 from __future__ import annotations
@@ -46,6 +51,11 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
     z = np.load(data)
     X, y, Xt, yt = z["X"], z["y"], z["Xt"], z["yt"]
     threads = a.threads or os.cpu_count()
+    # --checkpoints: seconds since the start and test AUC after these rounds (histboost and
+    # LightGBM)
+    marks = {int(r) for r in a.checkpoints.split(",") if r} if a.checkpoints else set()
+    at: dict[int, float] = {}
+    at_auc: dict[int, float] = {}
     if lib.startswith("histboost"):
         import histboost
         policy = "depthwise" if lib.endswith("depthwise") else "lossguide"
@@ -61,21 +71,37 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
         warm_rows = min(a.rows, max(50_000, 16_384 * threads))
         warm = histboost.Dataset(X[:warm_rows], label=y[:warm_rows], max_bin=a.bins)
         histboost.train(params, warm, 2, verbose_eval=False)
+        from histboost.callback import TrainingCallback
+
+        class Marks(TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log) -> bool:
+                if epoch + 1 in marks:
+                    at[epoch + 1] = time.perf_counter() - t0
+                return False
+
         t0 = time.perf_counter()
         d = histboost.Dataset(X, label=y, max_bin=a.bins)
-        b = histboost.train(params, d, a.rounds, verbose_eval=False)
+        b = histboost.train(params, d, a.rounds, verbose_eval=False, callbacks=[Marks()])
         t = time.perf_counter() - t0
         p = b.predict(Xt)
+        for r in at:
+            at_auc[r] = auc(yt, b.predict(Xt, iteration_range=(0, r)))
         extra = {k: round(v, 2) for k, v in b.timings.items()}
     elif lib == "lightgbm":
         import lightgbm as lgb
         params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": a.leaves,
                   "max_depth": a.depth, "max_bin": a.bins - 1, "num_threads": threads,
                   "verbose": -1, "min_sum_hessian_in_leaf": 1.0}
+        def mark(env) -> None:
+            if env.iteration + 1 in marks:
+                at[env.iteration + 1] = time.perf_counter() - t0
+
         t0 = time.perf_counter()
-        b = lgb.train(params, lgb.Dataset(X, y), a.rounds)
+        b = lgb.train(params, lgb.Dataset(X, y), a.rounds, callbacks=[mark])
         t = time.perf_counter() - t0
         p = b.predict(Xt)
+        for r in at:
+            at_auc[r] = auc(yt, b.predict(Xt, num_iteration=r))
         extra = {}
     elif lib == "xgboost":
         import xgboost as xgb
@@ -111,7 +137,8 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
         raise ValueError(f"unknown library {lib!r}; choose from {LIBS}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"lib": label, "seconds": t, "auc": auc(yt, np.asarray(p, np.float64)),
-            "peak_mb": peak_mb, "phases": extra}
+            "peak_mb": peak_mb, "phases": extra,
+            "checkpoints": {str(r): [at[r], at_auc[r]] for r in sorted(at)}}
 
 
 def main() -> None:
@@ -127,6 +154,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=1, help="runs of every library, in turns")
     ap.add_argument("--compare", help="another checkout whose histboost runs too, in turns")
+    ap.add_argument("--compare-libs", help="the histboost configurations --compare runs "
+                    "(default: all of --libs)")
+    ap.add_argument("--checkpoints", default="",
+                    help="rounds (comma-separated) after which time and AUC are also reported")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -137,7 +168,9 @@ def main() -> None:
     libs = a.libs.split(",")
     if a.compare:
         other = str(Path(a.compare).resolve())
-        libs += [f"{lib}@{other}" for lib in libs if lib.startswith("histboost")]
+        chosen = a.compare_libs.split(",") if a.compare_libs else libs
+        libs += [f"{lib}@{other}" for lib in libs if lib.startswith("histboost")
+                 and lib in chosen]
     X, y = synth().higgs_like(a.rows + a.test_rows, seed=a.seed)
     samples: dict[str, list[dict]] = {lib: [] for lib in libs}
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,7 +191,8 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--worker", lib, "--data", data,
                        *[f"--{k}={v}" for k, v in (("rounds", a.rounds), ("depth", a.depth),
                                                   ("leaves", a.leaves), ("bins", a.bins),
-                                                  ("threads", a.threads))]]
+                                                  ("threads", a.threads),
+                                                  ("checkpoints", a.checkpoints))]]
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if proc.returncode != 0:
                     print(f"{lib} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -185,6 +219,23 @@ def main() -> None:
         print(f"| {r['lib']} | {r['seconds']:.2f} | {1000 * r['seconds'] / a.rounds:.0f} | "
               f"{ratio} | {r['peak_mb']:.0f} | {r['auc']:.4f} |{runs}")
     print(f"\nbest AUC {best_auc:.4f}")
+    marks = sorted({r for runs in samples.values() for run in runs
+                    for r in run.get("checkpoints", {})}, key=int)
+    for r in marks:
+        print(f"\nafter {r} rounds (the same runs; Dataset construction included)\n")
+        print("| library | train s | ratio to histboost | test AUC |"
+              + (" runs (s) |" if a.repeats > 1 else "") + "\n|---|---|---|---|"
+              + ("---|" if a.repeats > 1 else ""))
+        rows = [(lib, [run["checkpoints"][r] for run in runs if r in run["checkpoints"]])
+                for lib, runs in samples.items()]
+        rows = [(lib, got) for lib, got in rows if got]
+        first = next((statistics.median(s for s, _ in got) for lib, got in rows
+                      if lib == "histboost"), None)
+        for lib, got in rows:
+            med = statistics.median(s for s, _ in got)
+            ratio = f"{med / first:.2f}" if first else "-"
+            runs = (" " + " / ".join(f"{s:.2f}" for s, _ in got) + " |") if a.repeats > 1 else ""
+            print(f"| {lib} | {med:.2f} | {ratio} | {got[0][1]:.4f} |{runs}")
 
 
 if __name__ == "__main__":
