@@ -202,6 +202,7 @@ class CUDABackend:
         # answering once the levels are stepped) and their buffers, kept between trees
         self._best_first: BestFirstPlan | None = None
         self._best_first_buffers = None
+        self._best_first_last: BestFirstPlan | None = None  # the last tree's, for its steps
         # the grower's calls of best-first steps answered from steps planned on the device
         self.best_first_calls_answered = 0
 
@@ -393,7 +394,7 @@ class CUDABackend:
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
                      "_group_first", "_group_last", "_level_buffers", "_best_first_buffers"):
             setattr(self, name, None)
-        self._ahead = self._margin_plan = self._best_first = None
+        self._ahead = self._margin_plan = self._best_first = self._best_first_last = None
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
         self._stage_views = {}
@@ -629,25 +630,33 @@ class CUDABackend:
     def _plan_best_first(self, levels, feature_mask: np.ndarray, reg: np.ndarray,
                          max_leaves: int, max_depth: int, batch: int) -> BestFirstPlan | None:
         """Best-first steps after the planned levels (`levels`, `ahead.LevelBuffers`) run on
-        the device (`histboost.kernels.cuda.best_first`): enough steps for the leaves left
-        in batches of `batch`, and a few more (a step splits leaves ahead that the tree may
-        not keep); the host plans any step beyond them. None (not planned) for trees
-        without a leaf budget or with more leaves than the device's tables hold."""
+        the device (`histboost.kernels.cuda.best_first`); the host plans any step beyond
+        them. How many: two more than the last tree of the same shape took from the device
+        (a step launched and not needed costs seven launches of kernels that return at once;
+        a step needed and not launched, a host round trip), for the first tree the leaves
+        left in batches of `batch` and a few more (a step splits leaves ahead that the tree
+        may not keep). None (not planned) for trees without a leaf budget or with more
+        leaves than the device's tables hold."""
         from . import best_first as bf
 
         parents = bf.step_shape(batch, max_depth)
         if not 0 < max_leaves <= bf.NODE_CAP // 2 - 32 or parents > bf.MAX_PARENTS:
             return None
         left = max(0, max_leaves - (1 << levels.depth))
-        steps = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 5)
+        first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 5)
+        last = self._best_first_last
+        steps = first_guess
+        if last is not None and last.shape == (max_leaves, max_depth, batch):
+            steps = min(bf.MAX_STEPS, last.index + 2)
         bufs = self._best_first_buffers
-        if bufs is None or (bufs.steps, bufs.parents, bufs.n_rows) != (steps, parents,
-                                                                     levels.n_rows):
+        if bufs is None or bufs.steps < steps or (bufs.parents, bufs.n_rows) != (
+                parents, levels.n_rows):
             self._best_first_buffers = None
-            bufs = self._best_first_buffers = bf.BestFirstBuffers(self, steps, parents,
-                                                                  levels.n_rows)
-        plan = bf.BestFirstPlan(self, bufs, max_leaves, max_depth, batch)
-        plan.launch(levels, feature_mask, reg)
+            bufs = self._best_first_buffers = bf.BestFirstBuffers(
+                self, max(steps, first_guess), parents, levels.n_rows)
+        plan = self._best_first_last = bf.BestFirstPlan(self, bufs, max_leaves, max_depth,
+                                                        batch)
+        plan.launch(levels, feature_mask, reg, steps)
         return plan
 
     def _answer_ahead(self, parents: list[int], lefts: list[int], rights: list[int],

@@ -428,7 +428,9 @@ class BestFirstPlan:
         self.be = be
         self.bufs = bufs
         self.max_leaves, self.max_depth, self.batch = max_leaves, max_depth, batch
-        self.index = 0  # the step answered next
+        self.shape = (max_leaves, max_depth, batch)
+        self.steps = 0  # steps launched
+        self.index = 0  # the step answered next (after the tree: the steps it took)
         self.searched_done = False  # its searched parents are answered, the others not
         self.ids: dict[int, int] = {}  # device node id -> grower's id
         self.first_slot = 0
@@ -437,16 +439,19 @@ class BestFirstPlan:
         self.reg: np.ndarray | None = None
         self._waited = [False] * bufs.steps
 
-    def launch(self, levels: LevelBuffers, feature_mask: np.ndarray, reg: np.ndarray) -> None:
-        """The device's grower state from the planned levels, then every step: the step's
-        plan (`_plan_step`), then a planned level's kernels over its parents."""
+    def launch(self, levels: LevelBuffers, feature_mask: np.ndarray, reg: np.ndarray,
+               steps: int) -> None:
+        """The device's grower state from the planned levels, then `steps` steps (at most
+        the buffers'): each the step's plan (`_plan_step`), then a planned level's kernels
+        over its parents."""
         be, bufs = self.be, self.bufs
         common, part, split = be._k["common"], be._k["partition"], be._k["split"]
         dev, threads = be.device, common.THREADS
         p = bufs.parents
         self.mask = np.asarray(feature_mask, bool).copy()
         self.reg = np.asarray(reg, np.float64).copy()
-        self.first_slot = be._alloc_slots(bufs.steps * p)
+        self.steps = min(int(steps), bufs.steps)
+        self.first_slot = be._alloc_slots(self.steps * p)
         _, cons, lower, upper = be._bounds(2 * p, None)
         masks, reg_d, cons, lower, upper = be._upload(
             np.repeat(self.mask[None].astype(np.uint8), 2 * p, axis=0), self.reg, cons, lower,
@@ -459,7 +464,7 @@ class BestFirstPlan:
         half_rows = -(-levels.n_rows // 2)
         self.build_grid = max(be._hist_blocks, -(-half_rows // be._chunk_cap)) + p + 1
         prev = bufs.step_views[0]
-        for b, v in enumerate(bufs.step_views):
+        for b, v in enumerate(bufs.step_views[:self.steps]):
             PLAN_STEP.launch(1, threads, dev, prev["out"], prev["child_rows"],
                              prev["child_search"], prev["child_totals"], bufs.meta,
                              bufs.pending, *bufs.state, self.max_leaves, self.max_depth,
@@ -519,7 +524,7 @@ class BestFirstPlan:
         host plans it and the rest of the tree). The backend then holds the searched
         children's histograms (`_slot`)."""
         bufs = self.bufs
-        if self.index >= bufs.steps:
+        if self.index >= self.steps:
             return None
         block = self._block(self.index)
         p = bufs.parents
