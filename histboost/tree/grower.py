@@ -289,8 +289,9 @@ class TreeGrower:
         growth without a leaf budget: the whole tree. Best-first growth: while a level has
         no more nodes than a step splits (`best_first_batch`), every leaf of positive gain is
         split in the same step (the leaves known are the level's), the first
-        `best_first_batch.bit_length()` levels, unless the leaf budget or max_depth stops
-        them first."""
+        `best_first_batch.bit_length()` levels, fewer where the leaf budget or max_depth
+        would stop the last of them (its children must all be searched: fewer than
+        max_leaves leaves after it, its depth below max_depth - 1)."""
         p = self.params
         if (self.constraints is not None or self.columns is not None
                 or p.colsample_bylevel < 1.0 or p.colsample_bynode < 1.0):
@@ -300,8 +301,11 @@ class TreeGrower:
                 return p.max_depth, False
         elif p.grow_policy == "lossguide" and self.best_first_batch > 1:
             levels = int(self.best_first_batch).bit_length()
-            if ((p.max_depth <= 0 or p.max_depth > levels)
-                    and (p.max_leaves <= 0 or p.max_leaves > 2 ** levels)):
+            if p.max_leaves > 0:  # 2**levels leaves after the last level, fewer than this
+                levels = min(levels, (p.max_leaves - 1).bit_length() - 1)
+            if p.max_depth > 0:
+                levels = min(levels, p.max_depth - 1)
+            if levels > 0:
                 return levels, True
         return None
 

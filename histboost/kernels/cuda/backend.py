@@ -639,11 +639,12 @@ class CUDABackend:
         leaves than the device's tables hold."""
         from . import best_first as bf
 
-        parents = bf.step_shape(batch, max_depth)
+        # a step adds a leaf per parent to a tree of fewer than max_leaves leaves
+        parents = min(bf.step_shape(batch, max_depth), max_leaves - 1)
         if not 0 < max_leaves <= bf.NODE_CAP // 2 - 32 or parents > bf.MAX_PARENTS:
             return None
         left = max(0, max_leaves - (1 << levels.depth))
-        first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 5)
+        first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 2)
         last = self._best_first_last
         steps = first_guess
         if last is not None and last.shape == (max_leaves, max_depth, batch):
