@@ -14,8 +14,10 @@
 #             (default 3; ROUNDS rounds, default 200): medians, ranges and every sample, so
 #             that a drift of the machine over the call touches all alike; with COMPARE=DIR
 #             (a checkout under shared/, e.g. shared/main from `git archive`), that
-#             checkout's histboost configurations run in the same turns
-#   profile   bench/cpu_profile.py on all cores (ROUNDS_PROFILE rounds, default 50), with
+#             checkout's histboost configurations run in the same turns (further options go
+#             to bench/cpu.py: e.g. --checkpoints 100 --compare-libs histboost-quantized)
+#   profile   bench/cpu_profile.py on all cores (ROUNDS_PROFILE rounds, default 50; the
+#             configurations PROFILE_CONFIGS, default lossguide,depthwise,quantised), with
 #             LightGBM's time for the same rounds in the same process after each configuration
 #   variants  bench/cpu_profile.py --variants "$VARIANTS": backend constants timed against each
 #             other in one process, in turns (REPEATS, default 2; ROUNDS_PROFILE rounds)
@@ -71,7 +73,8 @@ cores=$(nproc)
 pin=(env NUMBA_NUM_THREADS="$cores" OMP_NUM_THREADS="$cores" taskset -c "0-$((cores - 1))")
 if [[ $what == *profile* ]]; then
     timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" --lightgbm \
-        --rounds "${ROUNDS_PROFILE:-50}" 2>&1 | tee "$OUT/cpu-profile.txt" || status=1
+        --rounds "${ROUNDS_PROFILE:-50}" --configs "${PROFILE_CONFIGS:-lossguide,depthwise,quantised}" \
+        2>&1 | tee "$OUT/cpu-profile.txt" || status=1
 fi
 if [[ $what == *variants* ]]; then
     timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" \

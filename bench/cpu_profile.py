@@ -52,6 +52,8 @@ CONFIGS = {
     "lossguide": {"grow_policy": "lossguide"},
     "depthwise": {"grow_policy": "depthwise"},
     "quantised": {"grow_policy": "depthwise", "quantized_grad": True},
+    # bench/cpu.py's histboost-quantized
+    "lossguide-quantised": {"grow_policy": "lossguide", "quantized_grad": True},
 }
 BACKEND_CALLS = ("begin_tree", "build_histograms", "histogram_totals", "subtract_histograms",
                  "find_best_splits", "apply_splits", "split_and_search", "update_margin",
@@ -253,7 +255,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default="lossguide,depthwise,quantised",
+                    help=f"of {', '.join(CONFIGS)}")
     ap.add_argument("--plain", action="store_true", help="phase timers only, no wrappers")
     ap.add_argument("--lightgbm", action="store_true",
                     help="LightGBM on the same data and rounds after each configuration")

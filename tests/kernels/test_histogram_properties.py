@@ -385,3 +385,33 @@ def test_packed_subtraction_unpacks_both_children(where):
     want = np.empty_like(floats)
     histogram.unpack_to_float_serial(out, 0.25, 0.125, want)
     np.testing.assert_array_equal(floats, want)
+
+
+@pytest.mark.parametrize("packed,with_ids", [(True, False), (False, True)])
+def test_rounding_matches_a_numpy_reference(packed, with_ids):
+    """The serial and the parallel rounding kernels give floor(g * inv_scale + u) with u
+    drawn by the NumPy counter hash (`uniform01_numpy`) at counters 2r, 2r + 1 of each row's
+    global index r, in both layouts, and count the negative hessians."""
+    from histboost.kernels.cpu import quantize
+
+    rng = np.random.default_rng(3)
+    n = 20_000  # three blocks of the parallel kernel
+    gh = rng.standard_normal((n, 2)).astype(np.float32)
+    gh[::7, 1] = -gh[::7, 1] ** 2  # some negative hessians (custom objectives)
+    ids = rng.permutation(4 * n)[:n].astype(np.int64) if with_ids else None
+    key = np.uint64(0x1234_5678_9ABC_DEF0)
+    r = (ids if with_ids else np.arange(n)).astype(np.uint64)
+    want = np.stack([np.floor(gh[:, c].astype(np.float64) * s
+                              + quantize.uniform01_numpy(key, 2 * r + np.uint64(c)))
+                     for c, s in ((0, 64.0), (1, 128.0))], axis=1).astype(np.int32)
+    want_negative = int((want[:, 1] < 0).sum())
+    if packed:
+        want = (want[:, 0].astype(np.int64) << 32) + want[:, 1]
+    for run in ("serial", "parallel"):
+        out = np.zeros(want.shape, want.dtype)
+        if run == "serial":
+            got = quantize.quantize_gradients(0, n, gh, ids, 64.0, 128.0, key, out)
+        else:
+            got = quantize.quantize_gradients_parallel(gh, ids, 64.0, 128.0, key, out)
+        np.testing.assert_array_equal(out, want)
+        assert got == want_negative
