@@ -208,7 +208,6 @@ class CPUBackend(ComposedSteps):
         self._one_item = np.array([[0, 0, 0, 0, self.n_features, -1, 0, self.total_bins]],
                                   np.int64)
         self._no_reduces = np.zeros((0, histogram.RED_WIDTH), np.int64)
-        self._no_scales = np.ones(2, np.float64)  # `histogram.subtract_pairs` without floats
         self._max_chunks = 1
         self._partition_counts = np.zeros(max(2, self.n_threads), np.int64)
 
@@ -399,8 +398,7 @@ class CPUBackend(ComposedSteps):
         number of negative rounded hessians."""
         return int(self._run_rows(
             (quantize.quantize_gradients, quantize.quantize_gradients_parallel), gh.shape[0],
-            gh, self.row_ids if self.row_ids.shape[0] else None, q.g_inv_scale,
-            q.h_inv_scale, np.uint64(q.key), out))
+            gh, self.row_ids, q.g_inv_scale, q.h_inv_scale, np.uint64(q.key), out))
 
     def build_histograms(self, nodes: list[int]) -> np.ndarray:
         bounds = self._ranges.bounds(nodes)
@@ -498,41 +496,25 @@ class CPUBackend(ComposedSteps):
         # parents are read where they are stored, not stacked (best-first growth splits
         # leaves of many steps together: a stacked copy of them cost as much as the rest)
         order, built_rows, target_rows = HistogramStore.pair_layout(built, targets)
-        b = self._hists.stack(built)
-        floats = None
-        if (b.ndim == 2 and self._quantisation is not None
-                and self._elementwise_pieces(b.shape[0], 4 * b.shape[1])):
-            # packed sums, subtracted in parallel: both children unpacked for their search
-            # in the same pass (on this thread the search unpacks them, `_to_float`)
-            floats = self._hist_buffers.empty((2 * b.shape[0], b.shape[1], 2),
-                                              np.dtype(np.float64))
-        out = self._subtract_pairs([self._hists.histogram(i) for i in parents], b,
-                                   built_rows, target_rows, self._hists.source(parents), floats)
+        out = self._subtract_pairs([self._hists.histogram(i) for i in parents],
+                                   self._hists.stack(built), built_rows, target_rows,
+                                   self._hists.source(parents))
         self._hists.release(parents)
         self._hists.store(order, out)
-        self._float_memo = None if floats is None else (tuple(order), floats, None)
+        self._float_memo = None
 
     def _subtract_pairs(self, parents: list[np.ndarray] | np.ndarray, b: np.ndarray,
                         built_rows: list[int], target_rows: list[int],
-                        source: tuple[np.ndarray, list[int]] | None = None,
-                        floats: np.ndarray | None = None) -> np.ndarray:
+                        source: tuple[np.ndarray, list[int]] | None = None) -> np.ndarray:
         """(2k, ...) histograms: row target_rows[j] = parents[j] - b[j], row built_rows[j] =
         b[j]. parents: k histograms, an array (k, ...) or views; source: (buffer, rows) when
-        they are those rows of one buffer (an array `parents` is its own source). floats:
-        float64 (2k, m, 2) for packed quantised sums b (k, m): every row of the result
-        unpacked there too, in the subtraction's pass when it runs in parallel
-        (`histogram.subtract_pairs`)."""
+        they are those rows of one buffer (an array `parents` is its own source)."""
         k = b.shape[0]
         out = self._hist_buffers.empty((2 * k, *b.shape[1:]), b.dtype)
         m = b[0].size
-        # values written per pair: with floats, those of unpacking two histograms too (the
-        # rule `_to_float` applies to them)
-        pieces = self._elementwise_pieces(k, m if floats is None else 4 * m)
+        pieces = self._elementwise_pieces(k, m)
         if pieces == 0:
             histogram.subtract_pairs_numpy(parents, b, built_rows, target_rows, out)
-            if floats is not None:
-                q = self._quantisation
-                histogram.unpack_to_float_serial(out, q.g_scale, q.h_scale, floats)
             return out
         if isinstance(parents, np.ndarray):
             source = (parents, list(range(k)))
@@ -543,12 +525,9 @@ class CPUBackend(ComposedSteps):
             for j, t in enumerate(target_rows):
                 np.copyto(out[t], parents[j])
             src, rows = flat, target_rows
-        q = self._quantisation
-        scales = (self._no_scales if floats is None
-                  else np.array([q.g_scale, q.h_scale], np.float64))
         histogram.subtract_pairs(src, np.array(rows, np.int64), b.reshape(k, -1),
                                  np.array(built_rows, np.int64), np.array(target_rows, np.int64),
-                                 pieces, flat, scales, floats)
+                                 pieces, flat)
         return out
 
     def _float_histograms(self, nodes: list[int], slots: tuple[int, int] | None = None

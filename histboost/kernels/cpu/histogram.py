@@ -110,18 +110,8 @@ def write_slots(new, offsets, slots, first):
             out[j] = offsets[j] + row[j]
 
 
-@nb.njit(inline="always")
-def _unpack_node(packed, g_scale, h_scale, out, k, lo, hi):
-    for i in range(np.uintp(lo), np.uintp(hi)):
-        v = packed[k, i]
-        h = v & _LOW32
-        out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
-        out[k, i, 1] = np.float64(h) * h_scale
-
-
 @nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_pairs(parents, parent_rows, built, built_rows, target_rows, pieces, out,
-                   scales, floats):
+def subtract_pairs(parents, parent_rows, built, built_rows, target_rows, pieces, out):
     """out[target_rows[j]] = parents[parent_rows[j]] - built[j] (the sibling of a built
     child) and out[built_rows[j]] = built[j], in one pass, each pair in `pieces` value ranges
     run in parallel. parents: (p, m), read at the int64 (k,) rows parent_rows (the buffer the
@@ -129,14 +119,7 @@ def subtract_pairs(parents, parent_rows, built, built_rows, target_rows, pieces,
     rows: each value is read before it is written); built: (k, m); out: (2k, m); built_rows,
     target_rows: int64 (k,) rows of out (see `HistogramStore.pair_layout`). On one thread the
     backend runs the same subtraction in NumPy (`subtract_pairs_numpy`): as fast, and no
-    kernel to compile.
-
-    floats: None, or float64 (2k, m, 2) for packed quantised sums (int64 out): both rows of
-    each pair also unpacked there, in gradient units (scales: float64 (2,) (g_scale,
-    h_scale), read only with floats), as
-    `unpack_to_float` does, each range right after its subtraction (while in cache): the
-    split search of the pair reads them next, and a separate pass would read the packed sums
-    again (a compile-time choice: None compiles the subtraction alone)."""
+    kernel to compile."""
     m = built.shape[1]
     for j in nb.prange(built.shape[0] * pieces):
         pair = j // pieces
@@ -145,16 +128,11 @@ def subtract_pairs(parents, parent_rows, built, built_rows, target_rows, pieces,
         t = out[target_rows[pair]]
         p = parents[parent_rows[pair]]
         c = built[pair]
-        lo = m * piece // pieces
-        hi = m * (piece + 1) // pieces
         # unsigned indices: no negative-index wraparound, so the loop vectorises
-        for i in range(np.uintp(lo), np.uintp(hi)):
+        for i in range(np.uintp(m * piece // pieces), np.uintp(m * (piece + 1) // pieces)):
             v = c[i]
             b[i] = v
             t[i] = p[i] - v
-        if floats is not None:
-            _unpack_node(out, scales[0], scales[1], floats, built_rows[pair], lo, hi)
-            _unpack_node(out, scales[0], scales[1], floats, target_rows[pair], lo, hi)
 
 
 def subtract_pairs_numpy(parents: Sequence[np.ndarray], built: np.ndarray,
@@ -247,6 +225,15 @@ def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, o
     _histogram_items(slots, gh, rows, items, workers, buffers, out)
     for j in range(reduces.shape[0]):
         _reduce_item(buffers, out, reduces, j)
+
+
+@nb.njit(inline="always")
+def _unpack_node(packed, g_scale, h_scale, out, k, lo, hi):
+    for i in range(np.uintp(lo), np.uintp(hi)):
+        v = packed[k, i]
+        h = v & _LOW32
+        out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
+        out[k, i, 1] = np.float64(h) * h_scale
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
