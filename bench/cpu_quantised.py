@@ -3,9 +3,9 @@ of a level's packed histograms with their unpacking for the split search.
 
     python bench/cpu_quantised.py [--rows 1000000] [--pairs 64] [--threads 0] [--repeats 50]
 
-Times the CPU backend of the histboost package it imports (run it with another checkout first
-on PYTHONPATH to time that one: an A/B of the kernels on one host, without a training's
-drift) on `higgs_like`-sized inputs: float32 pairs of --rows rows, and --pairs packed
+Times the CPU backend of this checkout's histboost, or of another checkout's when that is
+first on PYTHONPATH (an A/B of the kernels on one host, without a training's drift), on
+`higgs_like`-sized inputs: float32 pairs of --rows rows, and --pairs packed
 histogram pairs of 28 x 256 slots (a depth-wise tree's deepest searched level: 64 pairs).
 Prints the median and quartiles of --repeats calls of each step, in microseconds, after a
 first call that compiles it.
@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
-import numba as nb
-import numpy as np
+# this checkout's histboost, after any on PYTHONPATH (which come first: the A/B)
+sys.path.insert(1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+                str(Path(__file__).resolve().parent.parent))
 
-import histboost
-from histboost.kernels.cpu.backend import CPUBackend
-from histboost.tree.quantize import make_quantisation
+import numba as nb  # noqa: E402
+import numpy as np  # noqa: E402
+
+import histboost  # noqa: E402
+from histboost.kernels.cpu.backend import CPUBackend  # noqa: E402
+from histboost.tree.quantize import make_quantisation  # noqa: E402
 
 FEATURES, BINS = 28, 256
 
