@@ -22,9 +22,19 @@ no step of a node works over every slot:
 
 The partition reads the split feature's column of non-default entries.
 
-Under a distributed wrapper, whose workers' histograms must share one layout to be summed
-slot by slot, the sparse layout trains with `histboost.kernels.cpu.sparse_compact` instead
-(`histboost.kernels.backend.make_backend` chooses it).
+Workers. Under a distributed wrapper (`histboost.distributed.backend`) each worker's lists
+hold the slots of its own rows, which differ from worker to worker, so a built node's
+histogram is summed over an *index* every worker knows (`share_layout`): the root's is every
+slot some worker's rows store (one max-allreduce of a byte per slot when the wrapper is
+built); a child's is its parent's global list after the parent's search (all-zero slots and
+dead features' left out, the same on every worker, since the search reads global sums and
+marks dead features whether or not they are searched). A child holds a subset of its
+parent's rows, so its slots are in that index, except where the parent's sums of a slot
+cancelled to zero (g and h both; with row counts or positive hessians never): such *extra*
+entries are counted in the buffer's tail and, when some worker has any, allgathered and
+added in rank order (`extra_entries`, `store_shared`). The pruning rule follows hessian
+statistics of all workers (`pruning_stats`, `set_pruning`). The histograms, so the
+quantised models, are one process's.
 """
 
 from __future__ import annotations
@@ -87,12 +97,9 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-class SparseLayoutBackend(CPUBackend):
-    """What both sparse backends (this module's and, under a distributed wrapper,
-    `histboost.kernels.cpu.sparse_compact`'s) share: `CPUBackend` on a `SparseBins` layout
-    (arguments as `CPUBackend`'s, `sbins` for the binned matrix), its partition over the split
-    feature's column of non-default entries, margins of sampled-out rows from the binned rows,
-    and a pool of histogram buffers. The histograms are the subclasses'."""
+class SparseCPUBackend(CPUBackend):
+    """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
+    binned matrix) with sparse node histograms (the module docstring)."""
 
     # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
     # work is proportional to its stored values, not to a step's fixed cost, and leaves split
@@ -118,6 +125,29 @@ class SparseLayoutBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
+        F = self.n_features
+        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
+        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
+        self._widest = int(np.diff(self.offsets).max(initial=0))
+        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
+        # by its search and its ancestors'), left out of its histograms and its children's
+        self._dead: dict[int, np.ndarray] = {}
+        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
+        # written) and bitmaps of the slots touched (zero between builds)
+        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
+        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
+        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._prune = False
+        self._tol = 0.0
+        # one of several workers (`share_layout`): the slots any worker's rows store, int
+        # (S,) ascending (the root's index); each child's parent (its index); the nodes of
+        # the last build with their indices and the extra entries outside them
+        self._root_index: np.ndarray | None = None
+        self._worker = (0, 1)
+        self._parent: dict[int, int] = {}
+        self._pending: tuple[list[int], list[np.ndarray], list[tuple[np.ndarray, np.ndarray]],
+                             np.ndarray] | None = None
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray,
                         combine: object = None) -> None:
@@ -127,6 +157,9 @@ class SparseLayoutBackend(CPUBackend):
         super().release()
         self.sbins = None
         self._pool_bufs = _Pool()
+        self._bitmaps = np.zeros((0, 0), np.uint64)
+        self._hist = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
@@ -181,38 +214,6 @@ class SparseLayoutBackend(CPUBackend):
             pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
             pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
 
-
-class SparseCPUBackend(SparseLayoutBackend):
-    """`SparseLayoutBackend` with sparse node histograms (the module docstring)."""
-
-    def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
-                 weight: np.ndarray | None = None, n_outputs: int = 1,
-                 count_rows: bool = False, pack: bool = True,
-                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
-        super().__init__(sbins, n_threads, label, weight, n_outputs, count_rows, pack,
-                         row_ids, pack_rows)
-        F = self.n_features
-        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
-        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
-        self._widest = int(np.diff(self.offsets).max(initial=0))
-        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
-        # by its search and its ancestors'), left out of its histograms and its children's
-        self._dead: dict[int, np.ndarray] = {}
-        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
-        # written) and bitmaps of the slots touched (zero between builds)
-        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
-        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
-        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-        self._prune = False
-        self._tol = 0.0
-
-    def release(self) -> None:
-        super().release()
-        self._bitmaps = np.zeros((0, 0), np.uint64)
-        self._hist = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-
     def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
         """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
         (size,), views of arrays kept and grown as needed."""
@@ -241,7 +242,117 @@ class SparseCPUBackend(SparseLayoutBackend):
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
         self._hist = {}
         self._dead = {0: np.zeros(self.n_features, np.uint8)}
+        self._parent = {}
         return count
+
+    # -- one of several workers ----------------------------------------------------------
+    def stored_slots(self) -> np.ndarray:
+        """uint8 (total_bins,): 1 at each slot some row of this worker stores."""
+        out = np.zeros(self.total_bins, np.uint8)
+        out[self.slots] = 1
+        return out
+
+    def share_layout(self, stored: np.ndarray, rank: int, world: int) -> None:
+        """Train as worker `rank` of `world` whose histograms a distributed wrapper sums:
+        stored: uint8 (total_bins,), `stored_slots` maxed over all workers (the root's
+        index)."""
+        self._root_index = np.flatnonzero(stored).astype(self._slot_dtype)
+        self._worker = (int(rank), int(world))
+
+    def pruning_stats(self, output: int) -> np.ndarray:
+        """float64 (3,): (rows, rows with a negative hessian, sum of |hessian|) of these
+        rows' gradients of `output`; `set_pruning` takes their sums over all workers."""
+        h = self._pairs[output][:, 1]
+        return np.array([h.shape[0], np.count_nonzero(h < 0),
+                         float(np.abs(h).sum(dtype=np.float64))], np.float64)
+
+    def set_pruning(self, stats: np.ndarray) -> None:
+        """The tree's rule for dead features from `pruning_stats` summed over all workers
+        (as `begin_tree` sets it from one process's rows)."""
+        self._prune = bool(stats[0] > 0 and stats[1] == 0)
+        self._tol = 1e-9 * (float(stats[2]) + 1.0)
+
+    def _index(self, node: int) -> np.ndarray:
+        """The slots a built node's histogram is reduced over: its parent's (searched,
+        compacted, the same on every worker), or the root's."""
+        p = self._parent.get(node)
+        return self._root_index if p is None else self._hist[p][0]
+
+    def _shared_buffer(self, nodes: list[int]) -> np.ndarray:
+        """(rows, C) of the histogram dtype: each built node's local sums over its index
+        (`_index`), node after node, then a tail of len(nodes) x world rows whose channel 0
+        at row j * world + rank holds how many non-zero entries node j has outside its
+        index here (the *extras*, kept for `extra_entries`)."""
+        rank, world = self._worker
+        C = self._channels_native
+        indices, extras, parts = [], [], []
+        tail = np.zeros((len(nodes) * world, C), self.hist_dtype)
+        for j, node in enumerate(nodes):
+            index = self._index(node)
+            slots, vals = self._hist[node]
+            pos = np.searchsorted(index, slots)
+            inside = pos < index.shape[0]
+            inside[inside] = index[pos[inside]] == slots[inside]
+            dense = np.zeros((index.shape[0], C), self.hist_dtype)
+            dense[pos[inside]] = vals[inside]
+            out = ~inside
+            if out.any():
+                out[out] = vals[out].any(axis=1)
+            extras.append((slots[out], vals[out]))
+            tail[j * world + rank, 0] = int(out.sum())
+            indices.append(index)
+            parts.append(dense)
+        parts.append(tail)
+        flat = np.concatenate(parts)
+        self._pending = (nodes, indices, extras, flat)
+        return flat
+
+    def extra_entries(self) -> np.ndarray | None:
+        """After the wrapper summed `build_histograms`'s buffer: None when no worker has
+        extras, else this worker's extras as rows (node position, slot, sums C) of the
+        histogram dtype, padded with rows of node -1 to the most any worker has, for an
+        allgather."""
+        nodes, _, extras, flat = self._pending
+        world = self._worker[1]
+        counts = flat[flat.shape[0] - len(nodes) * world:, 0].reshape(len(nodes), world)
+        most = int(counts.sum(axis=0).max(initial=0))
+        if most == 0:
+            return None
+        C = self._channels_native
+        rows = np.zeros((most, 2 + C), self.hist_dtype)
+        rows[:, 0] = -1
+        at = 0
+        for j, (slots, vals) in enumerate(extras):
+            k = slots.shape[0]
+            rows[at:at + k, 0] = j
+            rows[at:at + k, 1] = slots
+            rows[at:at + k, 2:] = vals
+            at += k
+        return rows
+
+    def store_shared(self, gathered: np.ndarray | None = None) -> None:
+        """The built nodes' histograms from the summed buffer: their index slots holding
+        anything, and the extras of every worker (gathered (world, rows, 2 + C), rank
+        order, from `extra_entries`' allgather), summed in rank order."""
+        nodes, indices, _, flat = self._pending
+        self._pending = None
+        at = 0
+        for j, (node, index) in enumerate(zip(nodes, indices, strict=True)):
+            vals = flat[at:at + index.shape[0]]
+            at += index.shape[0]
+            keep = vals.any(axis=1)
+            slots, vals = index[keep], vals[keep]
+            if gathered is not None:
+                mine = gathered[gathered[..., 0] == j]  # rank order, each rank's ascending
+                if mine.shape[0]:
+                    extra, where = np.unique(mine[:, 1].astype(np.int64), return_inverse=True)
+                    sums = np.zeros((extra.shape[0], vals.shape[1]), vals.dtype)
+                    np.add.at(sums, where, mine[:, 2:])
+                    nz = sums.any(axis=1)
+                    slots = np.concatenate([slots, extra[nz].astype(slots.dtype)])
+                    order = np.argsort(slots, kind="stable")
+                    slots, vals = slots[order], np.concatenate([vals, sums[nz]])[order]
+            self._hist[node] = (slots, vals)
 
     def _chunks(self, n_rows: int) -> int:
         """Row chunks of a node's build: `_sum_chunks` (a function of the node's size only,
@@ -254,10 +365,10 @@ class SparseCPUBackend(SparseLayoutBackend):
             c //= 2
         return c
 
-    def build_histograms(self, nodes: list[int]) -> None:
-        """Sparse histograms of `nodes` from their rows' stored slots (returns None: a sparse
-        Dataset is never trained through a distributed wrapper, the only reader of the
-        buffer)."""
+    def build_histograms(self, nodes: list[int]) -> np.ndarray | None:
+        """Sparse histograms of `nodes` from their rows' stored slots. Returns None, or for
+        one of several workers (`share_layout`) the buffer a distributed wrapper sums across
+        workers before `store_shared` ("Workers" in the module docstring)."""
         self._float_memo = None
         bounds = self._ranges.bounds(nodes)
         chunks = [self._chunks(e - s) for s, e in bounds]
@@ -269,6 +380,7 @@ class SparseCPUBackend(SparseLayoutBackend):
                 group = []
             group.append(k)
         self._build_group(nodes, bounds, chunks, group)
+        return None if self._root_index is None else self._shared_buffer(nodes)
 
     def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
                      chunks: list[int], group: list[int]) -> None:
@@ -416,6 +528,7 @@ class SparseCPUBackend(SparseLayoutBackend):
         for p, left, right in zip(parents, lefts, rights, strict=True):
             dead = self._dead.pop(p)
             self._dead[left], self._dead[right] = dead, dead.copy()
+            self._parent[left] = self._parent[right] = p
         return counts
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
