@@ -460,6 +460,96 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
         np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
 
 
+@pytest.mark.parametrize("mcw", [0.0, 1.0])
+def test_split_gain_bound_holds_for_every_split(mcw):
+    """`split_gain_bound` is at least the gain of every valid split of a feature (every
+    threshold, its last bin as the missing one on either side), by brute force on random
+    rows mostly in the default bin; -inf only when no split is valid."""
+    from histboost.kernels.cpu import sparse as ksparse
+
+    rng = np.random.default_rng(8)
+    lam = 1.0
+    for _ in range(300):
+        w = int(rng.integers(2, 7))
+        d = int(rng.integers(0, w))
+        bins = np.where(rng.random(60) < 0.85, d, rng.integers(0, w, 60))
+        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0])
+        h = rng.random(60) * rng.choice([0.05, 1.0])
+        G, H = g.sum(), h.sum()
+        A = np.abs(np.bincount(bins, g, w)[np.arange(w) != d]).sum()
+        bound = ksparse.split_gain_bound(ksparse.gain_bound_terms(G, H, lam, mcw), H, A,
+                                         h[bins != d].sum(), lam, mcw)
+        best = -np.inf
+        for b in range(w - 1):
+            for miss_left in (False, True):
+                left = ((bins <= b) & (bins < w - 1)) | (miss_left & (bins == w - 1))
+                gl, hl = g[left].sum(), h[left].sum()
+                gr, hr = G - gl, H - hl
+                if min(hl, hr) >= mcw and min(hl, hr) > 0:
+                    best = max(best, gl**2 / (hl + lam) + gr**2 / (hr + lam) - G**2 / (H + lam))
+        if bound == -np.inf:
+            assert best == -np.inf
+        else:
+            assert best <= bound + 1e-12 * (abs(bound) + 1)
+
+
+@pytest.mark.parametrize("quantised", [False, True])
+def test_one_pass_search_equals_search_on_all_bins(quantised):
+    """`search_node` (each feature scanned as its bins are written, features that cannot
+    beat the best so far by `split_gain_bound` skipped) finds the record of the dense
+    search on the full histogram, float and quantised (packed) sums, and skips some."""
+    from histboost.kernels.cpu import histogram, split
+    from histboost.kernels.cpu import sparse as ksparse
+
+    rng = np.random.default_rng(9)
+    skipped = 0
+    for trial in range(20):
+        F = 60
+        widths = rng.integers(2, 7, F)
+        offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        defaults = np.array([rng.integers(0, w) for w in widths], np.int32)
+        n_rows = 500
+        bins = np.where(rng.random((n_rows, F)) < rng.uniform(0.7, 0.99, F), defaults,
+                        rng.integers(0, widths, (n_rows, F)))
+        g = rng.integers(-8, 9, n_rows)
+        h = rng.integers(1, 4, n_rows)
+        g[bins[:, 5] != defaults[5]] += 6  # one strong feature early on
+        full = np.zeros((int(offsets[-1]), 2), np.int64)
+        for f in range(F):
+            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
+            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
+        stored = np.ones(full.shape[0], bool)
+        stored[(offsets[:-1] + defaults)[1:]] = False
+        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
+                                        | (np.arange(full.shape[0]) < offsets[1])))
+        scale = 0.25 if quantised else 1.0
+        if quantised:  # packed pairs: gradient in the high 32 bits
+            vals = ((full[keep, 0] << 32) + full[keep, 1])[:, None]
+        else:
+            vals = full[keep].astype(np.float64)
+        totals = np.array([[g.sum() * scale, h.sum() * scale, n_rows]], np.float64)
+        reg = np.array([1.0, 0.0, 0.0, float(trial % 2) * 3.0, 0.0])
+        mask = np.ones(F, bool)
+        want = split.search(full[None] * scale, totals, offsets, mask[None], reg, False)[0]
+        C = vals.shape[1]
+        widest = int(widths.max()) + 4
+        rec = np.zeros(split.REC_WIDTH)
+        rec[split.REC_FEATURE] = -1.0
+        zero = np.zeros((1, C), vals.dtype)
+        _, nf, _ = ksparse.search_node(
+            keep.astype(np.int32), vals, offsets, np.repeat(np.arange(F, dtype=np.int32),
+                                                           widths),
+            defaults, mask, np.zeros(F, np.uint8), True, True, totals[0, 0], totals[0, 1],
+            float(n_rows), scale, scale, reg[split.P_MCW], 0.0, 1e-9, np.zeros(C, vals.dtype),
+            zero.copy(), zero, np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
+            np.empty(F, np.int32), np.empty(widest, np.int32), reg, split.gain_path(reg),
+            np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec, np.empty((widest, 2)))
+        np.testing.assert_array_equal(rec, want, err_msg=f"trial {trial}")
+        skipped += F - nf
+    assert skipped > 0
+    assert histogram is not None
+
+
 def test_subtraction_in_place_of_a_parent_without_some_slots():
     """The larger child in place of the parent: slots the parent left out (all-zero) but the
     built child holds are reported, for the backend to insert their negated sums."""
