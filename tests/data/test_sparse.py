@@ -128,7 +128,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["accumulate_items", "accumulate_items_serial", "partition_node_chunked"]
+    spied = ["accumulate_items", "accumulate_items_serial", "partition_node_chunked",
+             "feature_chunks"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
 
@@ -497,9 +498,11 @@ def test_split_gain_bound_holds_for_every_split(mcw):
 def test_one_pass_search_equals_search_on_all_bins(quantised):
     """`search_node` (each feature scanned as its bins are written, features that cannot
     beat the best so far by `split_gain_bound` skipped) finds the record of the dense
-    search on the full histogram, float and quantised (packed) sums, and skips some."""
-    from histboost.kernels.cpu import histogram, split
+    search on the full histogram, float and quantised (packed) sums, and skips some; in 1-4
+    stretches cut at feature boundaries (`feature_chunks`, the backend's parallel search),
+    the same record, compacted list and dead flags."""
     from histboost.kernels.cpu import sparse as ksparse
+    from histboost.kernels.cpu import split
 
     rng = np.random.default_rng(9)
     skipped = 0
@@ -533,21 +536,50 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
         want = split.search(full[None] * scale, totals, offsets, mask[None], reg, False)[0]
         C = vals.shape[1]
         widest = int(widths.max()) + 4
-        rec = np.zeros(split.REC_WIDTH)
-        rec[split.REC_FEATURE] = -1.0
+        slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
+        head = (offsets, slot_feature, defaults, mask)
+        sums = (totals[0, 0], totals[0, 1], float(n_rows), scale, scale, reg[split.P_MCW],
+                0.0, 1e-9)
         zero = np.zeros((1, C), vals.dtype)
-        _, nf, _ = ksparse.search_node(
-            keep.astype(np.int32), vals, offsets, np.repeat(np.arange(F, dtype=np.int32),
-                                                           widths),
-            defaults, mask, np.zeros(F, np.uint8), True, True, totals[0, 0], totals[0, 1],
-            float(n_rows), scale, scale, reg[split.P_MCW], 0.0, 1e-9, np.zeros(C, vals.dtype),
-            zero.copy(), zero, np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
+        vals_k = vals.copy()  # the search compacts the list in place
+        slots, dead, rec = keep.astype(np.int32), np.zeros(F, np.uint8), np.zeros(7)
+        rec[split.REC_FEATURE] = -1.0
+        _, nf, n_new = ksparse.search_node(
+            slots, vals, *head, dead, True, True, *sums, np.zeros(C, vals.dtype), zero.copy(),
+            zero, np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
             np.empty(F, np.int32), np.empty(widest, np.int32), reg, split.gain_path(reg),
             np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec, np.empty((widest, 2)))
         np.testing.assert_array_equal(rec, want, err_msg=f"trial {trial}")
         skipped += F - nf
+        # in k stretches of whole features (the node total given to those after the
+        # first), compacted lists put together: the same records, list and dead flags
+        k = 1 + trial % 4
+        slots_k, dead_k = keep.astype(np.int32), np.zeros(F, np.uint8)
+        bounds = np.empty(k + 1, np.int64)
+        ksparse.feature_chunks(slots_k, slot_feature, bounds)
+        assert (np.diff(bounds) >= 0).all() and bounds[-1] == slots_k.size
+        cut = bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < slots_k.size)]
+        assert (slot_feature[slots_k[cut]] != slot_feature[slots_k[cut - 1]]).all()
+        total = np.zeros(C, vals.dtype)
+        ksparse.node_total(slots_k, vals_k, offsets, total)
+        parts, best = [], None
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            r = np.zeros(split.REC_WIDTH)
+            r[split.REC_FEATURE] = -1.0
+            m = ksparse.search_node(
+                slots_k[a:b], vals_k[a:b], *head, dead_k, True, True, *sums, total.copy(),
+                zero.copy(), zero, np.empty((widest, C), vals.dtype),
+                np.empty(F + 1, np.int64), np.empty(F, np.int32), np.empty(widest, np.int32),
+                reg, split.gain_path(reg), np.zeros(2, np.int64), np.zeros(split.REC_WIDTH),
+                r, np.empty((widest, 2)))[2]
+            parts.append((slots_k[a:a + m].copy(), vals_k[a:a + m].copy()))
+            if r[split.REC_FEATURE] >= 0 and (best is None or r[0] > best[0]):
+                best = r
+        np.testing.assert_array_equal(best if best is not None else rec, want)
+        np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), slots[:n_new])
+        np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), vals[:n_new])
+        np.testing.assert_array_equal(dead_k, dead)
     assert skipped > 0
-    assert histogram is not None
 
 
 def test_subtraction_in_place_of_a_parent_without_some_slots():

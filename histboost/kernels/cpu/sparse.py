@@ -477,23 +477,35 @@ def _outranked_impl(terms, H, A, h_off, reg, mcw, general, rec):
     return check
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def node_total(slots, vals, offsets, total):
+    """total (C,) = the sums of a node's list's feature 0 slots (every row once: the node
+    total), in slot order; left as it is when the list does not start with feature 0's
+    slots (a stretch of a node's list after the first, `feature_chunks`: the caller passes
+    the node's)."""
+    n = slots.shape[0]
+    if n == 0 or slots[0] >= offsets[1]:
+        return
+    end0 = 0
+    while end0 < n and slots[end0] < offsets[1]:
+        end0 += 1
+    for c in range(vals.shape[1]):
+        t = total[c] - total[c]  # a zero of the dtype
+        for k in range(end0):
+            t += vals[k, c]
+        total[c] = t
+
+
 @nb.njit(inline="always")
 def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G, H,
                n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
                out_features, out_bins, reg, general, foff, frec, rec, g_scale, fbuf):
     """The body of `searched_node` (rec None: every searched feature's bins written) and
     `search_node` (rec a split record: each feature searched as soon as its bins are written,
-    over the same stretch of `out`, as float64 in gradient units through fbuf)."""
+    over the same stretch of `out`, as float64 in gradient units through fbuf); total: the
+    node's `node_total` (slots may be a stretch of its list)."""
     C = vals.shape[1]
     n = slots.shape[0]
-    end0 = 0
-    while end0 < n and slots[end0] < offsets[1]:
-        end0 += 1
-    for c in range(C):
-        t = total[c] - total[c]  # a zero of the dtype
-        for k in range(end0):
-            t += vals[k, c]
-        total[c] = t
     terms = _bound_terms(G, H, reg, mcw)
     pos = 0
     nf = 0
@@ -603,8 +615,9 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     empty), bin by bin into out (size, C), their bins in out_bins, the features' runs in
     out_ptr and ids in out_features. The node's list is compacted in place as it is read
     (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
-    each slot's feature; total: (C,), fixed: (1, C) scratch, zero: (1, C) zeros, all of
-    vals' dtype. Returns (slots written, features written, the list's new length).
+    each slot's feature; total: (C,) zeros, or the node total for a stretch of a node's list
+    after the first (`node_total`, `feature_chunks`), fixed: (1, C) scratch, zero: (1, C)
+    zeros, all of vals' dtype. Returns (slots written, features written, the list's new length).
 
     Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
     default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
@@ -621,6 +634,7 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     (so empty bins may as well be left in); the first and last value bins bound the
     candidates. So the dense search on `out` finds the split of the node's full histogram,
     its bin read back through out_bins."""
+    node_total(slots, vals, offsets, total)
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
                       0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
                       out_ptr, out_features, out_bins, None, None, None, None, None, 1.0, None)
@@ -637,10 +651,27 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
     feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
     fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
     Returns as `searched_node` (nothing of `out` kept)."""
+    node_total(slots, vals, offsets, total)
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
                       G, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
                       out_ptr, out_features, out_bins, reg, general, foff, frec, rec, g_scale,
                       fbuf)
+
+
+@nb.njit(cache=True, nogil=True)
+def feature_chunks(slots, slot_feature, bounds):
+    """Cut a node's list into len(bounds) - 1 stretches of about equal length at feature
+    boundaries (no feature's slots in two): bounds int64 (k+1,) out, ascending, from 0 to
+    the list's length (a stretch may be empty)."""
+    n = slots.shape[0]
+    k = bounds.shape[0] - 1
+    bounds[0] = 0
+    for c in range(1, k):
+        p = max(bounds[c - 1], n * c // k)
+        while 0 < p < n and slot_feature[slots[p]] == slot_feature[slots[p - 1]]:
+            p += 1
+        bounds[c] = p
+    bounds[k] = n
 
 
 @nb.njit(cache=True, nogil=True)

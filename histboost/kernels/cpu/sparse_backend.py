@@ -47,6 +47,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
 from . import histogram, sparse, sparse_predict, split
+from ._threads import run_ranges
 from .backend import CPUBackend
 
 # the row chunks of a large node's build each take a full-width scratch and scan a bitmap of
@@ -476,17 +477,23 @@ class SparseCPUBackend(CPUBackend):
             prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
             # each searched feature adds at most its default and three edge bins
             size = n + 4 * nf_max
-            if (monotone is None
-                    and self._team(size * _SPLIT_COST // _PARALLEL_MIN_VALUES) == 1):
-                # one pass: each feature searched as its bins are written
-                hist, bins = self._search_scratch(self._widest + 4, C)
+            if monotone is None:
+                # one pass: each feature searched as its bins are written; a long list in
+                # stretches of whole features on several threads (the same records)
+                team = self._team(n * _SPLIT_COST // _PARALLEL_MIN_VALUES)
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
-                kept, nf, n_new = sparse.search_node(
-                    *args, float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
-                    1.0 if q is None else float(q.g_scale), h_scale, *prune_args, *scratch,
-                    hist, ptr, features, bins, reg, general, np.zeros(2, np.int64),
-                    np.zeros(split.REC_WIDTH), rec, fbuf)
+                sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
+                        1.0 if q is None else float(q.g_scale), h_scale)
+                if team == 1:
+                    hist, bins = self._search_scratch(self._widest + 4, C)
+                    n_new = sparse.search_node(
+                        *args, *sums, *prune_args, *scratch, hist, ptr, features, bins, reg,
+                        general, np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec,
+                        fbuf)[2]
+                else:
+                    n_new = self._search_stretches(team, args, sums, prune_args, C, reg,
+                                                   general, rec)
                 self._after_search(node, n, n_new)
                 continue
             hist, bins = self._search_scratch(size, C)
@@ -497,23 +504,64 @@ class SparseCPUBackend(CPUBackend):
             if nf == 0:
                 out[j, split.REC_FEATURE] = -1.0
                 continue
+            # monotone constraints: the dense search on the bins written
             fhist = self._to_float_rows(hist[:kept])[None]
             ptr, features = ptr[:nf + 1], features[:nf]
-            ones = np.ones((1, nf), np.bool_)
-            if monotone is None:
-                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
-                rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, parallel)[0]
-            else:
-                cons, lower, upper = monotone
-                rec = split.monotone_search(fhist, totals[j:j + 1], ptr, ones, reg,
-                                            (np.asarray(cons)[features], lower[j:j + 1],
-                                             upper[j:j + 1]))[0]
+            cons, lower, upper = monotone
+            rec = split.monotone_search(fhist, totals[j:j + 1], ptr, np.ones((1, nf), np.bool_),
+                                        reg, (np.asarray(cons)[features], lower[j:j + 1],
+                                              upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
                 rec[split.REC_FEATURE] = features[f]
             out[j] = rec
         return out
+
+    def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
+                          C: int, reg: np.ndarray, general: bool | None,
+                          rec: np.ndarray) -> int:
+        """`sparse.search_node` of one node's list (args: its first arguments) in `team`
+        stretches of whole features (`sparse.feature_chunks`) on the thread pool, each with
+        its own scratch and record; the stretches' compacted lists are then moved after one
+        another and their records merged in order into rec (a later one kept only when it
+        gains strictly more: the lowest feature of equal gains). Record, list and dead flags
+        are one pass's whatever the stretches (each bounds its features by its own best so
+        far). Returns the list's new length."""
+        slots, vals = args[0], args[1]
+        bounds = np.empty(team + 1, np.int64)
+        sparse.feature_chunks(slots, self._slot_feature, bounds)
+        dtype = self.hist_dtype
+        total = np.zeros(C, dtype)
+        sparse.node_total(slots, vals, self.offsets, total)
+        recs = np.zeros((team, split.REC_WIDTH))
+        recs[:, split.REC_FEATURE] = -1.0
+        lengths = np.zeros(team, np.int64)
+        width = self._widest + 4
+
+        def stretches(lo: int, hi: int) -> None:
+            for c in range(lo, hi):
+                a, b = int(bounds[c]), int(bounds[c + 1])
+                nf = min(b - a, self.n_features)
+                lengths[c] = sparse.search_node(
+                    slots[a:b], vals[a:b], *args[2:], *sums, *prune_args, total.copy(),
+                    np.zeros((1, C), dtype), np.zeros((1, C), dtype),
+                    np.empty((width, C), dtype), np.empty(nf + 1, np.int64),
+                    np.empty(nf, np.int32), np.empty(width, np.int32), reg, general,
+                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c],
+                    np.empty((width, 2 if C == 1 else C)))[2]
+
+        run_ranges(stretches, team, threads=team)
+        w = int(lengths[0])
+        for c in range(1, team):
+            a, k = int(bounds[c]), int(lengths[c])
+            slots[w:w + k] = slots[a:a + k]
+            vals[w:w + k] = vals[a:a + k]
+            w += k
+        for r in recs:
+            if r[split.REC_FEATURE] >= 0 and r[split.REC_GAIN] > rec[split.REC_GAIN]:
+                rec[:] = r
+        return w
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
