@@ -144,6 +144,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             mp.setattr(ksparse, "emit_touched", emit_chunks)
             mp.setattr("histboost.kernels.cpu.sparse_backend._VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARALLEL_MIN_VALUES", 1)
+            mp.setattr("histboost.kernels.cpu.sparse_backend._SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARTITION_CHUNKED_MIN_ROWS", 1)
             ref = _train(params, X_S, Y)
             for threads in (2, 3):

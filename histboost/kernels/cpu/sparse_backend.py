@@ -63,13 +63,15 @@ _POOL_KEEP = 8
 # slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
 # of a sparse node's steps), and Numba's threads spin on their cores for a while after it
 # (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
-# step's nodes on parallel loops or on Python threads). A step's histograms are built, and a
-# node's split searched, in parallel from this many stored (elementwise) values' worth of
-# work (a searched slot costs _SPLIT_COST of them: a gain per bin, twice with missing
-# values); a step's partition, a galloping walk cheaper per row than the dense one, from
-# this many rows (a node's, in row chunks).
+# step's nodes on parallel loops or on Python threads). A step's histograms are built in
+# parallel from this many stored (elementwise) values' worth of work; a step's partition, a
+# galloping walk cheaper per row than the dense one, from this many rows (a node's, in row
+# chunks).
 _PARALLEL_MIN_VALUES = 1 << 20
-_SPLIT_COST = 16
+# A node's split search runs in stretches of whole features on the thread pool (whose
+# threads sleep between tasks, unlike Numba's) from this many slots a stretch: about 0.3 ms
+# of the pass's work, several times a pool launch
+_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_CHUNKED_MIN_ROWS = 1 << 16
 
 
@@ -480,7 +482,7 @@ class SparseCPUBackend(CPUBackend):
             if monotone is None:
                 # one pass: each feature searched as its bins are written; a long list in
                 # stretches of whole features on several threads (the same records)
-                team = self._team(n * _SPLIT_COST // _PARALLEL_MIN_VALUES)
+                team = self._team(n // _SEARCH_STRETCH_MIN_SLOTS)
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
