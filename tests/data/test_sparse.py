@@ -128,8 +128,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["accumulate_items", "accumulate_items_serial", "partition_node_chunked",
-             "feature_chunks"]
+    spied = ["accumulate_items", "partition_node_chunked", "feature_chunks"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
 

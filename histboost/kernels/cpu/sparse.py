@@ -208,28 +208,18 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
     return pairs
 
 
-@nb.njit(inline="always")
-def _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
-    """The body of `accumulate_items` and `accumulate_items_serial` (a prange is a range in
-    the serial one)."""
-    for i in nb.prange(starts.shape[0]):
+@nb.njit(cache=True, nogil=True)
+def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
+    """Item i sums the stored slots of rows[starts[i]:ends[i]] into its own scratch accs[i]
+    (total_bins, C), marking them in bitmaps[i] (uint64 words, all zero on entry: see
+    `_accumulate_marked`); touched[i] (int64) the slots it marked. An item is a node, or a
+    row chunk of one (chunks follow the node's size only); the backend runs ranges of items
+    on the thread pool (`_threads.run_ranges`: its threads sleep between tasks, where
+    Numba's parallel loops keep theirs spinning on the cores, which cost a loaded machine
+    more than the loops saved)."""
+    for i in range(starts.shape[0]):
         touched[i] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
                                         bitmaps[i])
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
-    """Items in parallel: item i sums the stored slots of rows[starts[i]:ends[i]] into its own
-    scratch accs[i] (total_bins, C), marking them in bitmaps[i] (uint64 words, all zero on
-    entry: see `_accumulate_marked`); touched[i] (int64) the slots it marked. An item is a
-    node, or a row chunk of one (chunks follow the node's size only)."""
-    _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched)
-
-
-@nb.njit(cache=True, nogil=True)
-def accumulate_items_serial(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched):
-    """`accumulate_items` on the calling thread."""
-    _accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touched)
 
 
 @nb.njit(cache=True, nogil=True)

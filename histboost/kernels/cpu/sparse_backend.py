@@ -59,20 +59,20 @@ _VALUES_PER_CHUNK_SLOT = 1
 _BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
-# Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
-# slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps), and Numba's threads spin on their cores for a while after it
-# (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
-# step's nodes on parallel loops or on Python threads). A step's histograms are built in
-# parallel from this many stored (elementwise) values' worth of work; a step's partition, a
-# galloping walk cheaper per row than the dense one, from this many rows (a node's, in row
-# chunks).
+# Threads. Numba's parallel loops cost a wake-up of its pool, on a busy machine a wait for a
+# time slice on every core (measured on 2 shared cores under load: ~10 ms a loop, more than
+# most of a sparse node's steps), and its threads spin on their cores for a while after each
+# loop: on 200k x 100k with 2 threads the parallel partition alone took 111 s of wall time
+# (one thread: the whole training about 50 s). So a sparse step's work runs on the thread
+# pool (`_threads.run_ranges`, whose threads sleep between tasks): a step's builds from this
+# many stored (elementwise) values' worth of work, a node's split search in stretches of
+# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.3 ms of the pass's
+# work, several pool launches); a partition, a galloping walk cheaper per row than the dense
+# one, runs on Numba's loops only from _PARTITION_CHUNKED_MIN_ROWS rows (a node's, in row
+# chunks; 100k x 100k, 2 threads: 15.1 CPU s of training at 65k rows, 8.6 at 1M).
 _PARALLEL_MIN_VALUES = 1 << 20
-# A node's split search runs in stretches of whole features on the thread pool (whose
-# threads sleep between tasks, unlike Numba's) from this many slots a stretch: about 0.3 ms
-# of the pass's work, several times a pool launch
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 14
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
+_PARTITION_CHUNKED_MIN_ROWS = 1 << 20
 
 
 class _Pool:
@@ -405,10 +405,14 @@ class SparseCPUBackend(CPUBackend):
         gh = self.gh
         threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
                                  // _PARALLEL_MIN_VALUES))
-        kernel = sparse.accumulate_items if threads > 1 else sparse.accumulate_items_serial
         sb = self.sbins
-        kernel(sb.indptr, sb.slots, gh, self.rows, starts_a, ends_a, accs, self._bitmaps,
-               touched)
+        bitmaps = self._bitmaps
+
+        def items(lo: int, hi: int) -> None:
+            sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
+                                    ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi], touched[lo:hi])
+
+        run_ranges(items, m, threads=threads)
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
             bound = int(touched[a:b].sum())
