@@ -2,15 +2,27 @@
 # Build-check-time script of the CPU engine for the device host (16 cores): one call does it
 # all, logs land in $OUT.
 #
-#   bash bench/cpu_check.sh [bench,dist2,firstrun] [bench/cpu.py options]   (default: bench)
+#   bash bench/cpu_check.sh [bench,pairs,profile,dist2,firstrun] [bench/cpu.py options]
+#   (default: bench)
 #
 #   warm      first write 24 GiB once: a freshly started virtual machine backs its memory on
 #             the first touch of each page, which made the first benchmark of a run up to 2x
 #             slower (measured: 7.6 s, then 2.4 s, for the same 20 rounds in one call)
 #   bench     bench/cpu.py: histboost's three configurations against LightGBM, XGBoost and
 #             scikit-learn on 1M x 28 higgs_like, all 16 cores
+#   pairs     bench/cpu.py's histboost configurations and LightGBM in turns, REPEATS times
+#             (default 3; ROUNDS rounds, default 200): medians, ranges and every sample, so
+#             that a drift of the machine over the call touches all alike; with COMPARE=DIR
+#             (a checkout under shared/, e.g. shared/main from `git archive`), that
+#             checkout's histboost configurations run in the same turns
+#   profile   bench/cpu_profile.py on all cores (ROUNDS_PROFILE rounds, default 50), with
+#             LightGBM's time for the same rounds in the same process after each configuration
+#   variants  bench/cpu_profile.py --variants "$VARIANTS": backend constants timed against each
+#             other in one process, in turns (REPEATS, default 2; ROUNDS_PROFILE rounds)
+# pairs, profile and variants pin every library to the same threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS
+# and --threads all equal to the cores of the machine (nproc), under taskset over those cores.
 #   two       bench/cpu.py's histboost configurations and LightGBM on two cores (taskset, 2
-#             threads, 50 rounds)
+#             threads, 50 rounds; REPEATS_TWO turns, default 1)
 #   dist2     bench/distributed.py on two cores (taskset): 1 process x 2 threads against
 #             2 processes x 1 thread, the communication target; then the latency
 #             and bandwidth of the collectives on those two cores (bench/collective.py)
@@ -55,13 +67,31 @@ if [[ $what == *bench* ]]; then
         histboost,histboost-depthwise,histboost-quantized,lightgbm,xgboost,sklearn "$@" \
         2>&1 | tee "$OUT/cpu.txt" || status=1
 fi
+cores=$(nproc)
+pin=(env NUMBA_NUM_THREADS="$cores" OMP_NUM_THREADS="$cores" taskset -c "0-$((cores - 1))")
+if [[ $what == *profile* ]]; then
+    timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" --lightgbm \
+        --rounds "${ROUNDS_PROFILE:-50}" 2>&1 | tee "$OUT/cpu-profile.txt" || status=1
+fi
+if [[ $what == *variants* ]]; then
+    timeout 400 "${pin[@]}" python3 bench/cpu_profile.py --threads "$cores" \
+        --rounds "${ROUNDS_PROFILE:-50}" --repeats "${REPEATS:-2}" --variants "$VARIANTS" \
+        2>&1 | tee "$OUT/cpu-variants.txt" || status=1
+fi
+if [[ $what == *pairs* ]]; then
+    timeout 590 "${pin[@]}" python3 bench/cpu.py --threads "$cores" --repeats "${REPEATS:-3}" \
+        --rounds "${ROUNDS:-200}" ${COMPARE:+--compare "$COMPARE"} \
+        --libs histboost,histboost-depthwise,histboost-quantized,lightgbm "$@" \
+        2>&1 | tee "$OUT/cpu-pairs.txt" || status=1
+fi
 if [[ $what == *old* && -d shared/old/histboost ]]; then
     PYTHONPATH="$site$PWD/shared/old:$PWD" NUMBA_CACHE_DIR=/tmp/numba-old timeout 400 \
         python3 bench/cpu.py --libs histboost,histboost-depthwise,histboost-quantized "$@" \
         2>&1 | tee "$OUT/cpu-old.txt" || status=1
 fi
 if [[ $what == *two* ]]; then
-    NUMBA_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py --threads 2 --rounds 50 --libs \
+    NUMBA_NUM_THREADS=2 OMP_NUM_THREADS=2 timeout 300 taskset -c 0,1 python3 bench/cpu.py \
+        --threads 2 --rounds 50 --repeats "${REPEATS_TWO:-1}" --libs \
         histboost,histboost-depthwise,histboost-quantized,lightgbm "$@" \
         2>&1 | tee "$OUT/cpu-two.txt" || status=1
 fi

@@ -1,6 +1,7 @@
 """Where a CPU training's wall time goes, per kernel launch and per grower step, on all cores.
 
     python bench/cpu_profile.py [--rows 1000000] [--rounds 100] [--configs lossguide,...]
+    python bench/cpu_profile.py --variants 'base;_PARTITION_CHUNKED_MIN_ROWS=65536' [--repeats 3]
 
 Trains `higgs_like` (the bench/cpu.py setting: depth 8 / 255 leaves, 256 bins) once per
 configuration in this process, after a warm-up that compiles the kernels and touches the
@@ -163,6 +164,84 @@ def launch_us(threads: int, calls: int = 2000) -> float:
     return float(np.median(samples))
 
 
+def lightgbm_seconds(X: np.ndarray, y: np.ndarray, threads: int, rounds: int) -> float:
+    """Seconds of LightGBM's Dataset and training with bench/cpu.py's parameters (one
+    LightGBM configuration for all of histboost's, as there)."""
+    import lightgbm as lgb
+    params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": 255, "max_depth": 8,
+              "max_bin": 255, "num_threads": threads, "verbose": -1,
+              "min_sum_hessian_in_leaf": 1.0}
+    t0 = time.perf_counter()
+    lgb.train(params, lgb.Dataset(X, y), rounds)
+    return time.perf_counter() - t0
+
+
+def _parse_variant(text: str) -> dict[str, int]:
+    """'NAME=VALUE,...' ('base': none) as {module constant: int}."""
+    if text.strip() == "base":
+        return {}
+    out = {}
+    for part in text.split(","):
+        name, value = part.split("=")
+        out[name.strip()] = int(value)
+    return out
+
+
+def _set_constants(values: dict[str, int]) -> None:
+    """Module constants of the CPU backend or the grower (BEST_FIRST_BATCH) set to values."""
+    from histboost.tree import grower
+    for name, value in values.items():
+        module = grower if hasattr(grower, name) else cpu_backend
+        if not hasattr(module, name):
+            raise ValueError(f"no constant {name} in the CPU backend or the grower")
+        setattr(module, name, value)
+
+
+def time_variants(X: np.ndarray, y: np.ndarray, base: dict, a: argparse.Namespace) -> None:
+    """Train every configuration under every variant of the backend's module constants
+    (thresholds that pick serial or parallel paths and cut work items, the grower's
+    BEST_FIRST_BATCH), in turns (variant A's configurations, B's, ..., then in reverse), in this
+    process after a warm-up: an A/B in one process, without the process start, compilation
+    and first touch of memory that bench/cpu.py's times include. These constants change no
+    model. Prints each one's median and samples, in seconds."""
+    variants = [v.strip() for v in a.variants.split(";") if v.strip()]
+    defaults = {}
+    from histboost.tree import grower
+    for v in variants:
+        for name in _parse_variant(v):
+            module = grower if hasattr(grower, name) else cpu_backend
+            defaults[name] = getattr(module, name)
+    samples: dict[tuple[str, str], list[float]] = {}
+    configs = {}
+    for name in a.configs.split(","):
+        params = {**base, **CONFIGS[name]}
+        histboost.train(params, histboost.Dataset(X[:300_000], label=y[:300_000]), 2,
+                        verbose_eval=False)
+        configs[name] = params
+    for rep in range(a.repeats):
+        # alternating order (A B C, C B A, ...): within one process on the 16-core host the
+        # runs also got faster over the first minutes (base 2.19 s first, 1.80 s in turn 2)
+        for v in (variants if rep % 2 == 0 else variants[::-1]):
+            _set_constants({**defaults, **_parse_variant(v)})
+            for name, params in configs.items():
+                t0 = time.perf_counter()
+                histboost.train(params, histboost.Dataset(X, label=y), a.rounds,
+                                verbose_eval=False)
+                t = time.perf_counter() - t0
+                samples.setdefault((v, name), []).append(t)
+                print(f"[{rep + 1}/{a.repeats}] {v} {name}: {t:.3f} s", flush=True)
+    _set_constants(defaults)
+    print(f"\n{a.rows:,} rows, {a.rounds} rounds, {base['nthread']} threads, median of "
+          f"{a.repeats} turns (s)\n")
+    print("| variant | " + " | ".join(configs) + " |\n|---|" + "---|" * len(configs))
+    for v in variants:
+        cells = []
+        for name in configs:
+            ts = samples[(v, name)]
+            cells.append(f"{np.median(ts):.3f} ({' / '.join(f'{t:.2f}' for t in ts)})")
+        print(f"| {v} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -170,11 +249,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--plain", action="store_true", help="phase timers only, no wrappers")
+    ap.add_argument("--lightgbm", action="store_true",
+                    help="LightGBM on the same data and rounds after each configuration")
+    ap.add_argument("--variants", help="time backend settings against each other instead "
+                    "of profiling: 'base;NAME=VALUE,NAME=VALUE;...' (see `time_variants`)")
+    ap.add_argument("--repeats", type=int, default=3, help="turns of --variants")
     a = ap.parse_args()
     threads = a.threads or os.cpu_count()
     X, y = synth().higgs_like(a.rows, seed=0)[:2]
     base = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": 8,
             "max_leaves": 255, "max_bin": 256, "nthread": threads, "min_child_weight": 1.0}
+    if a.variants:
+        time_variants(X, y, base, a)
+        return
     rec = Recorder()
     if not a.plain:
         install(rec)
@@ -194,11 +281,18 @@ def main() -> None:
         phases = {k: round(v, 3) for k, v in b.timings.items()}
         print(f"\n## {name}: {total:.2f} s, {1000 * total / a.rounds:.1f} ms/tree; phases "
               f"{phases}; outside them {total - sum(b.timings.values()):.3f} s", flush=True)
+        if a.lightgbm:
+            lgb_s = lightgbm_seconds(X, y, threads, a.rounds)
+            print(f"LightGBM, same process, same rounds: {lgb_s:.2f} s, "
+                  f"{1000 * lgb_s / a.rounds:.1f} ms/tree", flush=True)
         if a.plain:
             continue
         per = 1000 / a.rounds
+        kernels = sum(s for _, s in rec.kernels.values())
         print(f"grower host {per * (rec.grow - rec.backend):.2f} ms/tree "
-              f"(grow {per * rec.grow:.2f}, backend calls {per * rec.backend:.2f})")
+              f"(grow {per * rec.grow:.2f}, backend calls {per * rec.backend:.2f}); all "
+              f"kernels {per * kernels:.2f} ms/tree, train time outside them "
+              f"{per * (total - kernels):.2f} ms/tree")
         print("| kernel | calls/tree | ms/tree | us/call |\n|---|---|---|---|")
         for k, (n, s) in sorted(rec.kernels.items(), key=lambda kv: -kv[1][1]):
             print(f"| {k} | {n / a.rounds:.1f} | {per * s:.2f} | {1e6 * s / n:.0f} |")

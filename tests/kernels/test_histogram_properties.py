@@ -225,16 +225,18 @@ def test_to_float_scales_quantised_sums():
     np.testing.assert_array_equal(f[0, 1, :2], [0, 0])
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_unpack_parallel_and_serial(parallel):
-    """Packed sums unpack the same on the parallel and the serial kernel (the backend picks
-    by size, above test sizes)."""
+@pytest.mark.parametrize("pieces", [0, 1, 3])
+def test_unpack_parallel_and_serial(pieces):
+    """Packed sums unpack the same on the serial kernel (pieces 0) and on the parallel one,
+    each node in `pieces` value ranges (the backend picks by size, above test sizes)."""
     rng = np.random.default_rng(0)
     k = 3
     packed = (rng.integers(-2**20, 2**20, (k, 50)) << 32) + rng.integers(0, 2**31, (k, 50))
-    got = np.empty((k, 50, 2))
-    unpack = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
-    unpack(packed, 0.5, 0.25, got)
+    got = np.full((k, 50, 2), np.nan)
+    if pieces:
+        histogram.unpack_to_float(packed, 0.5, 0.25, got, pieces)
+    else:
+        histogram.unpack_to_float_serial(packed, 0.5, 0.25, got)
     np.testing.assert_array_equal(got[..., 0], (packed >> 32) * 0.5)
     np.testing.assert_array_equal(got[..., 1], (packed & 0xFFFFFFFF) * 0.25)
 
@@ -289,17 +291,20 @@ def test_work_items_sum_chunks_in_order(blocks, parallel):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("pieces", [0, 1, 4])
 @pytest.mark.parametrize("channels", [2, 3])
-def test_scale_to_float_parallel_and_serial(parallel, channels):
+def test_scale_to_float_parallel_and_serial(pieces, channels):
     """Unpacked int64 sums (the distributed layout) scale to float64 as NumPy's float64
-    product does, on the parallel and the serial kernel."""
+    product does, on the serial kernel (pieces 0) and on the parallel one, each node in
+    `pieces` slot ranges."""
     rng = np.random.default_rng(channels)
     sums = rng.integers(-2**40, 2**40, (3, 50, channels))
     scales = np.array([2.0**-20, 2.0**-30, 1.0])[:channels]
     got = np.full(sums.shape, np.nan)
-    scale = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
-    scale(sums, scales, got)
+    if pieces:
+        histogram.scale_to_float(sums, scales, got, pieces)
+    else:
+        histogram.scale_to_float_serial(sums, scales, got)
     np.testing.assert_array_equal(got, sums.astype(np.float64) * scales)
 
 

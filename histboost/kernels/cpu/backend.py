@@ -65,8 +65,14 @@ _SPLIT_THREAD_MIN_SLOTS = 4_096
 # once-a-tree row kernels (gradients, quantisation, margin updates): one thread per this many
 # rows (a parallel loop wakes the whole pool: only once half of it has rows)
 _ROW_KERNEL_THREAD_MIN_ROWS = 16_384
-# elementwise histogram work (subtraction, unpacking): one thread per this many values
-_ELEMENTWISE_THREAD_MIN_VALUES = 1 << 17
+# elementwise histogram work (sibling subtraction, unpacking quantised sums): in parallel
+# when the threads but one take this many values off the calling thread, in pieces of at
+# least _ELEMENTWISE_ITEM_MIN_VALUES values (a launch costs ~8 us on the 16-core host, a value
+# about 1 ns on one thread; the former rule, one thread per 2^17 values of the call, kept the
+# subtraction of up to 9 histogram pairs on the calling thread: 160 us a call there, and a
+# node's unpacking always on one thread, 210 us)
+_ELEMENTWISE_THREAD_MIN_VALUES = 32_768
+_ELEMENTWISE_ITEM_MIN_VALUES = 4_096
 # below this many rows a backend runs every kernel on the calling thread: no call of such data
 # gains more from a parallel region than it costs to wake one, and a first run in a fresh
 # environment does not compile the parallel kernels (about 5 s of its ~10 s compiling on the
@@ -238,6 +244,15 @@ class CPUBackend(ComposedSteps):
         if self.n_rows < _PARALLEL_MIN_ROWS:
             return 1
         return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
+
+    def _elementwise_pieces(self, k: int, m: int) -> int:
+        """Pieces per node of an elementwise pass over k nodes of m values each, run in
+        parallel; 0: run it on this thread."""
+        threads = self._pool()
+        values = k * m
+        if threads < 2 or values - values // threads < _ELEMENTWISE_THREAD_MIN_VALUES:
+            return 0
+        return max(1, min(-(-threads // max(k, 1)), m // _ELEMENTWISE_ITEM_MIN_VALUES))
 
     def _sum_chunks(self, n_rows: int) -> int:
         """Row chunks of a node's histogram: a function of its size only (see the top)."""
@@ -497,8 +512,8 @@ class CPUBackend(ComposedSteps):
         k = b.shape[0]
         out = self._hist_buffers.empty((2 * k, *b.shape[1:]), b.dtype)
         m = b[0].size
-        threads = self._pool()
-        if threads < 2 or k * m < _ELEMENTWISE_THREAD_MIN_VALUES:
+        pieces = self._elementwise_pieces(k, m)
+        if pieces == 0:
             histogram.subtract_pairs_numpy(parents, b, built_rows, target_rows, out)
             return out
         if isinstance(parents, np.ndarray):
@@ -510,7 +525,6 @@ class CPUBackend(ComposedSteps):
             for j, t in enumerate(target_rows):
                 np.copyto(out[t], parents[j])
             src, rows = flat, target_rows
-        pieces = max(1, min(-(-threads // k), m // _REDUCE_ITEM_MIN_VALUES))
         histogram.subtract_pairs(src, np.array(rows, np.int64), b.reshape(k, -1),
                                  np.array(built_rows, np.int64), np.array(target_rows, np.int64),
                                  pieces, flat)
@@ -551,19 +565,25 @@ class CPUBackend(ComposedSteps):
             return hists
         lo, hi = (0, hists.shape[1]) if slots is None else slots
         part = hists[:, lo:hi] if slots is not None else hists
-        parallel = self._team(min(hists.shape[0],
-                                  part.size // _ELEMENTWISE_THREAD_MIN_VALUES)) > 1
+        # values written per node (two per packed sum)
+        pieces = self._elementwise_pieces(hists.shape[0],
+                                          part[0].size * (2 if hists.ndim == 2 else 1))
         if hists.ndim == 2:  # packed quantised sums
             out = self._hist_buffers.empty((*hists.shape, 2), np.dtype(np.float64))
-            kernel = histogram.unpack_to_float if parallel else histogram.unpack_to_float_serial
-            kernel(part, q.g_scale, q.h_scale, out[:, lo:hi] if slots is not None else out)
+            dst = out[:, lo:hi] if slots is not None else out
+            if pieces:
+                histogram.unpack_to_float(part, q.g_scale, q.h_scale, dst, pieces)
+            else:
+                histogram.unpack_to_float_serial(part, q.g_scale, q.h_scale, dst)
             return out
         # scales are powers of two, so these products and all later sums are exact
         out = self._hist_buffers.empty(hists.shape, np.dtype(np.float64))
         scales = np.array([q.g_scale, q.h_scale, 1.0][:hists.shape[2]])
-        kernel = histogram.scale_to_float if parallel else histogram.scale_to_float_serial
-        kernel(np.ascontiguousarray(part), scales,
-               out[:, lo:hi] if slots is not None else out)
+        dst = out[:, lo:hi] if slots is not None else out
+        if pieces:
+            histogram.scale_to_float(np.ascontiguousarray(part), scales, dst, pieces)
+        else:
+            histogram.scale_to_float_serial(np.ascontiguousarray(part), scales, dst)
         return out
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:

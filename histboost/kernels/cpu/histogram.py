@@ -228,8 +228,8 @@ def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, o
 
 
 @nb.njit(inline="always")
-def _unpack_node(packed, g_scale, h_scale, out, k):
-    for i in range(packed.shape[1]):
+def _unpack_node(packed, g_scale, h_scale, out, k, lo, hi):
+    for i in range(np.uintp(lo), np.uintp(hi)):
         v = packed[k, i]
         h = v & _LOW32
         out[k, i, 0] = np.float64((v - h) >> 32) * g_scale
@@ -237,37 +237,46 @@ def _unpack_node(packed, g_scale, h_scale, out, k):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def unpack_to_float(packed, g_scale, h_scale, out):
-    """Packed int64 (k, m) sums to float64 (k, m, 2) (gradient, hessian) in gradient units."""
-    for k in nb.prange(packed.shape[0]):
-        _unpack_node(packed, g_scale, h_scale, out, k)
+def unpack_to_float(packed, g_scale, h_scale, out, pieces):
+    """Packed int64 (k, m) sums to float64 (k, m, 2) (gradient, hessian) in gradient units;
+    each node in `pieces` ranges of its values, all in parallel (a step of one or two nodes
+    keeps many threads busy)."""
+    m = packed.shape[1]
+    for j in nb.prange(packed.shape[0] * pieces):
+        k = j // pieces
+        p = j - k * pieces
+        _unpack_node(packed, g_scale, h_scale, out, k, m * p // pieces, m * (p + 1) // pieces)
 
 
 @nb.njit(cache=True, nogil=True)
 def unpack_to_float_serial(packed, g_scale, h_scale, out):
     """`unpack_to_float` on the calling thread, without a parallel launch."""
     for k in range(packed.shape[0]):
-        _unpack_node(packed, g_scale, h_scale, out, k)
+        _unpack_node(packed, g_scale, h_scale, out, k, 0, packed.shape[1])
 
 
 @nb.njit(inline="always")
-def _scale_node(sums, scales, out, k):
-    for i in range(sums.shape[1]):
+def _scale_node(sums, scales, out, k, lo, hi):
+    for i in range(np.uintp(lo), np.uintp(hi)):
         for c in range(sums.shape[2]):
             out[k, i, c] = np.float64(sums[k, i, c]) * scales[c]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def scale_to_float(sums, scales, out):
+def scale_to_float(sums, scales, out, pieces):
     """Unpacked int64 (k, m, C) sums to float64 (k, m, C) in gradient units: channel c times
     scales[c] (float64 (C,), powers of two: exact). One pass, where NumPy's astype and
-    product take two with a temporary."""
-    for k in nb.prange(sums.shape[0]):
-        _scale_node(sums, scales, out, k)
+    product take two with a temporary; each node in `pieces` ranges of its slots, all in
+    parallel."""
+    m = sums.shape[1]
+    for j in nb.prange(sums.shape[0] * pieces):
+        k = j // pieces
+        p = j - k * pieces
+        _scale_node(sums, scales, out, k, m * p // pieces, m * (p + 1) // pieces)
 
 
 @nb.njit(cache=True, nogil=True)
 def scale_to_float_serial(sums, scales, out):
     """`scale_to_float` on the calling thread, without a parallel launch."""
     for k in range(sums.shape[0]):
-        _scale_node(sums, scales, out, k)
+        _scale_node(sums, scales, out, k, 0, sums.shape[1])
