@@ -445,7 +445,7 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
         kept, nf, n_new = ksparse.searched_node(
             slots, vals, offsets, slot_feature, defaults, mask, dead, trial % 4 < 2, True,
             totals[0, 1], float(n_rows), 1.0, mcw, 0.0, 1e-9, np.zeros(C), np.zeros((1, C)),
-            np.zeros((1, C)), out, ptr, feats, out_bins)
+            out, ptr, feats, out_bins)
         assert not (vals[:n_new] == 0).all(axis=1).any()
         # marked (at the root) when pruned
         assert dead[rare].all() if mcw > 0 and trial % 4 < 2 else not dead.any()
@@ -546,9 +546,10 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
         rec[split.REC_FEATURE] = -1.0
         _, nf, n_new = ksparse.search_node(
             slots, vals, *head, dead, True, True, *sums, np.zeros(C, vals.dtype), zero.copy(),
-            zero, np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
+            np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
             np.empty(F, np.int32), np.empty(widest, np.int32), reg, split.gain_path(reg),
-            np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec, np.empty((widest, 2)))
+            np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec, np.zeros(1),
+            np.empty((widest, 2)))
         np.testing.assert_array_equal(rec, want, err_msg=f"trial {trial}")
         skipped += F - nf
         # in k stretches of whole features (the node total given to those after the
@@ -562,17 +563,26 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
         assert (slot_feature[slots_k[cut]] != slot_feature[slots_k[cut - 1]]).all()
         total = np.zeros(C, vals.dtype)
         ksparse.node_total(slots_k, vals_k, offsets, total)
-        parts, best = [], None
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        # one best gain shared by the stretches, searched here one after another, forwards
+        # or backwards (the pool's in any order): a stretch bounds its features by the best
+        # gain of those before it, which may be higher features' (ties keep the lowest)
+        shared = np.zeros(1)
+        parts, recs = [None] * k, [None] * k
+        order = range(k) if trial % 3 else range(k - 1, -1, -1)
+        for c in order:
+            a, b = bounds[c], bounds[c + 1]
             r = np.zeros(split.REC_WIDTH)
             r[split.REC_FEATURE] = -1.0
             m = ksparse.search_node(
                 slots_k[a:b], vals_k[a:b], *head, dead_k, True, True, *sums, total.copy(),
-                zero.copy(), zero, np.empty((widest, C), vals.dtype),
+                zero.copy(), np.empty((widest, C), vals.dtype),
                 np.empty(F + 1, np.int64), np.empty(F, np.int32), np.empty(widest, np.int32),
                 reg, split.gain_path(reg), np.zeros(2, np.int64), np.zeros(split.REC_WIDTH),
-                r, np.empty((widest, 2)))[2]
-            parts.append((slots_k[a:a + m].copy(), vals_k[a:a + m].copy()))
+                r, shared, np.empty((widest, 2)))[2]
+            parts[c] = (slots_k[a:a + m].copy(), vals_k[a:a + m].copy())
+            recs[c] = r
+        best = None
+        for r in recs:
             if r[split.REC_FEATURE] >= 0 and (best is None or r[0] > best[0]):
                 best = r
         np.testing.assert_array_equal(best if best is not None else rec, want)

@@ -447,23 +447,25 @@ def _bound_terms_impl(G, H, reg, mcw):
     return lambda G, H, reg, mcw: gain_bound_terms(G, H, reg[split.P_LAMBDA], mcw)
 
 
-def _outranked(terms, H, A, h_off, reg, mcw, general, rec):
+def _outranked(terms, H, A, h_off, reg, mcw, general, rec, shared):
     """Whether no split of a feature (`split_gain_bound`'s A, h_off) can gain more than the
-    best record so far, rec (it would not be kept: ties keep the lower feature): the
-    feature is then not scanned. The margin covers the rounding of both gains; a NaN bound
-    (none finite) is never below it. False without a record, or with L1 / max_delta_step
-    (general: not None), whose gains the bound does not cover."""
+    best record so far, rec, or than shared[0], a gain another stretch of the node reached
+    (it would not be kept: ties keep the lower feature, and the margin makes the bound
+    strictly lower than either): the feature is then not scanned. The margin covers the
+    rounding of both gains; a NaN bound (none finite) is never below it. False without a
+    record, or with L1 / max_delta_step (general: not None), whose gains the bound does not
+    cover."""
 
 
 @overload(_outranked, inline="always")
-def _outranked_impl(terms, H, A, h_off, reg, mcw, general, rec):
+def _outranked_impl(terms, H, A, h_off, reg, mcw, general, rec, shared):
     if isinstance(rec, nb.types.NoneType) or not isinstance(general, nb.types.NoneType):
-        return lambda terms, H, A, h_off, reg, mcw, general, rec: False
+        return lambda terms, H, A, h_off, reg, mcw, general, rec, shared: False
 
-    def check(terms, H, A, h_off, reg, mcw, general, rec):
+    def check(terms, H, A, h_off, reg, mcw, general, rec, shared):
         bound = split_gain_bound(terms, H, A, h_off, reg[split.P_LAMBDA], mcw)
-        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[4]) + 1.0) <= rec[
-            split.REC_GAIN]
+        best = max(rec[split.REC_GAIN], shared[0])
+        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[4]) + 1.0) <= best
     return check
 
 
@@ -488,14 +490,16 @@ def node_total(slots, vals, offsets, total):
 
 @nb.njit(inline="always")
 def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G, H,
-               n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
-               out_features, out_bins, reg, general, foff, frec, rec, g_scale, fbuf):
+               n_rows, h_scale, mcw, min_data, tol, total, fixed, out, out_ptr,
+               out_features, out_bins, reg, general, foff, frec, rec, shared, g_scale, fbuf):
     """The body of `searched_node` (rec None: every searched feature's bins written) and
     `search_node` (rec a split record: each feature searched as soon as its bins are written,
-    over the same stretch of `out`, as float64 in gradient units through fbuf); total: the
-    node's `node_total` (slots may be a stretch of its list)."""
+    over the same stretch of `out`, as float64 in gradient units through fbuf; shared the
+    best gain of the node's stretches); total: the node's `node_total` (slots may be a
+    stretch of its list)."""
     C = vals.shape[1]
     n = slots.shape[0]
+    zero = np.zeros_like(fixed)  # an empty bin's sums
     terms = _bound_terms(G, H, reg, mcw)
     pos = 0
     nf = 0
@@ -548,7 +552,7 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                         w = w0
                         continue
                 if searched and _outranked(terms, H, abs_g * g_scale, H - hd * h_scale + tol,
-                                           reg, mcw, general, rec):
+                                           reg, mcw, general, rec, shared):
                     searched = False
         if searched:
             out_ptr[nf] = pos
@@ -589,6 +593,9 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                         rec[c] = frec[c]
                     rec[split.REC_FEATURE] = f
                     rec[split.REC_BIN] = out_bins[p0 + np.int64(frec[split.REC_BIN])]
+                    # racy between stretches: a lost raise leaves a gain some feature reached
+                    if rec[split.REC_GAIN] > shared[0]:
+                        shared[0] = rec[split.REC_GAIN]
                 pos = p0
     out_ptr[nf] = pos
     return pos, nf, w
@@ -596,7 +603,7 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
 
 @nb.njit(cache=True, nogil=True)
 def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, H,
-                  n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out, out_ptr,
+                  n_rows, h_scale, mcw, min_data, tol, total, fixed, out, out_ptr,
                   out_features, out_bins):
     """What the split search of one node needs of its sparse histogram (slots, vals (m, C),
     native dtype; see the section's top): for each feature it searches, its slots with
@@ -606,8 +613,8 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     out_ptr and ids in out_features. The node's list is compacted in place as it is read
     (all-zero slots and those of dead features left out). slot_feature: int32 (total_bins,)
     each slot's feature; total: (C,) zeros, or the node total for a stretch of a node's list
-    after the first (`node_total`, `feature_chunks`), fixed: (1, C) scratch, zero: (1, C)
-    zeros, all of vals' dtype. Returns (slots written, features written, the list's new length).
+    after the first (`node_total`, `feature_chunks`), fixed: (1, C) scratch, both of vals'
+    dtype. Returns (slots written, features written, the list's new length).
 
     Searched: features of mask (bool (F,)) not dead (dead: uint8 (F,)) with a slot off their
     default bin holding anything, and, when `prune` (hessians non-negative), whose rows off
@@ -626,26 +633,30 @@ def searched_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, 
     its bin read back through out_bins."""
     node_total(slots, vals, offsets, total)
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
-                      0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
-                      out_ptr, out_features, out_bins, None, None, None, None, None, 1.0, None)
+                      0.0, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, out,
+                      out_ptr, out_features, out_bins, None, None, None, None, None, None, 1.0,
+                      None)
 
 
 @nb.njit(cache=True, nogil=True)
 def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
-                H, n_rows, g_scale, h_scale, mcw, min_data, tol, total, fixed, zero, out,
-                out_ptr, out_features, out_bins, reg, general, foff, frec, rec, fbuf):
+                H, n_rows, g_scale, h_scale, mcw, min_data, tol, total, fixed, out,
+                out_ptr, out_features, out_bins, reg, general, foff, frec, rec, shared, fbuf):
     """`searched_node` with each feature searched (the dense kernel's
     `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
     bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
     kept when no split gains): one pass, `out` reused for every feature (size: the widest
     feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
     fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
+    shared: float64 (1,), the best gain the node's stretches reached so far (0 on entry),
+    read by the gain bound and raised by this call: stretches searched at once share it, so
+    a feature another stretch outranks is not scanned (the records are the same).
     Returns as `searched_node` (nothing of `out` kept)."""
     node_total(slots, vals, offsets, total)
     return _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mark, prune,
-                      G, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, zero, out,
-                      out_ptr, out_features, out_bins, reg, general, foff, frec, rec, g_scale,
-                      fbuf)
+                      G, H, n_rows, h_scale, mcw, min_data, tol, total, fixed, out,
+                      out_ptr, out_features, out_bins, reg, general, foff, frec, rec, shared,
+                      g_scale, fbuf)
 
 
 @nb.njit(cache=True, nogil=True)

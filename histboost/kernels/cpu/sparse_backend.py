@@ -476,8 +476,7 @@ class SparseCPUBackend(CPUBackend):
             nf_max = min(n, self.n_features)
             ptr = np.empty(nf_max + 1, np.int64)
             features = np.empty(nf_max, np.int32)
-            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype),
-                       np.zeros((1, C), self.hist_dtype))
+            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype))
             args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
                     self._dead[node], True, self._prune)
             prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
@@ -496,7 +495,7 @@ class SparseCPUBackend(CPUBackend):
                     n_new = sparse.search_node(
                         *args, *sums, *prune_args, *scratch, hist, ptr, features, bins, reg,
                         general, np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec,
-                        fbuf)[2]
+                        np.zeros(1), fbuf)[2]
                 else:
                     n_new = self._search_stretches(team, args, sums, prune_args, C, reg,
                                                    general, rec)
@@ -532,8 +531,9 @@ class SparseCPUBackend(CPUBackend):
         its own scratch and record; the stretches' compacted lists are then moved after one
         another and their records merged in order into rec (a later one kept only when it
         gains strictly more: the lowest feature of equal gains). Record, list and dead flags
-        are one pass's whatever the stretches (each bounds its features by its own best so
-        far). Returns the list's new length."""
+        are one pass's whatever the stretches (each bounds its features by the best gain any
+        stretch has reached so far, which only a strictly better split can beat). Returns
+        the list's new length."""
         slots, vals = args[0], args[1]
         bounds = np.empty(team + 1, np.int64)
         sparse.feature_chunks(slots, self._slot_feature, bounds)
@@ -544,6 +544,7 @@ class SparseCPUBackend(CPUBackend):
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(team, np.int64)
         width = self._widest + 4
+        shared = np.zeros(1)  # the best gain any stretch reached (`sparse.search_node`)
 
         def stretches(lo: int, hi: int) -> None:
             for c in range(lo, hi):
@@ -551,10 +552,10 @@ class SparseCPUBackend(CPUBackend):
                 nf = min(b - a, self.n_features)
                 lengths[c] = sparse.search_node(
                     slots[a:b], vals[a:b], *args[2:], *sums, *prune_args, total.copy(),
-                    np.zeros((1, C), dtype), np.zeros((1, C), dtype),
+                    np.zeros((1, C), dtype),
                     np.empty((width, C), dtype), np.empty(nf + 1, np.int64),
                     np.empty(nf, np.int32), np.empty(width, np.int32), reg, general,
-                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c],
+                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c], shared,
                     np.empty((width, 2 if C == 1 else C)))[2]
 
         run_ranges(stretches, team, threads=team)
