@@ -354,7 +354,8 @@ def check_raw_prediction_kernel() -> None:
 
 def check_histogram_kernel_paths() -> None:
     """The histogram kernel's paths against a NumPy sum, over several nodes of several
-    chunks, through the row buffers and over identity rows: one-byte bins (four to a word)
+    chunks, through the row buffers and over identity rows, with one and two rows a thread step:
+    one-byte bins (four to a word)
     and int32 bins, 2 and 3 channels, a group wider than the block (a thread's several words
     a row), a feature too wide for shared memory and `wide` values (global memory)."""
     import torch
@@ -385,12 +386,14 @@ def check_histogram_kernel_paths() -> None:
         rows2 = np.stack([order, np.arange(n, dtype=np.int32)])
         # nodes: rows 0..n-1 in order (identity), two ranges of buffer 0, one of buffer 1
         bounds, sides = [(0, n), (0, 30), (30, 70), (5, 61)], [2, 0, 0, 1]
-        table, n_chunks = _common.node_table(bounds, sides, 16, [(j,) for j in range(4)])
+        # chunks of 24 rows: two rows a thread step where a pass takes 16 rows or fewer
+        table, n_chunks = _common.node_table(bounds, sides, 24, [(j,) for j in range(4)])
         first, last = histogram.feature_groups(offsets, channels, shared_values)
         pool = torch.zeros((4, int(offsets[-1]), channels), dtype=torch.int64)
         histogram.BUILD[np.dtype(dtype), channels].launch(
             (n_chunks, len(first)), histogram.HIST_THREADS, torch.device("cpu"), words,
-            torch.from_numpy(gh), torch.from_numpy(rows2), torch.from_numpy(table),
+            torch.from_numpy(gh.view(np.int64).reshape(n)), torch.from_numpy(rows2),
+            torch.from_numpy(table),
             torch.from_numpy(first), torch.from_numpy(last), torch.from_numpy(offsets),
             shared_values, wide, pool,
             shared_bytes=histogram.shared_bytes(offsets, first, last, channels,

@@ -165,6 +165,8 @@ class CUDABackend:
         self._bounds_event = None
         self._bounds_ready = False  # _bounds_host holds the bounds of _pairs
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
+        # the same pairs as one int64 a row, which the histogram kernel loads in one access
+        self._ints_words = self._ints.view(torch.int64).view(self.n_rows)
         self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
         # global row indices of quantised rounding (empty: 0..n-1), see the CPU backend
         if row_ids is not None and np.shape(row_ids) != (self.n_rows,):
@@ -268,7 +270,7 @@ class CUDABackend:
         hist = self._k["histogram"]
         hist.BUILD[self._bin_dtype, self._channels].launch(
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
-            self._words, self._ints, self._rows2, table_d, self._group_first,
+            self._words, self._ints_words, self._rows2, table_d, self._group_first,
             self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
             shared_bytes=self._hist_shared)
 
@@ -400,7 +402,7 @@ class CUDABackend:
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_margin_spare", "_pairs", "_pairs_ahead",
-                     "_bounds_host", "_ints",
+                     "_bounds_host", "_ints", "_ints_words",
                      "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
