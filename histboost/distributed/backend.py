@@ -49,16 +49,16 @@ totals could differ between workers, and packed sums could overflow once added u
 Float histograms are float64 sums reduced in a fixed order: reproducible for a given worker
 count, but not bit-identical to one process.
 
-Sparse data (`CompactSparseCPUBackend`, whose ``compact_histograms`` exist): a node's histogram is
-compact, the slots of its live features only, and the wrapper reduces those arrays (one
-buffer of the nodes' compact slots; "reduce_scatter": each worker's block is its features'
-compact slots of every node). The workers keep one layout: the root's live features are the
-union of every worker's (one max-allreduce of F flags at construction), each tree's pruning
-rule follows hessian statistics summed over all workers (with the root's row count, one
-collective per tree), and the live features of a node follow its global histogram. With
-"reduce_scatter" a worker holds global sums of its block only: each decides for its block's
-features and the flags are max-allreduced before the search (`_agree_live`, one collective
-of a byte per live feature per search).
+Sparse data (`histboost.kernels.cpu.sparse_backend.SparseCPUBackend`, whose ``share_layout``
+exists): a node's histogram is a sorted list of its non-empty slots, which differ from worker
+to worker, so each built node is summed over an index every worker knows (the root's: the
+slots any worker's rows store, one max-allreduce of a byte per slot at construction; a
+child's: its parent's global list) with one allreduce for either learner (a searched node's
+list, which becomes its children's index, follows its global sums of every feature), and
+the rare entries outside the index (a slot whose sums cancelled in the parent) are
+allgathered when some worker has any (`_reduce_sparse`). Each tree's pruning rule follows
+hessian statistics summed over all workers (with the root's row count, one collective per
+tree). With "reduce_scatter" the search is still divided by feature blocks.
 
 ``traffic`` counts the bytes this worker passed to collectives, by purpose ("histograms",
 "splits", "counts"), ``calls`` how many it made, and ``wait_seconds`` the wall-clock time it
@@ -186,14 +186,12 @@ class DistributedBackend(ComposedSteps):
         # nodes of this tree whose histograms are global in this worker's block and feature
         # 0's slots only (reduce_blocks; the rest is never read)
         self._partial: set[int] = set()
-        # a sparse local backend (compact histograms of live features): one layout everywhere
-        self._compact = hasattr(local, "compact_histograms")
-        if self._compact:
-            varying = np.ascontiguousarray(local.varying_features(), np.uint8)
-            comm.allreduce(varying, op="max", inplace=True, check_metadata=True)
-            local.set_root_features(varying.astype(bool))
-            if tree_learner == "reduce_scatter":
-                local.prune_live = False
+        # a sparse local backend: the slots stored by any worker's rows (the root's index)
+        self._sparse = hasattr(local, "share_layout")
+        if self._sparse:
+            stored = np.ascontiguousarray(local.stored_slots(), np.uint8)
+            comm.allreduce(stored, op="max", inplace=True, check_metadata=True)
+            local.share_layout(stored, comm.rank, comm.world_size)
         # the metadata check of the first collective of each tree (see begin_tree): none
         # over shared memory, where every step compares the ranks' call numbers and sizes
         self._tree_check: bool | str = "trust" if comm.shares_memory else True
@@ -204,11 +202,12 @@ class DistributedBackend(ComposedSteps):
         self._total_rows = total_rows
         # "data" on CPU ranks that share memory: each searches its feature block too (an
         # allgather of a few records costs less than the search of the other blocks); not on
-        # compact sparse histograms, whose search of a node converts and scans all its live
-        # slots whatever the block (the per-node cost stays, the allgather would be added)
+        # sparse histograms, whose search of a node passes over its whole list whatever the
+        # block (it marks every dead feature: the list is the children's shared index), so
+        # most of the per-node cost would stay and the allgather would be added
         self.divide_search = tree_learner == "reduce_scatter" or (
             divide_search if divide_search is not None
-            else comm.world_size > 1 and comm.shares_memory and not self._compact
+            else comm.world_size > 1 and comm.shares_memory and not self._sparse
             and getattr(local, "name", "") == "cpu")
 
     def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
@@ -309,7 +308,7 @@ class DistributedBackend(ComposedSteps):
         if not self._last_checked:
             self._check = self._tree_check
         count = np.array([self.local.begin_tree(output, rows, quantisation, bounds)], np.int64)
-        if self._compact:
+        if self._sparse:
             # the sparse layout's pruning rule from all rows' hessians, with the root count
             # (float64: exact below 2**53 rows)
             stats = np.concatenate([count.astype(np.float64),
@@ -335,13 +334,13 @@ class DistributedBackend(ComposedSteps):
 
     def _reduce_built(self, buf: Any, nodes: list[int], counts: np.ndarray | None = None,
                       blocks: bool = False) -> Any:
-        """`build_histograms`'s reduction of the local buffer buf (of `nodes`; None from a
-        sparse backend: its compact histograms); counts (int64 (k, 2) child row counts, when
-        given) summed in place in the same collective. blocks: with "data", reduce only each
-        worker's block and feature 0's slots (the nodes' search is divided, `_divided`):
-        "reduce_scatter" always does; the nodes' histograms are then partial."""
-        if self._compact:
-            self._reduce_compact(nodes, counts)
+        """`build_histograms`'s reduction of the local buffer buf (of `nodes`); counts (int64
+        (k, 2) child row counts, when given) summed in place in the same collective. blocks:
+        with "data", reduce only each worker's block and feature 0's slots (the nodes' search
+        is divided, `_divided`): "reduce_scatter" always does; the nodes' histograms are then
+        partial. A sparse backend's buffer is summed whole (`_reduce_sparse`)."""
+        if self._sparse:
+            self._reduce_sparse(buf, counts)
             return buf
         if self.tree_learner == "data" and not blocks:
             return self._reduce(buf, "histograms", counts=counts)
@@ -377,7 +376,7 @@ class DistributedBackend(ComposedSteps):
         small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
         large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
         with phase(timer, "histogram"):
-            blocks = not self._compact and (blocks or any(i in self._partial for i in parents))
+            blocks = not self._sparse and (blocks or any(i in self._partial for i in parents))
             self._reduce_built(self.local.build_histograms(small), small, counts, blocks)
             self.subtract_histograms(parents, small, large)
         return counts
@@ -417,79 +416,19 @@ class DistributedBackend(ComposedSteps):
         if counts is not None:
             counts[...] = tail if isinstance(tail, np.ndarray) else tail.cpu().numpy()
 
-    def _reduce_compact(self, nodes: list[int], counts: np.ndarray | None) -> None:
-        """The sparse backend's compact histograms of `nodes` summed across workers in place
-        (all of them, or with "reduce_scatter" this worker's block of features and feature
-        0's slots), through one buffer of their slots; counts as in `_reduce_built`."""
-        parts = self.local.compact_histograms(nodes)
-        arrays = [a.reshape(a.shape[0], -1) for a, _, _ in parts]
-        flat = np.concatenate(arrays)
-        if self.tree_learner == "data":
-            self._reduce(flat, "histograms", counts=counts)
-        else:
-            self._reduce_scatter_compact(flat, parts, counts)
-        at = 0
-        for (a, _, _), part in zip(parts, arrays, strict=True):
-            a[...] = flat[at:at + part.shape[0]].reshape(a.shape)
-            at += part.shape[0]
-
-    def _reduce_scatter_compact(self, flat: np.ndarray, parts: list[tuple],
-                                counts: np.ndarray | None) -> None:
-        """`_reduce_blocks` on compact histograms: flat (slots, C) holds the nodes'
-        compact slots one node after another; worker r's block is, in every node, the compact
-        slots of its features (``blocks[r]:blocks[r+1]``, a contiguous run since the live
-        features ascend). Each worker's block travels padded to the widest, followed by
-        feature 0's slots of every node and the counts: one reduce-scatter."""
-        world, rank = self.comm.world_size, self.comm.rank
-        c = flat.shape[1]
-        mine: list[list[np.ndarray]] = [[] for _ in range(world)]
-        first: list[np.ndarray] = []
-        at = 0
-        for a, features, ptr in parts:
-            bounds = ptr[np.searchsorted(features, self._blocks)] + at
-            for r in range(world):
-                mine[r].append(np.arange(bounds[r], bounds[r + 1]))
-            first.append(np.arange(at, at + ptr[1]))
-            at += a.shape[0]
-        blocks = [np.concatenate(ix) for ix in mine]
-        f0 = np.concatenate(first)
-        widest = max(ix.size for ix in blocks)
-        k = len(parts)
-        count_rows = 0 if counts is None else (2 * k if c == 1 else k)
-        rows = widest + f0.size + count_rows
-        send = np.zeros((world, rows, c), flat.dtype)
-        for r, ix in enumerate(blocks):
-            send[r, :ix.size] = flat[ix]
-        send[:, widest:widest + f0.size] = flat[f0]
-        if counts is not None:
-            send[:, rows - count_rows:, :2] = counts.reshape(-1, 1) if c == 1 else counts
-        self.traffic["histograms"] += _nbytes(send)
-        got = self._collective(self.comm.reduce_scatter, send, op="sum",
-                               exact=not _is_float(send))[0]
-        own = blocks[rank]
-        flat[own] = got[:own.size]
-        flat[f0] = got[widest:widest + f0.size]
-        if counts is not None:
-            counts[...] = got[rows - count_rows:, :2].reshape(k, 2)
-
-    def _agree_live(self, nodes: list[int], totals: np.ndarray, reg: np.ndarray) -> None:
-        """"reduce_scatter" on a sparse backend: the live features of each searched node
-        (its children's layout) agreed by all workers. Each decides for the features of its
-        block, whose sums it holds globally (a byte per live feature; max-allreduced), and
-        every worker compacts the node's histogram to them, as one process would."""
-        flags = self.local.live_flags(nodes, np.ascontiguousarray(totals, np.float64), reg)
-        parts = self.local.compact_histograms(nodes)
-        agreed = np.concatenate([f & self._own[features]
-                                 for f, (_, features, _) in zip(flags, parts, strict=True)]
-                                ).astype(np.uint8)
-        self.traffic["splits"] += agreed.nbytes
-        self._collective(self.comm.allreduce, agreed, op="max", inplace=True)
-        at = 0
-        for node, f in zip(nodes, flags, strict=True):
-            keep = agreed[at:at + f.size].astype(bool)
-            keep[0] = True  # feature 0 carries the node total
-            at += f.size
-            self.local.restrict_live(node, keep)
+    def _reduce_sparse(self, buf: np.ndarray, counts: np.ndarray | None) -> None:
+        """A sparse backend's built nodes: buf, their sums over indices all workers share
+        (each node's parent's slots) and each worker's count of entries outside them, summed
+        by one allreduce with either learner (the index of a node's features is known only
+        after it); in the rare case that some worker has such entries (a slot whose sums
+        cancelled out in the parent), an allgather of them follows."""
+        self._reduce(buf, "histograms", counts=counts)
+        extra = self.local.extra_entries()
+        gathered = None
+        if extra is not None:
+            self.traffic["histograms"] += _nbytes(extra)
+            gathered = np.asarray(self._collective(self.comm.allgather, extra[None]))
+        self.local.store_shared(gathered)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -514,8 +453,6 @@ class DistributedBackend(ComposedSteps):
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         # monotone: every worker holds the same bounds (they follow the reduced sums)
         kw = {} if monotone is None else {"monotone": monotone}
-        if self._compact and self.tree_learner == "reduce_scatter":
-            self._agree_live(nodes, totals, reg)
         if not self._divided(nodes):
             return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(

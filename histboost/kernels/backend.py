@@ -280,13 +280,10 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
             raise ValueError("the CPU backend needs the binned matrix")
         if not isinstance(bins, np.ndarray):  # a sparse Dataset's `SparseBins`
             from .cpu.sparse_backend import SparseCPUBackend
-            from .cpu.sparse_compact import CompactSparseCPUBackend
 
-            # one worker of several (pack_rows: all workers' rows): the compact layout, one
-            # for all workers, which the distributed wrapper sums slot by slot
-            cls = CompactSparseCPUBackend if pack_rows > 0 else SparseCPUBackend
-            return cls(bins, n_threads, label=label, weight=weight, n_outputs=n_outputs,
-                       count_rows=count_rows, pack=pack, row_ids=row_ids, pack_rows=pack_rows)
+            return SparseCPUBackend(bins, n_threads, label=label, weight=weight,
+                                    n_outputs=n_outputs, count_rows=count_rows, pack=pack,
+                                    row_ids=row_ids, pack_rows=pack_rows)
         return CPUBackend(bins, bin_offsets, n_threads, label=label, weight=weight,
                           n_outputs=n_outputs, count_rows=count_rows, pack=pack,
                           row_ids=row_ids, pack_rows=pack_rows, raw=raw)

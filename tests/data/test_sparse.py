@@ -128,7 +128,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["accumulate_items", "accumulate_items_serial", "partition_node_chunked"]
+    spied = ["accumulate_items", "partition_node_chunked", "feature_chunks"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
 
@@ -143,6 +143,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             mp.setattr(ksparse, "emit_touched", emit_chunks)
             mp.setattr("histboost.kernels.cpu.sparse_backend._VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARALLEL_MIN_VALUES", 1)
+            mp.setattr("histboost.kernels.cpu.sparse_backend._SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr("histboost.kernels.cpu.sparse_backend._PARTITION_CHUNKED_MIN_ROWS", 1)
             ref = _train(params, X_S, Y)
             for threads in (2, 3):
@@ -444,7 +445,7 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
         kept, nf, n_new = ksparse.searched_node(
             slots, vals, offsets, slot_feature, defaults, mask, dead, trial % 4 < 2, True,
             totals[0, 1], float(n_rows), 1.0, mcw, 0.0, 1e-9, np.zeros(C), np.zeros((1, C)),
-            np.zeros((1, C)), out, ptr, feats, out_bins)
+            out, ptr, feats, out_bins)
         assert not (vals[:n_new] == 0).all(axis=1).any()
         # marked (at the root) when pruned
         assert dead[rare].all() if mcw > 0 and trial % 4 < 2 else not dead.any()
@@ -458,6 +459,137 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
             got[split.REC_BIN] = out_bins[ptr[f] + int(got[split.REC_BIN])]
             got[split.REC_FEATURE] = feats[f]
         np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
+
+
+@pytest.mark.parametrize("mcw", [0.0, 1.0])
+def test_split_gain_bound_holds_for_every_split(mcw):
+    """`split_gain_bound` is at least the gain of every valid split of a feature (every
+    threshold, its last bin as the missing one on either side), by brute force on random
+    rows mostly in the default bin; -inf only when no split is valid."""
+    from histboost.kernels.cpu import sparse as ksparse
+
+    rng = np.random.default_rng(8)
+    lam = 1.0
+    for _ in range(300):
+        w = int(rng.integers(2, 7))
+        d = int(rng.integers(0, w))
+        bins = np.where(rng.random(60) < 0.85, d, rng.integers(0, w, 60))
+        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0])
+        h = rng.random(60) * rng.choice([0.05, 1.0])
+        G, H = g.sum(), h.sum()
+        A = np.abs(np.bincount(bins, g, w)[np.arange(w) != d]).sum()
+        bound = ksparse.split_gain_bound(ksparse.gain_bound_terms(G, H, lam, mcw), H, A,
+                                         h[bins != d].sum(), lam, mcw)
+        best = -np.inf
+        for b in range(w - 1):
+            for miss_left in (False, True):
+                left = ((bins <= b) & (bins < w - 1)) | (miss_left & (bins == w - 1))
+                gl, hl = g[left].sum(), h[left].sum()
+                gr, hr = G - gl, H - hl
+                if min(hl, hr) >= mcw and min(hl, hr) > 0:
+                    best = max(best, gl**2 / (hl + lam) + gr**2 / (hr + lam) - G**2 / (H + lam))
+        if bound == -np.inf:
+            assert best == -np.inf
+        else:
+            assert best <= bound + 1e-12 * (abs(bound) + 1)
+
+
+@pytest.mark.parametrize("quantised", [False, True])
+def test_one_pass_search_equals_search_on_all_bins(quantised):
+    """`search_node` (each feature scanned as its bins are written, features that cannot
+    beat the best so far by `split_gain_bound` skipped) finds the record of the dense
+    search on the full histogram, float and quantised (packed) sums, and skips some; in 1-4
+    stretches cut at feature boundaries (`feature_chunks`, the backend's parallel search),
+    the same record, compacted list and dead flags."""
+    from histboost.kernels.cpu import sparse as ksparse
+    from histboost.kernels.cpu import split
+
+    rng = np.random.default_rng(9)
+    skipped = 0
+    for trial in range(20):
+        F = 60
+        widths = rng.integers(2, 7, F)
+        offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        defaults = np.array([rng.integers(0, w) for w in widths], np.int32)
+        n_rows = 500
+        bins = np.where(rng.random((n_rows, F)) < rng.uniform(0.7, 0.99, F), defaults,
+                        rng.integers(0, widths, (n_rows, F)))
+        g = rng.integers(-8, 9, n_rows)
+        h = rng.integers(1, 4, n_rows)
+        g[bins[:, 5] != defaults[5]] += 6  # one strong feature early on
+        full = np.zeros((int(offsets[-1]), 2), np.int64)
+        for f in range(F):
+            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
+            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
+        stored = np.ones(full.shape[0], bool)
+        stored[(offsets[:-1] + defaults)[1:]] = False
+        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
+                                        | (np.arange(full.shape[0]) < offsets[1])))
+        scale = 0.25 if quantised else 1.0
+        if quantised:  # packed pairs: gradient in the high 32 bits
+            vals = ((full[keep, 0] << 32) + full[keep, 1])[:, None]
+        else:
+            vals = full[keep].astype(np.float64)
+        totals = np.array([[g.sum() * scale, h.sum() * scale, n_rows]], np.float64)
+        reg = np.array([1.0, 0.0, 0.0, float(trial % 2) * 3.0, 0.0])
+        mask = np.ones(F, bool)
+        want = split.search(full[None] * scale, totals, offsets, mask[None], reg, False)[0]
+        C = vals.shape[1]
+        widest = int(widths.max()) + 4
+        slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
+        head = (offsets, slot_feature, defaults, mask)
+        sums = (totals[0, 0], totals[0, 1], float(n_rows), scale, scale, reg[split.P_MCW],
+                0.0, 1e-9)
+        zero = np.zeros((1, C), vals.dtype)
+        vals_k = vals.copy()  # the search compacts the list in place
+        slots, dead, rec = keep.astype(np.int32), np.zeros(F, np.uint8), np.zeros(7)
+        rec[split.REC_FEATURE] = -1.0
+        _, nf, n_new = ksparse.search_node(
+            slots, vals, *head, dead, True, True, *sums, np.zeros(C, vals.dtype), zero.copy(),
+            np.empty((widest, C), vals.dtype), np.empty(F + 1, np.int64),
+            np.empty(F, np.int32), np.empty(widest, np.int32), reg, split.gain_path(reg),
+            np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec, np.zeros(1),
+            np.empty((widest, 2)))
+        np.testing.assert_array_equal(rec, want, err_msg=f"trial {trial}")
+        skipped += F - nf
+        # in k stretches of whole features (the node total given to those after the
+        # first), compacted lists put together: the same records, list and dead flags
+        k = 1 + trial % 4
+        slots_k, dead_k = keep.astype(np.int32), np.zeros(F, np.uint8)
+        bounds = np.empty(k + 1, np.int64)
+        ksparse.feature_chunks(slots_k, slot_feature, bounds)
+        assert (np.diff(bounds) >= 0).all() and bounds[-1] == slots_k.size
+        cut = bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < slots_k.size)]
+        assert (slot_feature[slots_k[cut]] != slot_feature[slots_k[cut - 1]]).all()
+        total = np.zeros(C, vals.dtype)
+        ksparse.node_total(slots_k, vals_k, offsets, total)
+        # one best gain shared by the stretches, searched here one after another, forwards
+        # or backwards (the pool's in any order): a stretch bounds its features by the best
+        # gain of those before it, which may be higher features' (ties keep the lowest)
+        shared = np.zeros(1)
+        parts, recs = [None] * k, [None] * k
+        order = range(k) if trial % 3 else range(k - 1, -1, -1)
+        for c in order:
+            a, b = bounds[c], bounds[c + 1]
+            r = np.zeros(split.REC_WIDTH)
+            r[split.REC_FEATURE] = -1.0
+            m = ksparse.search_node(
+                slots_k[a:b], vals_k[a:b], *head, dead_k, True, True, *sums, total.copy(),
+                zero.copy(), np.empty((widest, C), vals.dtype),
+                np.empty(F + 1, np.int64), np.empty(F, np.int32), np.empty(widest, np.int32),
+                reg, split.gain_path(reg), np.zeros(2, np.int64), np.zeros(split.REC_WIDTH),
+                r, shared, np.empty((widest, 2)))[2]
+            parts[c] = (slots_k[a:a + m].copy(), vals_k[a:a + m].copy())
+            recs[c] = r
+        best = None
+        for r in recs:
+            if r[split.REC_FEATURE] >= 0 and (best is None or r[0] > best[0]):
+                best = r
+        np.testing.assert_array_equal(best if best is not None else rec, want)
+        np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), slots[:n_new])
+        np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), vals[:n_new])
+        np.testing.assert_array_equal(dead_k, dead)
+    assert skipped > 0
 
 
 def test_subtraction_in_place_of_a_parent_without_some_slots():

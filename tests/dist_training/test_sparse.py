@@ -149,13 +149,13 @@ def test_sparse_and_dense_ranks_raise_on_every_rank():
 
 
 
-def test_live_layout_rules_agree_across_ranks():
-    """Each rank's sparse backend under the wrapper starts a tree with the root features of
-    all ranks (rank 1 stores nothing in columns 30..) and the pruning rule (its rounding
-    margin) of all ranks' hessians, so their compact layouts agree."""
+def test_worker_layout_rules_agree_across_ranks():
+    """Each rank's sparse backend under the wrapper starts with the root index of all ranks'
+    stored slots (rank 1 stores nothing in columns 30..) and the pruning rule (its rounding
+    margin) of all ranks' hessians, so their histograms share one index."""
     from histboost.data.sparse import SparseBins
     from histboost.distributed.backend import DistributedBackend
-    from histboost.kernels.cpu.sparse_compact import CompactSparseCPUBackend
+    from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
 
     X, _ = _data(seed=9)
     mapper = sparse_bin_mapper(SparseMatrix.from_any(X), None, 16)
@@ -164,22 +164,82 @@ def test_live_layout_rules_agree_across_ranks():
     def body(comm):
         b = blocks[comm.rank]
         sbins = SparseBins(SparseMatrix.from_any(X[b]), mapper)
-        local = CompactSparseCPUBackend(sbins, 1, pack_rows=N)
-        own_root = local._root_live.features.copy()
+        local = SparseCPUBackend(sbins, 1, pack_rows=N)
+        own = np.flatnonzero(local.stored_slots())
         wrapped = DistributedBackend(local, comm)
         n = sbins.shape[0]
         pairs = np.ones((1, n, 2), np.float32)
         pairs[0, :, 1] = 0.25 * (comm.rank + 1)  # hessian sums 75 and 150: other margins
         wrapped.set_gradients(pairs)
         count = wrapped.begin_tree(0, None, None)
-        return own_root, local._root_live.features, local._tol, local._prune, count
+        return own, local._root_index, local._tol, local._prune, count
 
     (own0, root0, tol0, prune0, n0), (own1, root1, tol1, prune1, n1) = run_threads(2, body)
-    assert own1.size < own0.size  # rank 1's rows alone would keep fewer features
+    assert own1.size < own0.size  # rank 1's rows alone store fewer slots
     np.testing.assert_array_equal(root0, root1)
     np.testing.assert_array_equal(root0, np.union1d(own0, own1))
     assert tol0 == tol1 == 1e-9 * (0.25 * 300 + 0.5 * 300 + 1.0) and prune0 and prune1
     assert n0 == n1 == N
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_slots_cancelled_in_the_parent_reach_the_children(world):
+    """Float gradients (exact binary fractions, no row counts) whose sums cancel in a root
+    slot (column 5 stored on rows 0-3 only: g = +-0.5, h = 0), so the root's global list
+    leaves it out; the split on column 6 sends rows 0-1 and 2-3 to different children, where
+    it is non-zero: entries outside the parent's index, which travel separately. The root
+    and both children (built, subtracted) equal one process's histograms exactly."""
+    from histboost.data.sparse import SparseBins
+    from histboost.distributed.backend import DistributedBackend
+    from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
+    from histboost.tree.split import REC_BIN, REC_FEATURE, REC_WIDTH
+
+    dense = _data(seed=11)[0].toarray()
+    dense[:, 5:7] = 0.0
+    dense[:4, 5] = 1.0
+    dense[[0, 1, *range(N // 2, N)], 6] = 1.0
+    X = sp.csr_matrix(dense)
+    rng = np.random.default_rng(0)
+    pairs = np.stack([rng.integers(-4, 5, N) / 4, rng.integers(1, 5, N) / 4], axis=1)
+    pairs[:4] = [[0.5, 0.0], [0.5, 0.0], [-0.5, 0.0], [-0.5, 0.0]]
+    pairs = pairs.astype(np.float32)[None]
+    mapper = sparse_bin_mapper(SparseMatrix.from_any(X), None, 16)
+
+    def bins(rows: slice) -> SparseBins:
+        return SparseBins(SparseMatrix.from_any(X[rows]), mapper)
+
+    rec = np.zeros((1, REC_WIDTH))
+    rec[0, REC_FEATURE] = 6
+    rec[0, REC_BIN] = bins(slice(None)).default_bins[6]  # column 6 == 0 goes left
+
+    def steps(be):
+        n = be.begin_tree(0, None, None)
+        be.build_histograms([0])
+        root = be.read_histograms([0])[0]
+        counts = be.apply_splits([0], [1], [2], rec)
+        be.build_histograms([1])
+        be.subtract_histograms([0], [1], [2])
+        return n, counts, root, be.read_histograms([1, 2])
+
+    one = SparseCPUBackend(bins(slice(None)), 1)
+    one.set_gradients(pairs)
+    want = steps(one)
+    lo, hi = mapper.bin_offsets[5], mapper.bin_offsets[6]
+    cancelled = ~want[2][lo:hi].any(axis=1) & want[3][0, lo:hi].any(axis=1)
+    assert cancelled.any() and want[3][1, lo:hi][cancelled].any()
+    blocks = _blocks(world)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        be = DistributedBackend(SparseCPUBackend(bins(b), 1, pack=False), comm)
+        be.set_gradients(np.ascontiguousarray(pairs[:, b]))
+        return steps(be)
+
+    for n, counts, root, children in run_threads(world, body):
+        assert n == N
+        np.testing.assert_array_equal(counts, want[1])
+        np.testing.assert_array_equal(root, want[2])
+        np.testing.assert_array_equal(children, want[3])
 
 
 @pytest.mark.parametrize("learner", ["data", "reduce_scatter"])

@@ -22,9 +22,19 @@ no step of a node works over every slot:
 
 The partition reads the split feature's column of non-default entries.
 
-Under a distributed wrapper, whose workers' histograms must share one layout to be summed
-slot by slot, the sparse layout trains with `histboost.kernels.cpu.sparse_compact` instead
-(`histboost.kernels.backend.make_backend` chooses it).
+Workers. Under a distributed wrapper (`histboost.distributed.backend`) each worker's lists
+hold the slots of its own rows, which differ from worker to worker, so a built node's
+histogram is summed over an *index* every worker knows (`share_layout`): the root's is every
+slot some worker's rows store (one max-allreduce of a byte per slot when the wrapper is
+built); a child's is its parent's global list after the parent's search (all-zero slots and
+dead features' left out, the same on every worker, since the search reads global sums and
+marks dead features whether or not they are searched). A child holds a subset of its
+parent's rows, so its slots are in that index, except where the parent's sums of a slot
+cancelled to zero (g and h both; with row counts or positive hessians never): such *extra*
+entries are counted in the buffer's tail and, when some worker has any, allgathered and
+added in rank order (`extra_entries`, `store_shared`). The pruning rule follows hessian
+statistics of all workers (`pruning_stats`, `set_pruning`). The histograms, so the
+quantised models, are one process's.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
 from . import histogram, sparse, sparse_predict, split
+from ._threads import run_ranges
 from .backend import CPUBackend
 
 # the row chunks of a large node's build each take a full-width scratch and scan a bitmap of
@@ -48,18 +59,20 @@ _VALUES_PER_CHUNK_SLOT = 1
 _BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
-# Parallel regions: each costs a wake-up of the pool, and on a busy machine a wait for a time
-# slice on every core (measured on 2 shared cores under load: ~10 ms a region, more than most
-# of a sparse node's steps), and Numba's threads spin on their cores for a while after it
-# (measured: 2 threads took 2.4x the CPU of one and more wall time on 200k x 100k, with a
-# step's nodes on parallel loops or on Python threads). A step's histograms are built, and a
-# node's split searched, in parallel from this many stored (elementwise) values' worth of
-# work (a searched slot costs _SPLIT_COST of them: a gain per bin, twice with missing
-# values); a step's partition, a galloping walk cheaper per row than the dense one, from
-# this many rows (a node's, in row chunks).
+# Threads. Numba's parallel loops cost a wake-up of its pool, on a busy machine a wait for a
+# time slice on every core (measured on 2 shared cores under load: ~10 ms a loop, more than
+# most of a sparse node's steps), and its threads spin on their cores for a while after each
+# loop: on 200k x 100k with 2 threads the parallel partition alone took 111 s of wall time
+# (one thread: the whole training about 50 s). So a sparse step's work runs on the thread
+# pool (`_threads.run_ranges`, whose threads sleep between tasks): a step's builds from this
+# many stored (elementwise) values' worth of work, a node's split search in stretches of
+# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.3 ms of the pass's
+# work, several pool launches); a partition, a galloping walk cheaper per row than the dense
+# one, runs on Numba's loops only from _PARTITION_CHUNKED_MIN_ROWS rows (a node's, in row
+# chunks; 100k x 100k, 2 threads: 15.1 CPU s of training at 65k rows, 8.6 at 1M).
 _PARALLEL_MIN_VALUES = 1 << 20
-_SPLIT_COST = 16
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 16
+_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
+_PARTITION_CHUNKED_MIN_ROWS = 1 << 20
 
 
 class _Pool:
@@ -87,12 +100,9 @@ class _Pool:
         self._bufs = [b for i, b in enumerate(self._bufs) if i not in drop]
 
 
-class SparseLayoutBackend(CPUBackend):
-    """What both sparse backends (this module's and, under a distributed wrapper,
-    `histboost.kernels.cpu.sparse_compact`'s) share: `CPUBackend` on a `SparseBins` layout
-    (arguments as `CPUBackend`'s, `sbins` for the binned matrix), its partition over the split
-    feature's column of non-default entries, margins of sampled-out rows from the binned rows,
-    and a pool of histogram buffers. The histograms are the subclasses'."""
+class SparseCPUBackend(CPUBackend):
+    """`CPUBackend` on a `SparseBins` layout (arguments as `CPUBackend`'s, `sbins` for the
+    binned matrix) with sparse node histograms (the module docstring)."""
 
     # Best-first growth splits up to this many leaves a step (`TreeGrower`). A sparse node's
     # work is proportional to its stored values, not to a step's fixed cost, and leaves split
@@ -118,6 +128,29 @@ class SparseLayoutBackend(CPUBackend):
         self.default_slots = sbins.default_slots
         self._values_per_row = sbins.slots.shape[0] / max(1, n)
         self._pool_bufs = _Pool()
+        F = self.n_features
+        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
+        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
+        self._widest = int(np.diff(self.offsets).max(initial=0))
+        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
+        # by its search and its ancestors'), left out of its histograms and its children's
+        self._dead: dict[int, np.ndarray] = {}
+        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
+        # written) and bitmaps of the slots touched (zero between builds)
+        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
+        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
+        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._prune = False
+        self._tol = 0.0
+        # one of several workers (`share_layout`): the slots any worker's rows store, int
+        # (S,) ascending (the root's index); each child's parent (its index); the nodes of
+        # the last build with their indices and the extra entries outside them
+        self._root_index: np.ndarray | None = None
+        self._worker = (0, 1)
+        self._parent: dict[int, int] = {}
+        self._pending: tuple[list[int], list[np.ndarray], list[tuple[np.ndarray, np.ndarray]],
+                             np.ndarray] | None = None
 
     def replace_columns(self, features: np.ndarray, bins: np.ndarray,
                         combine: object = None) -> None:
@@ -127,6 +160,9 @@ class SparseLayoutBackend(CPUBackend):
         super().release()
         self.sbins = None
         self._pool_bufs = _Pool()
+        self._bitmaps = np.zeros((0, 0), np.uint64)
+        self._hist = {}
+        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
@@ -181,38 +217,6 @@ class SparseLayoutBackend(CPUBackend):
             pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
             pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
 
-
-class SparseCPUBackend(SparseLayoutBackend):
-    """`SparseLayoutBackend` with sparse node histograms (the module docstring)."""
-
-    def __init__(self, sbins, n_threads: int, label: np.ndarray | None = None,
-                 weight: np.ndarray | None = None, n_outputs: int = 1,
-                 count_rows: bool = False, pack: bool = True,
-                 row_ids: np.ndarray | None = None, pack_rows: int = 0) -> None:
-        super().__init__(sbins, n_threads, label, weight, n_outputs, count_rows, pack,
-                         row_ids, pack_rows)
-        F = self.n_features
-        self._slot_dtype = np.dtype(np.int32 if self.total_bins < 2**31 else np.int64)
-        self._slot_feature = np.repeat(np.arange(F, dtype=np.int32), np.diff(self.offsets))
-        self._widest = int(np.diff(self.offsets).max(initial=0))
-        # node -> uint8 (F,) the features it cannot split, nor can any node below it (marked
-        # by its search and its ancestors'), left out of its histograms and its children's
-        self._dead: dict[int, np.ndarray] = {}
-        # scratch of the builds: full-width sums (never zeroed: a slot's first value is
-        # written) and bitmaps of the slots touched (zero between builds)
-        self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
-        # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
-        self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-        self._prune = False
-        self._tol = 0.0
-
-    def release(self) -> None:
-        super().release()
-        self._bitmaps = np.zeros((0, 0), np.uint64)
-        self._hist = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-
     def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
         """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
         (size,), views of arrays kept and grown as needed."""
@@ -241,7 +245,117 @@ class SparseCPUBackend(SparseLayoutBackend):
         self._tol = 1e-9 * (float(np.abs(h).sum(dtype=np.float64)) + 1.0)
         self._hist = {}
         self._dead = {0: np.zeros(self.n_features, np.uint8)}
+        self._parent = {}
         return count
+
+    # -- one of several workers ----------------------------------------------------------
+    def stored_slots(self) -> np.ndarray:
+        """uint8 (total_bins,): 1 at each slot some row of this worker stores."""
+        out = np.zeros(self.total_bins, np.uint8)
+        out[self.slots] = 1
+        return out
+
+    def share_layout(self, stored: np.ndarray, rank: int, world: int) -> None:
+        """Train as worker `rank` of `world` whose histograms a distributed wrapper sums:
+        stored: uint8 (total_bins,), `stored_slots` maxed over all workers (the root's
+        index)."""
+        self._root_index = np.flatnonzero(stored).astype(self._slot_dtype)
+        self._worker = (int(rank), int(world))
+
+    def pruning_stats(self, output: int) -> np.ndarray:
+        """float64 (3,): (rows, rows with a negative hessian, sum of |hessian|) of these
+        rows' gradients of `output`; `set_pruning` takes their sums over all workers."""
+        h = self._pairs[output][:, 1]
+        return np.array([h.shape[0], np.count_nonzero(h < 0),
+                         float(np.abs(h).sum(dtype=np.float64))], np.float64)
+
+    def set_pruning(self, stats: np.ndarray) -> None:
+        """The tree's rule for dead features from `pruning_stats` summed over all workers
+        (as `begin_tree` sets it from one process's rows)."""
+        self._prune = bool(stats[0] > 0 and stats[1] == 0)
+        self._tol = 1e-9 * (float(stats[2]) + 1.0)
+
+    def _index(self, node: int) -> np.ndarray:
+        """The slots a built node's histogram is reduced over: its parent's (searched,
+        compacted, the same on every worker), or the root's."""
+        p = self._parent.get(node)
+        return self._root_index if p is None else self._hist[p][0]
+
+    def _shared_buffer(self, nodes: list[int]) -> np.ndarray:
+        """(rows, C) of the histogram dtype: each built node's local sums over its index
+        (`_index`), node after node, then a tail of len(nodes) x world rows whose channel 0
+        at row j * world + rank holds how many non-zero entries node j has outside its
+        index here (the *extras*, kept for `extra_entries`)."""
+        rank, world = self._worker
+        C = self._channels_native
+        indices, extras, parts = [], [], []
+        tail = np.zeros((len(nodes) * world, C), self.hist_dtype)
+        for j, node in enumerate(nodes):
+            index = self._index(node)
+            slots, vals = self._hist[node]
+            pos = np.searchsorted(index, slots)
+            inside = pos < index.shape[0]
+            inside[inside] = index[pos[inside]] == slots[inside]
+            dense = np.zeros((index.shape[0], C), self.hist_dtype)
+            dense[pos[inside]] = vals[inside]
+            out = ~inside
+            if out.any():
+                out[out] = vals[out].any(axis=1)
+            extras.append((slots[out], vals[out]))
+            tail[j * world + rank, 0] = int(out.sum())
+            indices.append(index)
+            parts.append(dense)
+        parts.append(tail)
+        flat = np.concatenate(parts)
+        self._pending = (nodes, indices, extras, flat)
+        return flat
+
+    def extra_entries(self) -> np.ndarray | None:
+        """After the wrapper summed `build_histograms`'s buffer: None when no worker has
+        extras, else this worker's extras as rows (node position, slot, sums C) of the
+        histogram dtype, padded with rows of node -1 to the most any worker has, for an
+        allgather."""
+        nodes, _, extras, flat = self._pending
+        world = self._worker[1]
+        counts = flat[flat.shape[0] - len(nodes) * world:, 0].reshape(len(nodes), world)
+        most = int(counts.sum(axis=0).max(initial=0))
+        if most == 0:
+            return None
+        C = self._channels_native
+        rows = np.zeros((most, 2 + C), self.hist_dtype)
+        rows[:, 0] = -1
+        at = 0
+        for j, (slots, vals) in enumerate(extras):
+            k = slots.shape[0]
+            rows[at:at + k, 0] = j
+            rows[at:at + k, 1] = slots
+            rows[at:at + k, 2:] = vals
+            at += k
+        return rows
+
+    def store_shared(self, gathered: np.ndarray | None = None) -> None:
+        """The built nodes' histograms from the summed buffer: their index slots holding
+        anything, and the extras of every worker (gathered (world, rows, 2 + C), rank
+        order, from `extra_entries`' allgather), summed in rank order."""
+        nodes, indices, _, flat = self._pending
+        self._pending = None
+        at = 0
+        for j, (node, index) in enumerate(zip(nodes, indices, strict=True)):
+            vals = flat[at:at + index.shape[0]]
+            at += index.shape[0]
+            keep = vals.any(axis=1)
+            slots, vals = index[keep], vals[keep]
+            if gathered is not None:
+                mine = gathered[gathered[..., 0] == j]  # rank order, each rank's ascending
+                if mine.shape[0]:
+                    extra, where = np.unique(mine[:, 1].astype(np.int64), return_inverse=True)
+                    sums = np.zeros((extra.shape[0], vals.shape[1]), vals.dtype)
+                    np.add.at(sums, where, mine[:, 2:])
+                    nz = sums.any(axis=1)
+                    slots = np.concatenate([slots, extra[nz].astype(slots.dtype)])
+                    order = np.argsort(slots, kind="stable")
+                    slots, vals = slots[order], np.concatenate([vals, sums[nz]])[order]
+            self._hist[node] = (slots, vals)
 
     def _chunks(self, n_rows: int) -> int:
         """Row chunks of a node's build: `_sum_chunks` (a function of the node's size only,
@@ -254,10 +368,10 @@ class SparseCPUBackend(SparseLayoutBackend):
             c //= 2
         return c
 
-    def build_histograms(self, nodes: list[int]) -> None:
-        """Sparse histograms of `nodes` from their rows' stored slots (returns None: a sparse
-        Dataset is never trained through a distributed wrapper, the only reader of the
-        buffer)."""
+    def build_histograms(self, nodes: list[int]) -> np.ndarray | None:
+        """Sparse histograms of `nodes` from their rows' stored slots. Returns None, or for
+        one of several workers (`share_layout`) the buffer a distributed wrapper sums across
+        workers before `store_shared` ("Workers" in the module docstring)."""
         self._float_memo = None
         bounds = self._ranges.bounds(nodes)
         chunks = [self._chunks(e - s) for s, e in bounds]
@@ -269,6 +383,7 @@ class SparseCPUBackend(SparseLayoutBackend):
                 group = []
             group.append(k)
         self._build_group(nodes, bounds, chunks, group)
+        return None if self._root_index is None else self._shared_buffer(nodes)
 
     def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
                      chunks: list[int], group: list[int]) -> None:
@@ -290,10 +405,14 @@ class SparseCPUBackend(SparseLayoutBackend):
         gh = self.gh
         threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
                                  // _PARALLEL_MIN_VALUES))
-        kernel = sparse.accumulate_items if threads > 1 else sparse.accumulate_items_serial
         sb = self.sbins
-        kernel(sb.indptr, sb.slots, gh, self.rows, starts_a, ends_a, accs, self._bitmaps,
-               touched)
+        bitmaps = self._bitmaps
+
+        def items(lo: int, hi: int) -> None:
+            sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
+                                    ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi], touched[lo:hi])
+
+        run_ranges(items, m, threads=threads)
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
             bound = int(touched[a:b].sum())
@@ -357,24 +476,29 @@ class SparseCPUBackend(SparseLayoutBackend):
             nf_max = min(n, self.n_features)
             ptr = np.empty(nf_max + 1, np.int64)
             features = np.empty(nf_max, np.int32)
-            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype),
-                       np.zeros((1, C), self.hist_dtype))
+            scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype))
             args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
                     self._dead[node], True, self._prune)
             prune_args = (float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol)
             # each searched feature adds at most its default and three edge bins
             size = n + 4 * nf_max
-            if (monotone is None
-                    and self._team(size * _SPLIT_COST // _PARALLEL_MIN_VALUES) == 1):
-                # one pass: each feature searched as its bins are written
-                hist, bins = self._search_scratch(self._widest + 4, C)
+            if monotone is None:
+                # one pass: each feature searched as its bins are written; a long list in
+                # stretches of whole features on several threads (the same records)
+                team = self._team(n // _SEARCH_STRETCH_MIN_SLOTS)
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
-                kept, nf, n_new = sparse.search_node(
-                    *args, float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
-                    1.0 if q is None else float(q.g_scale), h_scale, *prune_args, *scratch,
-                    hist, ptr, features, bins, reg, general, np.zeros(2, np.int64),
-                    np.zeros(split.REC_WIDTH), rec, fbuf)
+                sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
+                        1.0 if q is None else float(q.g_scale), h_scale)
+                if team == 1:
+                    hist, bins = self._search_scratch(self._widest + 4, C)
+                    n_new = sparse.search_node(
+                        *args, *sums, *prune_args, *scratch, hist, ptr, features, bins, reg,
+                        general, np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec,
+                        np.zeros(1), fbuf)[2]
+                else:
+                    n_new = self._search_stretches(team, args, sums, prune_args, C, reg,
+                                                   general, rec)
                 self._after_search(node, n, n_new)
                 continue
             hist, bins = self._search_scratch(size, C)
@@ -385,23 +509,66 @@ class SparseCPUBackend(SparseLayoutBackend):
             if nf == 0:
                 out[j, split.REC_FEATURE] = -1.0
                 continue
+            # monotone constraints: the dense search on the bins written
             fhist = self._to_float_rows(hist[:kept])[None]
             ptr, features = ptr[:nf + 1], features[:nf]
-            ones = np.ones((1, nf), np.bool_)
-            if monotone is None:
-                parallel = self._team(kept * _SPLIT_COST // _PARALLEL_MIN_VALUES) > 1
-                rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, parallel)[0]
-            else:
-                cons, lower, upper = monotone
-                rec = split.monotone_search(fhist, totals[j:j + 1], ptr, ones, reg,
-                                            (np.asarray(cons)[features], lower[j:j + 1],
-                                             upper[j:j + 1]))[0]
+            cons, lower, upper = monotone
+            rec = split.monotone_search(fhist, totals[j:j + 1], ptr, np.ones((1, nf), np.bool_),
+                                        reg, (np.asarray(cons)[features], lower[j:j + 1],
+                                              upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
                 rec[split.REC_FEATURE] = features[f]
             out[j] = rec
         return out
+
+    def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
+                          C: int, reg: np.ndarray, general: bool | None,
+                          rec: np.ndarray) -> int:
+        """`sparse.search_node` of one node's list (args: its first arguments) in `team`
+        stretches of whole features (`sparse.feature_chunks`) on the thread pool, each with
+        its own scratch and record; the stretches' compacted lists are then moved after one
+        another and their records merged in order into rec (a later one kept only when it
+        gains strictly more: the lowest feature of equal gains). Record, list and dead flags
+        are one pass's whatever the stretches (each bounds its features by the best gain any
+        stretch has reached so far, which only a strictly better split can beat). Returns
+        the list's new length."""
+        slots, vals = args[0], args[1]
+        bounds = np.empty(team + 1, np.int64)
+        sparse.feature_chunks(slots, self._slot_feature, bounds)
+        dtype = self.hist_dtype
+        total = np.zeros(C, dtype)
+        sparse.node_total(slots, vals, self.offsets, total)
+        recs = np.zeros((team, split.REC_WIDTH))
+        recs[:, split.REC_FEATURE] = -1.0
+        lengths = np.zeros(team, np.int64)
+        width = self._widest + 4
+        shared = np.zeros(1)  # the best gain any stretch reached (`sparse.search_node`)
+
+        def stretches(lo: int, hi: int) -> None:
+            for c in range(lo, hi):
+                a, b = int(bounds[c]), int(bounds[c + 1])
+                nf = min(b - a, self.n_features)
+                lengths[c] = sparse.search_node(
+                    slots[a:b], vals[a:b], *args[2:], *sums, *prune_args, total.copy(),
+                    np.zeros((1, C), dtype),
+                    np.empty((width, C), dtype), np.empty(nf + 1, np.int64),
+                    np.empty(nf, np.int32), np.empty(width, np.int32), reg, general,
+                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c], shared,
+                    np.empty((width, 2 if C == 1 else C)))[2]
+
+        run_ranges(stretches, team, threads=team)
+        w = int(lengths[0])
+        for c in range(1, team):
+            a, k = int(bounds[c]), int(lengths[c])
+            slots[w:w + k] = slots[a:a + k]
+            vals[w:w + k] = vals[a:a + k]
+            w += k
+        for r in recs:
+            if r[split.REC_FEATURE] >= 0 and r[split.REC_GAIN] > rec[split.REC_GAIN]:
+                rec[:] = r
+        return w
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
@@ -416,6 +583,7 @@ class SparseCPUBackend(SparseLayoutBackend):
         for p, left, right in zip(parents, lefts, rights, strict=True):
             dead = self._dead.pop(p)
             self._dead[left], self._dead[right] = dead, dead.copy()
+            self._parent[left] = self._parent[right] = p
         return counts
 
     def _float_histograms(self, nodes: list[int]) -> np.ndarray:
