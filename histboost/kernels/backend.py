@@ -107,7 +107,8 @@ class Backend(Protocol):
         (channels: G, H, and the row count when histograms count rows). For checks."""
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool, learning_rate: float | None = None) -> bool:
+                    search_last: bool, learning_rate: float | None = None,
+                    best_first: tuple[int, int, int] | None = None) -> bool:
         """A hint, given after the root's `build_histograms([0])`: the tree's first `levels`
         steps split, level by level, every node of the level whose best gain exceeds
         `MIN_SPLIT_GAIN` (in any order within a level), their children searched (those of the
@@ -120,8 +121,13 @@ class Backend(Protocol):
         learning_rate (with search_last False): these levels are the whole tree, whose leaf
         values are likely leaf_weight(G, H, reg) * learning_rate of the nodes that do not
         split; a backend may then start the margin update before `update_margin`, which must
-        still give the margins of the leaves and values it is passed. Returns whether it
-        plans; `ComposedSteps` declines."""
+        still give the margins of the leaves and values it is passed. best_first (with
+        search_last): (max_leaves, max_depth, batch): after these levels the tree grows
+        best-first as `TreeGrower._grow_lossguide` grows it with that leaf budget, depth limit
+        (0: none) and batch, with the same masks and `reg`; a backend may plan those steps
+        too and answer the grower's `split_and_search` / `apply_splits` of them, checking
+        them, and hand any step it did not plan back to its own host-planned code. Returns
+        whether it plans; `ComposedSteps` declines."""
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
@@ -222,7 +228,8 @@ class ComposedSteps:
     (backends whose calls cost no transfer, and wrappers that reduce between them)."""
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool, learning_rate: float | None = None) -> bool:
+                    search_last: bool, learning_rate: float | None = None,
+                    best_first: tuple[int, int, int] | None = None) -> bool:
         return False
 
     def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],

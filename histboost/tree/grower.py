@@ -18,7 +18,9 @@ is the one that splitting one leaf a step grows (`_grow_lossguide`).
 Where the choices of a tree's first levels follow one rule (every node of positive gain splits:
 depth-wise trees without a leaf budget or constraints, the first levels of best-first growth),
 the grower tells the backend so (`Backend.plan_levels`); a device backend then runs those levels
-without waiting for the host and answers the grower's calls for them from what it ran.
+without waiting for the host and answers the grower's calls for them from what it ran. The
+best-first steps after those levels follow `_grow_lossguide`'s rule, which the hint names too
+(leaf budget, depth limit, batch): a device backend may run them ahead as well.
 """
 
 from __future__ import annotations
@@ -253,8 +255,13 @@ class TreeGrower:
             if plan is not None:
                 # the whole tree, its leaves unpruned: the margin update may start ahead
                 whole = not plan[1] and self.params.gamma <= 0
+                p = self.params
+                # best-first growth: the steps after the levels follow `_grow_lossguide`'s
+                # rule, which a device backend may run ahead too
+                best_first = ((p.max_leaves, p.max_depth, self.best_first_batch)
+                              if p.grow_policy == "lossguide" else None)
                 be.plan_levels(plan[0], tree_mask, self.reg, plan[1],
-                               self.params.learning_rate if whole else None)
+                               p.learning_rate if whole else None, best_first=best_first)
             gh = be.histogram_totals([0])[0]
         totals = np.array([gh[0], gh[1], float(count)])
         if self.columns is not None:
@@ -282,8 +289,9 @@ class TreeGrower:
         growth without a leaf budget: the whole tree. Best-first growth: while a level has
         no more nodes than a step splits (`best_first_batch`), every leaf of positive gain is
         split in the same step (the leaves known are the level's), the first
-        `best_first_batch.bit_length()` levels, unless the leaf budget or max_depth stops
-        them first."""
+        `best_first_batch.bit_length()` levels, fewer where the leaf budget or max_depth
+        would stop the last of them (its children must all be searched: fewer than
+        max_leaves leaves after it, its depth below max_depth - 1)."""
         p = self.params
         if (self.constraints is not None or self.columns is not None
                 or p.colsample_bylevel < 1.0 or p.colsample_bynode < 1.0):
@@ -293,8 +301,11 @@ class TreeGrower:
                 return p.max_depth, False
         elif p.grow_policy == "lossguide" and self.best_first_batch > 1:
             levels = int(self.best_first_batch).bit_length()
-            if ((p.max_depth <= 0 or p.max_depth > levels)
-                    and (p.max_leaves <= 0 or p.max_leaves > 2 ** levels)):
+            if p.max_leaves > 0:  # 2**levels leaves after the last level, fewer than this
+                levels = min(levels, (p.max_leaves - 1).bit_length() - 1)
+            if p.max_depth > 0:
+                levels = min(levels, p.max_depth - 1)
+            if levels > 0:
                 return levels, True
         return None
 

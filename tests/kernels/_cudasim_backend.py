@@ -59,8 +59,8 @@ def check_training_matches_cpu() -> None:
 def check_planned_levels_match_cpu() -> None:
     """Levels planned on the device (`CUDABackend.plan_levels`: launched at once) grow the
     CPU engine's trees: depth-wise (multiclass, a row sample, missing values, gamma pruning)
-    and the first levels of best-first growth, whose later steps the host plans from the
-    histograms the planned levels leave (steps of two leaves here: two levels planned).
+    and the first levels of best-first growth (steps of two leaves here: two levels
+    planned), whose later steps are planned on the device too (`check_best_first_steps`).
     Every tree takes the plan; a grower call it cannot answer raises."""
     from histboost.kernels.cuda.backend import CUDABackend
     from histboost.tree import grower
@@ -68,8 +68,8 @@ def check_planned_levels_match_cpu() -> None:
     planned = []
     plain = CUDABackend.plan_levels
 
-    def counted(self, *args):
-        planned.append(plain(self, *args))
+    def counted(self, *args, **kwargs):
+        planned.append(plain(self, *args, **kwargs))
         return planned[-1]
     CUDABackend.plan_levels = counted
     batch = grower.BEST_FIRST_BATCH
@@ -107,6 +107,67 @@ def check_planned_levels_match_cpu() -> None:
         assert "planned on the device" in str(e)
     else:
         raise AssertionError("a search with other feature masks than the plan's was answered")
+
+
+def check_best_first_steps_match_cpu() -> None:
+    """Best-first steps planned on the device after the planned levels
+    (`histboost.kernels.cuda.best_first`) grow the CPU engine's trees, and the grower's
+    calls are answered from them: steps of two leaves, a depth limit (leaves whose children
+    are not searched), and too few steps planned (the host plans the rest of the tree from
+    the device's histograms). A call that is not the device's step raises."""
+    from histboost.kernels.cuda import best_first
+    from histboost.kernels.cuda.backend import CUDABackend
+    from histboost.tree import grower
+
+    answered = []
+    plain = CUDABackend.release
+
+    def counted(self):
+        answered.append(self.best_first_calls_answered)
+        return plain(self)
+    CUDABackend.release = counted
+    batch, steps = grower.BEST_FIRST_BATCH, best_first.MAX_STEPS
+    grower.BEST_FIRST_BATCH = 2
+    try:
+        X, y = make_classification(64, 4, n_classes=2, seed=4)
+        X[::5, 1] = np.nan
+        base = {"quantized_grad": True, "max_bin": 6, "nthread": 1, "seed": 2,
+                "objective": "binary:logistic", "grow_policy": "lossguide",
+                "min_child_weight": 0.0}
+        for params, most in (({"max_leaves": 10, "max_depth": 0}, 24),
+                             ({"max_leaves": 10, "max_depth": 4, "subsample": 0.8}, 1)):
+            best_first.MAX_STEPS = most
+            raw = [histboost.train({**base, **params, "device": dev},
+                                   histboost.Dataset(X, label=y), 1,
+                                   verbose_eval=False).save_raw().replace(
+                                       f'"device":"{dev}"'.encode(), b"")
+                   for dev in ("cpu", "cuda")]
+            assert raw[0] == raw[1], f"{params}: best-first steps differ from the CPU engine's"
+    finally:
+        CUDABackend.release = plain
+        grower.BEST_FIRST_BATCH, best_first.MAX_STEPS = batch, steps
+    # the first tree's steps after its levels from the device (at least 3: 6 leaves in steps
+    # of 2, the last one's partition apart), one of the second's
+    assert answered[0] >= 3 and answered[1] == 1, answered
+    be = make_backend("cuda", np.arange(16, dtype=np.uint8).reshape(8, 2) % 3,
+                      np.array([0, 4, 8]), n_threads=1, label=np.arange(8.0) % 2, weight=None,
+                      n_outputs=1, count_rows=False)
+    be.compute_gradients("logistic")
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    reg = np.array([1.0, 0.0, 0.0, 0.0, 0.0])
+    mask = np.ones(2, bool)
+    assert be.plan_levels(1, mask, reg, True, best_first=(8, 0, 2))
+    G, H = be.histogram_totals([0])[0]
+    rec = be.find_best_splits([0], np.array([[G, H, 8.0]]), mask[None], reg)
+    sums = np.array([rec[0, 4:6], [G - rec[0, 4], H - rec[0, 5]]])
+    be.split_and_search([0], [1], [2], rec, sums, np.ones((2, 2), bool), reg)
+    try:
+        be.split_and_search([5], [7], [8], rec, sums, np.ones((2, 2), bool), reg)
+    except RuntimeError as e:
+        assert "best-first steps planned on the device" in str(e), e
+    else:
+        raise AssertionError("a step other than the device's was answered")
 
 
 def check_margin_ahead_matches_cpu() -> None:
@@ -293,7 +354,8 @@ def check_raw_prediction_kernel() -> None:
 
 def check_histogram_kernel_paths() -> None:
     """The histogram kernel's paths against a NumPy sum, over several nodes of several
-    chunks, through the row buffers and over identity rows: one-byte bins (four to a word)
+    chunks, through the row buffers and over identity rows, with one and two rows a thread step:
+    one-byte bins (four to a word)
     and int32 bins, 2 and 3 channels, a group wider than the block (a thread's several words
     a row), a feature too wide for shared memory and `wide` values (global memory)."""
     import torch
@@ -324,12 +386,14 @@ def check_histogram_kernel_paths() -> None:
         rows2 = np.stack([order, np.arange(n, dtype=np.int32)])
         # nodes: rows 0..n-1 in order (identity), two ranges of buffer 0, one of buffer 1
         bounds, sides = [(0, n), (0, 30), (30, 70), (5, 61)], [2, 0, 0, 1]
-        table, n_chunks = _common.node_table(bounds, sides, 16, [(j,) for j in range(4)])
+        # chunks of 24 rows: two rows a thread step where a pass takes 16 rows or fewer
+        table, n_chunks = _common.node_table(bounds, sides, 24, [(j,) for j in range(4)])
         first, last = histogram.feature_groups(offsets, channels, shared_values)
         pool = torch.zeros((4, int(offsets[-1]), channels), dtype=torch.int64)
         histogram.BUILD[np.dtype(dtype), channels].launch(
             (n_chunks, len(first)), histogram.HIST_THREADS, torch.device("cpu"), words,
-            torch.from_numpy(gh), torch.from_numpy(rows2), torch.from_numpy(table),
+            torch.from_numpy(gh.view(np.int64).reshape(n)), torch.from_numpy(rows2),
+            torch.from_numpy(table),
             torch.from_numpy(first), torch.from_numpy(last), torch.from_numpy(offsets),
             shared_values, wide, pool,
             shared_bytes=histogram.shared_bytes(offsets, first, last, channels,
@@ -351,6 +415,7 @@ def main() -> int:
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
     checks.append(("check_planned_levels_match_cpu", check_planned_levels_match_cpu))
+    checks.append(("check_best_first_steps_match_cpu", check_best_first_steps_match_cpu))
     checks.append(("check_margin_ahead_matches_cpu", check_margin_ahead_matches_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))

@@ -35,7 +35,8 @@ def test_cuda_backend_conforms(check, seed):
 @pytest.mark.parametrize("params", [
     {"grow_policy": "depthwise", "max_depth": 6},
     {"grow_policy": "lossguide", "max_leaves": 31, "max_depth": 0, "subsample": 0.8},
-    # the first six levels planned on the device (`plan_levels`), then host-planned steps
+    # the first six levels planned on the device (`plan_levels`), then best-first steps
+    # planned there too (`test_best_first_steps_planned_equals_cpu`)
     {"grow_policy": "lossguide", "max_leaves": 127, "max_depth": 0},
     {"grow_policy": "oblivious", "max_depth": 5, "min_data_in_leaf": 20},
     {"grow_policy": "depthwise", "max_depth": 4, "objective": "multi:softprob",
@@ -119,6 +120,36 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
     outputs = n_classes if n_classes > 2 else 1
     assert len(kept) == rounds * outputs, kept
     assert taken == [False] + [True] * (rounds - 1), taken
+
+
+@pytest.mark.parametrize("params", [
+    {"max_leaves": 255, "max_depth": 0},
+    {"max_leaves": 100, "max_depth": 9, "subsample": 0.8},  # a depth limit, a row sample
+])
+def test_best_first_steps_planned_equals_cpu(params, monkeypatch):
+    """Best-first steps planned on the device after the first six levels
+    (`kernels/cuda/best_first.py`) answer the grower's calls of every tree (a call they
+    cannot answer raises), and the quantised model is the CPU engine's."""
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    answered = []
+    plain = CUDABackend.release
+
+    def counted(self):
+        answered.append(self.best_first_calls_answered)
+        return plain(self)
+    monkeypatch.setattr(CUDABackend, "release", counted)
+    X, y = make_classification(30_000, 12, seed=8)
+    X[::7, 3] = np.nan
+    base = {"objective": "binary:logistic", "quantized_grad": True, "seed": 3,
+            "grow_policy": "lossguide", **params}
+    rounds = 4
+    models = [histboost.train({**base, "device": dev}, histboost.Dataset(X, label=y), rounds,
+                              verbose_eval=False) for dev in ("cpu", "cuda")]
+    a, b = (m.save_raw().replace(f'"device":"{d}"'.encode(), b"")
+            for m, d in zip(models, ("cpu", "cuda"), strict=True))
+    assert a == b
+    assert answered[0] >= 2 * rounds, answered
 
 
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():

@@ -28,9 +28,17 @@ def compile_ptx():
 
 
 def _kernels():
-    from histboost.kernels.cuda import binning, gradients, histogram, partition, predict, split
+    from histboost.kernels.cuda import (
+        best_first,
+        binning,
+        gradients,
+        histogram,
+        partition,
+        predict,
+        split,
+    )
 
-    return [k for m in (binning, gradients, histogram, partition, predict, split)
+    return [k for m in (best_first, binning, gradients, histogram, partition, predict, split)
             for k in m.KERNELS]
 
 
@@ -38,7 +46,7 @@ def test_tree_kernels_compile(compile_ptx):
     from histboost.kernels.launch import numba_signature
 
     kernels = _kernels()
-    assert len(kernels) == 30
+    assert len(kernels) == 32
     ptx = {k.name + str(k.spec[0]): compile_ptx(k.dispatcher, numba_signature(k.spec))
            for k in kernels}
     assert all(".entry" in p for p in ptx.values())

@@ -40,6 +40,7 @@ from ..nodes import NodeRanges
 if TYPE_CHECKING:
     from ...timer import PhaseTimer
     from .ahead import LevelPlan
+    from .best_first import BestFirstPlan
 
 _TORCH_DTYPE: dict[str, object] = {}
 # upload staging: host buffers in the ring (uploads in flight at once), copy sizes rounded up
@@ -164,6 +165,8 @@ class CUDABackend:
         self._bounds_event = None
         self._bounds_ready = False  # _bounds_host holds the bounds of _pairs
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
+        # the same pairs as one int64 a row, which the histogram kernel loads in one access
+        self._ints_words = self._ints.view(torch.int64).view(self.n_rows)
         self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
         # global row indices of quantised rounding (empty: 0..n-1), see the CPU backend
         if row_ids is not None and np.shape(row_ids) != (self.n_rows,):
@@ -201,13 +204,20 @@ class CUDABackend:
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
         self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
-        self._ahead: LevelPlan | None = None  # levels of the tree planned on the device
+        self._ahead: LevelPlan | BestFirstPlan | None = None  # steps planned on the device
         # a plan whose margin update was launched ahead into `_margin_spare` (n, 1)
         self._margin_plan: LevelPlan | None = None
         self._margin_spare = None
         self._output = 0
         self.margins_kept_ahead = 0  # trees whose margin update ran ahead and was kept
         self._level_buffers = None  # its buffers (`ahead.LevelBuffers`), kept between trees
+        # best-first steps planned on the device after the levels (`best_first.BestFirstPlan`,
+        # answering once the levels are stepped) and their buffers, kept between trees
+        self._best_first: BestFirstPlan | None = None
+        self._best_first_buffers = None
+        self._best_first_last: BestFirstPlan | None = None  # the last tree's, for its steps
+        # the grower's calls of best-first steps answered from steps planned on the device
+        self.best_first_calls_answered = 0
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
                               blocks: int | None) -> None:
@@ -260,7 +270,7 @@ class CUDABackend:
         hist = self._k["histogram"]
         hist.BUILD[self._bin_dtype, self._channels].launch(
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
-            self._words, self._ints, self._rows2, table_d, self._group_first,
+            self._words, self._ints_words, self._rows2, table_d, self._group_first,
             self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
             shared_bytes=self._hist_shared)
 
@@ -392,13 +402,13 @@ class CUDABackend:
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_margin_spare", "_pairs", "_pairs_ahead",
-                     "_bounds_host", "_ints",
+                     "_bounds_host", "_ints", "_ints_words",
                      "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
-                     "_group_first", "_group_last", "_level_buffers"):
+                     "_group_first", "_group_last", "_level_buffers", "_best_first_buffers"):
             setattr(self, name, None)
-        self._ahead = self._margin_plan = None
+        self._ahead = self._margin_plan = self._best_first = self._best_first_last = None
         self._ahead_loss = self._spare_loss = None
         self._bounds_ready = False
         self._stage_host = self._stage_np = None
@@ -542,6 +552,7 @@ class CUDABackend:
         self._uses_all_rows = rows is None
         self._growing = True  # replace_columns rebuilds the tree's held histograms
         self._ahead = None
+        self._best_first = None
         self._margin_plan = None
         self._spare_loss = None
         self._output = int(output)
@@ -657,13 +668,16 @@ class CUDABackend:
         return self._scaled(self._gather(nodes).cpu().numpy())
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                    search_last: bool, learning_rate: float | None = None) -> bool:
+                    search_last: bool, learning_rate: float | None = None,
+                    best_first: tuple[int, int, int] | None = None) -> bool:
         """`Backend.plan_levels`: the levels launched at once, each planned on the device
         (`histboost.kernels.cuda.ahead`); the grower's calls for them are then answered from
         them. Declined (False) for more than `ahead.MAX_LEVELS` levels (its launches are
         sized for 2**levels nodes) or when other histograms than the root's are held. With
         a learning rate and a tree over all rows, the tree's margin update is launched
-        behind its levels (`ahead.LevelPlan.launch_leaves`; `update_margin` checks it)."""
+        behind its levels (`ahead.LevelPlan.launch_leaves`; `update_margin` checks it). With
+        `best_first`, the tree's next best-first steps are launched behind the levels
+        (`_plan_best_first`)."""
         from . import ahead
 
         if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
@@ -678,7 +692,62 @@ class CUDABackend:
         plan.launch(feature_mask, reg, rate, self._output)
         self._ahead = plan
         self._margin_plan = plan if rate is not None else None
+        if best_first is not None and search_last:
+            self._best_first = self._plan_best_first(bufs, feature_mask, reg, *best_first)
         return True
+
+    def _plan_best_first(self, levels, feature_mask: np.ndarray, reg: np.ndarray,
+                         max_leaves: int, max_depth: int, batch: int) -> BestFirstPlan | None:
+        """Best-first steps after the planned levels (`levels`, `ahead.LevelBuffers`) run on
+        the device (`histboost.kernels.cuda.best_first`); the host plans any step beyond
+        them. How many: two more than the last tree of the same shape took from the device
+        (a step launched and not needed costs seven launches of kernels that return at once;
+        a step needed and not launched, a host round trip), for the first tree the leaves
+        left in batches of `batch` and a few more (a step splits leaves ahead that the tree
+        may not keep). None (not planned) for trees without a leaf budget or with more
+        leaves than the device's tables hold."""
+        from . import best_first as bf
+
+        # a step adds a leaf per parent to a tree of fewer than max_leaves leaves
+        parents = min(bf.step_shape(batch, max_depth), max_leaves - 1)
+        if not 0 < max_leaves <= bf.NODE_CAP // 2 - 32 or parents > bf.MAX_PARENTS:
+            return None
+        left = max(0, max_leaves - (1 << levels.depth))
+        first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 2)
+        last = self._best_first_last
+        steps = first_guess
+        if last is not None and last.shape == (max_leaves, max_depth, batch):
+            steps = min(bf.MAX_STEPS, last.index + 2)
+        bufs = self._best_first_buffers
+        if bufs is None or bufs.steps < steps or (bufs.parents, bufs.n_rows) != (
+                parents, levels.n_rows):
+            self._best_first_buffers = None
+            bufs = self._best_first_buffers = bf.BestFirstBuffers(
+                self, max(steps, first_guess), parents, levels.n_rows)
+        plan = self._best_first_last = bf.BestFirstPlan(self, bufs, max_leaves, max_depth,
+                                                        batch)
+        plan.launch(levels, feature_mask, reg, steps)
+        return plan
+
+    def _answer_ahead(self, parents: list[int], lefts: list[int], rights: list[int],
+                      feature_masks: np.ndarray | None, reg: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """A step answered from the plan ahead (`_ahead`): the children's counts and records
+        (None without a search); None when the plan does not hold this step (the host plans
+        it, and the tree's later steps)."""
+        plan = self._ahead
+        answer = plan.step(parents, lefts, rights, feature_masks, reg)
+        if answer is None:
+            self._ahead = None
+            return None
+        counts, recs, last = answer
+        if plan is self._best_first:
+            self.best_first_calls_answered += 1
+        elif last:  # the levels are stepped: best-first steps planned on the device follow
+            self._ahead = self._best_first
+            if self._best_first is not None:
+                self._best_first.begin(plan.bufs.depth, plan.frontier)
+        return self._record_children(parents, lefts, rights, counts[:, 0]), recs
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         if self._ahead is not None and not self._ahead.root_read and nodes == [0]:
@@ -798,10 +867,9 @@ class CUDABackend:
         common = self._k["common"]
         k = len(parents)
         if self._ahead is not None:
-            counts, _, last = self._ahead.step(parents, lefts, rights, None, None)
-            if last:
-                self._ahead = None
-            return self._record_children(parents, lefts, rights, counts[:, 0])
+            answer = self._answer_ahead(parents, lefts, rights, None, None)
+            if answer is not None:
+                return answer[0]
         table, n_chunks = self._partition(parents, records)
         n_left = np.zeros(k, np.int64)
         if n_chunks:
@@ -841,11 +909,9 @@ class CUDABackend:
             if monotone is not None:
                 self._ahead.mismatch("monotone constraints")
             with phase(timer, "levels"):  # waiting for the device's level
-                counts, recs, last = self._ahead.step(parents, lefts, rights, feature_masks,
-                                                      reg)
-            if last:
-                self._ahead = None  # host-planned steps from here (best-first growth)
-            return self._record_children(parents, lefts, rights, counts[:, 0]), recs
+                answer = self._answer_ahead(parents, lefts, rights, feature_masks, reg)
+            if answer is not None:
+                return answer
         with phase(timer, "partition"):
             self._settle_before_split(parents, [])
             table, n_chunks = self._partition(parents, records)
