@@ -71,6 +71,21 @@ def test_dataset_detects_and_names_columns():
     np.testing.assert_array_equal(d3.categorical.hashes[:, 0], d.categorical.hashes[:, 0])
 
 
+def test_category_and_string_dtypes_are_categorical_without_being_named():
+    """pandas category and string columns are detected like object ones, with the same
+    hashes for the same values."""
+    X, y = _frame(200)
+    colour = X["colour"]
+    typed = X.assign(colour=colour.astype("category"), sex=X["sex"].astype("string"))
+    d = hb.Dataset(typed, label=y)
+    assert d.categorical.names == ["colour", "sex"] and d.categorical.kinds == ["str", "str"]
+    ref = hb.Dataset(X, label=y)  # object columns
+    np.testing.assert_array_equal(d.categorical.hashes, ref.categorical.hashes)
+    assert np.sum(d.categorical.hashes[:, 0] == MISSING_HASH) == colour.isna().sum() > 0
+    bst = hb.train(PARAMS, hb.Dataset(typed, label=y), 2, verbose_eval=False)
+    np.testing.assert_array_equal(bst.predict(typed), bst.predict(X))
+
+
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide", "oblivious"])
 def test_save_load_predicts_identically_from_raw_values(policy, tmp_path):
     X, y = _frame(3000)
@@ -111,6 +126,7 @@ def test_unseen_and_missing_categories_get_the_prior():
     city3 = y[X["city"].to_numpy() == 3]
     ctr0 = names.index("city:ctr_p_a0_b1")
     assert E[2, ctr0] == city3.sum() / (city3.size + 1.0)
+    assert E[2, names.index("city:freq")] == city3.size / len(X)  # the category's share
 
 
 def test_eval_sets_and_predictions_agree():
@@ -199,6 +215,10 @@ def test_errors_name_the_problem():
         hb.train({"max_ctr_complexity": 0}, _data(X, y), 1)
     with pytest.raises(ValueError, match="ctr_priors"):
         hb.train({"ctr_priors": [(-1, 1)]}, _data(X, y), 1)
+    with pytest.raises(ValueError, match="ctr_priors pair"):
+        hb.train({"ctr_priors": [(0, 0)]}, _data(X, y), 1)
+    with pytest.raises(ValueError, match="'f0' holds the non-integer value"):
+        hb.Dataset(X[["num", "city"]].to_numpy(), label=y, categorical_features=[0])
     bst = hb.train(PARAMS, _data(X, y), 2, verbose_eval=False)
     with pytest.raises(ValueError, match="categorical column 'colour' is missing"):
         bst.predict(X.drop(columns=["colour"]))
@@ -206,6 +226,10 @@ def test_errors_name_the_problem():
         bst.predict(X.assign(colour=np.arange(300)))
     with pytest.raises(TypeError, match="'city' holds strings"):
         bst.predict(X.assign(city=X["city"].astype(str)))
+    with pytest.raises(ValueError, match="3 columns but the model was trained on 4"):
+        bst.predict(X.drop(columns=["colour"]).to_numpy(object))
+    with pytest.raises(ValueError, match="Dataset's categorical columns"):
+        bst.predict(hb.Dataset(X))  # city numeric here
     with pytest.raises(ValueError, match="cannot be written as an XGBoost model"):
         bst.save_model("unused.json", format="xgboost")
     if not _cuda_visible():  # categorical features train on the GPU (test_cuda_categorical_*)
@@ -248,3 +272,46 @@ def test_cli_categorical_columns(tmp_path):
     assert bst.categorical.columns == ["city", "colour", "sex"]
     frame = X.astype({"city": str})
     np.testing.assert_allclose(np.loadtxt(out), bst.predict(frame), rtol=1e-15)
+
+
+def test_trees_rotate_through_seeded_permutations(monkeypatch):
+    """Tree t uses permutation t mod n_permutations; the permutations are distinct orders
+    of the rows, fixed by the seed; each one's statistics are the ordered statistics of
+    its order."""
+    from histboost.categorical.training import CtrTrainer
+    from histboost.kernels.cpu.target_stats import ordered_statistics
+
+    used: list[int] = []
+    trainers: list[CtrTrainer] = []
+    begin = CtrTrainer.begin_tree
+
+    def spy(self, tree_index, backend):
+        begin(self, tree_index, backend)
+        used.append(self._perm)
+        trainers.append(self)
+
+    monkeypatch.setattr(CtrTrainer, "begin_tree", spy)
+    X, y = _frame(600)
+    hb.train({**PARAMS, "n_permutations": 3, "ctr_border_count": 7}, _data(X, y), 7,
+             verbose_eval=False)
+    assert used == [0, 1, 2, 0, 1, 2, 0]
+    tr = trainers[0]
+    assert len(tr.perms) == 3 and len({p.tobytes() for p in tr.perms}) == 3
+    for p in tr.perms:
+        np.testing.assert_array_equal(np.sort(p), np.arange(600))
+    ids = tr.ids[0]  # city
+    count, sums = ordered_statistics(ids, tr.n_ids[0], tr.perms[2], tr.targets)
+    pos = np.empty(600, np.int64)
+    pos[tr.perms[2]] = np.arange(600)
+    r = int(tr.perms[2][300])
+    before = (ids == ids[r]) & (pos < pos[r])
+    assert count[r] == before.sum() and sums[r, 0] == y[before].sum()
+    bins, _ = tr.ordered_columns(2)
+    np.testing.assert_array_equal(bins[:, :tr.settings.n_stats],
+                                  tr.bin_statistics(count, sums, tr.uniform_cuts()))
+    assert tr.value_bins == 8 and bins.max() == 7  # ctr_border_count borders
+    hb.train({**PARAMS, "n_permutations": 3}, _data(X, y), 1, verbose_eval=False)
+    for p, q in zip(trainers[-1].perms, tr.perms, strict=True):
+        np.testing.assert_array_equal(p, q)  # the same seed, the same permutations
+    hb.train({**PARAMS, "n_permutations": 3, "seed": 1}, _data(X, y), 1, verbose_eval=False)
+    assert not np.array_equal(trainers[-1].perms[0], tr.perms[0])
