@@ -393,9 +393,9 @@ class SparseCPUBackend(SparseLayoutBackend):
                 rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                rec = split.monotone_search(fhist, totals[j:j + 1], ptr, ones, reg,
-                                            (np.asarray(cons)[features], lower[j:j + 1],
-                                             upper[j:j + 1]))[0]
+                rec = split.search(fhist, totals[j:j + 1], ptr, ones, reg, False,
+                                   (np.asarray(cons)[features], lower[j:j + 1],
+                                    upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]

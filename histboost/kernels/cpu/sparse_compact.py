@@ -573,9 +573,9 @@ class CompactSparseCPUBackend(SparseLayoutBackend):
                 rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, parallel)[0]
             else:
                 cons, lower, upper = monotone
-                rec = split.monotone_search(hist, totals[j:j + 1], ptr, mask, reg,
-                                            (np.asarray(cons)[live.features], lower[j:j + 1],
-                                             upper[j:j + 1]))[0]
+                rec = split.search(hist, totals[j:j + 1], ptr, mask, reg, False,
+                                   (np.asarray(cons)[live.features], lower[j:j + 1],
+                                    upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]
