@@ -8,10 +8,9 @@ high-cardinality categorical columns), in one run.
 
 `--device cuda` trains histboost on the GPU (statistics, combinations and trees on the device;
 a library name `histboost:cpu` / `histboost:cuda` picks the device for that row, so both can be
-timed in one run). CatBoost's GPU mode (`task_type="GPU"`) is timed with `--libs catboost:gpu`
-where CatBoost is installed; the lent GPU machines do not carry CatBoost (its wheel does not
-fit the device tool's carry limit beside the other packages), so CatBoost GPU figures are not
-measured there.
+timed in one run). CatBoost's GPU mode (`task_type="GPU"`) is timed with `--libs catboost:gpu`;
+on the lent GPU machines CatBoost comes from a stripped copy of its wheel (`.whl/cb.tar.xz`,
+`bench/categorical_check.sh`).
 
 Depth 6, learning rate 0.1; Adult 300 rounds, ctr_like 100 rounds (80/20 split). Every
 library gets the raw categorical columns its own way (LightGBM and XGBoost: pandas category
@@ -20,7 +19,10 @@ timed. Time covers dataset construction + training. Prints a Markdown table per 
 train time (wall), ratio to histboost, the process's CPU time over the same span and its
 ratio (the steadier figure for 1-thread runs on a shared machine), test AUC and logloss, and
 the wall time of predicting the test set from raw values (histboost with `--device cuda`:
-on the GPU, the statistics built there; a warm-up prediction of 1000 rows first).
+on the GPU, the statistics built there; a warm-up prediction of 1000 rows first; CatBoost
+predicts on the CPU, also after training on the GPU). With `--device cuda` and integer ids
+(ctr_like), "device predict s" times histboost predicting the test set from one CUDA tensor
+already on the GPU (ids hashed there).
 """
 
 from __future__ import annotations
@@ -73,6 +75,23 @@ def as_category(X: pd.DataFrame, Xt: pd.DataFrame, cats: list[str]
     return X, Xt
 
 
+def device_predict(b, Xt: pd.DataFrame, p_host: np.ndarray) -> float:
+    """Seconds histboost's GPU prediction takes on the test set held in one float64 CUDA
+    tensor (integer ids exact below 2**53), after a warm-up; checks it equals the prediction
+    from the host frame."""
+    import torch
+
+    T = torch.from_numpy(Xt.to_numpy(np.float64)).to("cuda")
+    b.predict(T[:1000])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    p = b.predict(T)  # a host array: the prediction has finished
+    seconds = time.perf_counter() - t0
+    if not np.array_equal(p, p_host):
+        raise AssertionError("prediction from the device tensor differs from the host frame's")
+    return seconds
+
+
 def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
     X, y, Xt, yt, cats, rounds = data
     threads = a.threads or os.cpu_count()
@@ -98,6 +117,8 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         p = b.predict(Xt)
         extra = {"phases": {k: round(v, 2) for k, v in b.timings.items()},
                  "predict": time.perf_counter() - t1}
+        if device.startswith("cuda") and all(Xt[c].dtype.kind in "iu" for c in cats):
+            extra["device_predict"] = device_predict(b, Xt, p)
     elif lib.split(":")[0] == "catboost":
         import catboost
 
@@ -105,11 +126,13 @@ def run(lib: str, data: tuple, a: argparse.Namespace, policy: str) -> dict:
         m = catboost.CatBoostClassifier(iterations=rounds, learning_rate=0.1, depth=a.depth,
                                         thread_count=threads, verbose=False,
                                         allow_writing_files=False,
-                                        **({"task_type": "GPU"} if gpu else {}))
+                                        **({"task_type": "GPU", "devices": "0"} if gpu
+                                           else {}))
         Xc, Xtc = X.copy(), Xt.copy()
         for c in cats:  # CatBoost takes strings or integers; NaN must be a string
-            Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
-            Xtc[c] = Xtc[c].astype(object).fillna("nan").astype(str)
+            if Xc[c].dtype.kind not in "iu":
+                Xc[c] = Xc[c].astype(object).fillna("nan").astype(str)
+                Xtc[c] = Xtc[c].astype(object).fillna("nan").astype(str)
         t0, c0 = time.perf_counter(), time.process_time()
         m.fit(Xc, y, cat_features=cats)
         t, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -168,14 +191,15 @@ def main() -> None:
         cpu_base = next((r["cpu"] for r in results if r["lib"].startswith("histboost")),
                         None)
         print("| library | train s | ratio to histboost | CPU s | CPU ratio | test AUC | "
-              "test logloss | predict s |")
-        print("|---|---|---|---|---|---|---|---|")
+              "test logloss | predict s | device predict s |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in results:
             ratio = f"{r['seconds'] / base:.2f}" if base else "-"
             cpu_ratio = f"{r['cpu'] / cpu_base:.2f}" if cpu_base else "-"
+            on_device = f"{r['device_predict']:.3f}" if "device_predict" in r else "-"
             print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['cpu']:.2f} | {cpu_ratio} | "
-                  f"{r['auc']:.4f} | {r['logloss']:.4f} | {r.get('predict', 0.0):.3f} |",
-                  flush=True)
+                  f"{r['auc']:.4f} | {r['logloss']:.4f} | {r.get('predict', 0.0):.3f} | "
+                  f"{on_device} |", flush=True)
         for r in results:
             if "phases" in r:
                 print(f"\n{r['lib']} phases (s): {r['phases']}")

@@ -1,5 +1,6 @@
 """Distributed training benchmark: time per round and bytes reduced per tree on 1, 2, 4...
-processes, for both tree learners, on `higgs_like` (shared/bench/synth.py).
+processes, for both tree learners, on `higgs_like` (shared/bench/synth.py; `--data sparse`:
+`sparse_like` CSR rows).
 
     python bench/distributed.py                                  # CPU: 1, 2, 4 processes
     python bench/distributed.py --rows 2000000 --workers 1,2 --threads 8
@@ -12,7 +13,9 @@ loopback); every process generates the same data, keeps its block of rows and tr
 warm-up round that compiles the kernels), the test AUC, the bytes this rank passed to the
 collectives per tree, and whether the model equals the one-process model (quantised mode, JSON
 equal). CPU processes split the cores the run may use (``--threads`` each, default cores / workers;
-``taskset -c 0,1 python bench/distributed.py`` measures two cores).
+``taskset -c 0,1 python bench/distributed.py`` measures two cores). ``--trace`` prints, per
+kind of collective, where the ranks' time goes (`trace_table`: compute, the slower rank's lead,
+wake-up, copies); ``--profile`` writes each rank's cProfile in CPU time.
 Not a timed test: it prints a table with the ratio to one process measured in the same run.
 """
 
@@ -49,6 +52,48 @@ def _cpu_seconds() -> float:
     return use.ru_utime + use.ru_stime
 
 
+class Trace:
+    """Per collective of the tree learner on this rank: perf_counter (CLOCK_MONOTONIC, one
+    clock for all processes of a host) at entry, at the shared-memory barriers' entry and
+    exit (first entry, last exit) and at return, and this thread's CPU seconds at entry and
+    return. Installed by wrapping `DistributedBackend._collective` and `SharedSegment.barrier`
+    (the bench's own instrument, not the library's)."""
+
+    def __init__(self) -> None:
+        from histboost.collective.shm import SharedSegment
+        from histboost.distributed.backend import DistributedBackend, _nbytes
+
+        self.rows: list[list[float]] = []
+        self.on = False
+        self._open: list[float] | None = None
+        trace = self
+        collective, barrier = DistributedBackend._collective, SharedSegment.barrier
+
+        def traced_collective(backend, call, *a, **kw):
+            if not trace.on:
+                return collective(backend, call, *a, **kw)
+            row = [time.perf_counter(), 0.0, 0.0, 0.0, time.thread_time(), 0.0,
+                   call.__name__, _nbytes(a[0])]
+            trace._open = row
+            try:
+                return collective(backend, call, *a, **kw)
+            finally:
+                row[3], row[5] = time.perf_counter(), time.thread_time()
+                trace._open = None
+                trace.rows.append(row)
+
+        def traced_barrier(segment, ctx):
+            row = trace._open
+            if row is not None and not row[1]:
+                row[1] = time.perf_counter()
+            barrier(segment, ctx)
+            if row is not None:
+                row[2] = time.perf_counter()
+
+        DistributedBackend._collective = traced_collective
+        SharedSegment.barrier = traced_barrier
+
+
 def worker(args: argparse.Namespace) -> None:
     """One rank: its block of the rows, one warm-up round, then the timed rounds."""
     from _common import auc, synth
@@ -56,6 +101,7 @@ def worker(args: argparse.Namespace) -> None:
     import histboost as hb
     import histboost.collective as hc
 
+    trace = Trace() if args.trace else None
     comm = hc.init(timeout=600)
     rank, world = comm.rank, comm.world_size
     if args.device == "cuda":
@@ -65,7 +111,10 @@ def worker(args: argparse.Namespace) -> None:
         device = f"cuda:{rank % gpus}"
     else:
         device = "cpu"
-    X, y = synth().higgs_like(args.rows + args.test_rows, seed=0)
+    if args.data == "sparse":
+        X, y = synth().sparse_like(args.rows + args.test_rows, seed=0, n_features=args.cols)
+    else:
+        X, y = synth().higgs_like(args.rows + args.test_rows, seed=0)
     Xt, yt = X[args.rows:], y[args.rows:]
     X, y = X[:args.rows], y[:args.rows]
     block = np.array_split(np.arange(args.rows), world)[rank]
@@ -76,11 +125,24 @@ def worker(args: argparse.Namespace) -> None:
               "tree_learner": args.learner, "device": device, "seed": 0}
     hb.train(params, d, 1, comm=comm)  # compile, warm the caches
     comm.barrier()
-    start, cpu_start = time.perf_counter(), _cpu_seconds()
+    if trace is not None:
+        trace.on = True
+    profile = None
+    if args.profile:
+        import cProfile
+
+        profile = cProfile.Profile(time.process_time)  # CPU time: this host may be busy
+        profile.enable()
+    start, cpu_start, thread_start = time.perf_counter(), _cpu_seconds(), time.thread_time()
     booster = hb.train(params, d, args.rounds, comm=comm)
     seconds = time.perf_counter() - start
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{args.profile}.{world}.{rank}")
     timings = dict(booster.timings, cpu=_cpu_seconds() - cpu_start,
                    calls=booster.collective_calls or 0)
+    if trace is not None:
+        timings["trace"] = [[start, 0, 0, start, 0, thread_start, "start", 0], *trace.rows]
     Path(f"{args.result}.{rank}").write_text(json.dumps(timings))
     if rank == 0:
         model = booster.save_raw()
@@ -91,14 +153,48 @@ def worker(args: argparse.Namespace) -> None:
     comm.close()
 
 
+def trace_table(rank_timings: list[dict], rounds: int) -> str:
+    """Where the tree learner's collectives spend their time, from every rank's `Trace`, per
+    kind of call, in ms per round (means over ranks): compute before (wall and this thread's
+    CPU since the rank's previous collective returned, and the CPU the slowest rank spent
+    more: the lag on dedicated cores), entry (to the first barrier: copies
+    into the shared stage, Python), lag (first barrier entry to the last rank's: waiting for
+    the slower rank, the load imbalance), wake (the last rank's arrival to this rank's
+    release: transport latency), after (release to return: folds, copies out) and the CPU
+    of the calls."""
+    traces = [t["trace"] for t in rank_timings]
+    world = len(traces)
+    kinds: dict[str, np.ndarray] = {}
+    for i in range(1, min(len(t) for t in traces)):
+        rows = [t[i] for t in traces]
+        last_in = max(r[1] or r[0] for r in rows)
+        cpu = [r[4] - t[i - 1][5] for r, t in zip(rows, traces, strict=True)]
+        for q, r in enumerate(rows):
+            prev = traces[q][i - 1]
+            b_in, b_out = r[1] or r[0], r[2] or r[3]
+            v = np.array([1, r[7], r[0] - prev[3], cpu[q], max(cpu) - cpu[q], b_in - r[0],
+                          last_in - b_in, max(b_out - last_in, 0.0), r[3] - b_out,
+                          r[5] - r[4]]) / world / rounds
+            kinds[r[6]] = kinds.get(r[6], 0) + v
+    lines = ["| call | calls/round | MiB/round | compute before | its CPU | CPU lag | entry | "
+             "lag | wake | after | call CPU |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, v in [*sorted(kinds.items()), ("all", sum(kinds.values()))]:
+        lines.append(f"| {key} | {v[0]:.1f} | {v[1] / 2**20:.2f} | "
+                     + " | ".join(f"{x * 1e3:.2f}" for x in v[2:]) + " |")
+    return "\n".join(lines)
+
+
 def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> dict:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        cmd = [sys.executable, __file__, "--worker", "--rows", str(args.rows), "--test-rows",
+        cmd = [sys.executable, __file__, "--worker", "--data", args.data, "--cols",
+               str(args.cols), "--rows", str(args.rows), "--test-rows",
                str(args.test_rows), "--rounds", str(args.rounds), "--depth", str(args.depth),
                "--learner", learner, "--threads", str(threads), "--device", args.device,
-               "--result", str(result)] + ([] if args.quantized else ["--float"])
+               "--result", str(result)] + ([] if args.quantized else ["--float"]) \
+            + (["--trace"] if args.trace else []) \
+            + (["--profile", args.profile] if args.profile else [])
         procs = []
         for rank in range(world):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -119,6 +215,9 @@ def launch(args: argparse.Namespace, world: int, learner: str, threads: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="higgs", choices=["higgs", "sparse"],
+                    help="higgs_like (28 dense columns) or sparse_like (CSR, --cols columns)")
+    ap.add_argument("--cols", type=int, default=10_000, help="columns of sparse_like")
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--test-rows", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=20)
@@ -130,6 +229,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--float", dest="quantized", action="store_false",
                     help="float gradients (default: quantised, where models must match)")
+    ap.add_argument("--trace", action="store_true",
+                    help="print where each kind of collective spends its time (trace_table)")
+    ap.add_argument("--profile", help="cProfile (CPU time) of each rank's timed run, written "
+                    "to PROFILE.<processes>.<rank>")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--learner", default="data", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -138,7 +241,9 @@ def main() -> None:
         worker(args)
         return
     cores = len(os.sched_getaffinity(0))  # the cores this run may use (taskset)
-    print(f"higgs_like {args.rows} x 28 (+{args.test_rows} test), {args.rounds} rounds, "
+    shape = f"sparse_like {args.rows} x {args.cols}" if args.data == "sparse" \
+        else f"higgs_like {args.rows} x 28"
+    print(f"{shape} (+{args.test_rows} test), {args.rounds} rounds, "
           f"depth {args.depth}, {'quantised' if args.quantized else 'float'} gradients, "
           f"device {args.device}, {cores} cores", flush=True)
     rows = []
@@ -163,6 +268,8 @@ def main() -> None:
                   f"within the others): {phases}; in collectives by rank: {waits}; "
                   f"collective calls/round: {calls:.1f}; CPU of all processes {cpu:.1f}",
                   flush=True)
+            if args.trace and world > 1:
+                print(trace_table(r["rank_timings"], args.rounds), flush=True)
     print("\n| learner | processes | threads each | ms/round | CPU ms/round (all processes) | "
           "speed-up vs 1 | MiB sent/tree (rank 0) | test AUC | model = 1 process |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -9,10 +9,11 @@ own subprocess on the same cached arrays, 256 bins, learning rate 0.1: depth 8 d
 255-leaf lossguide (no depth limit). The parent samples the GPU's used memory through NVML
 while a worker runs, so "peak MB" is what each library took on the device, CUDA context
 included. Reported: ingest s (histboost: binning + upload; XGBoost: QuantileDMatrix), ms per
-round (training without ingest), predict s for the test rows from host memory, peak MB, test
-AUC; then the root histogram kernel's time against the memory floor (bytes it must read once
-over the measured device copy bandwidth). Compilation is kept out of the timings (a small
-warm-up training and prediction first, for every library).
+round (training without ingest; for histboost also the steady rate, the median time between
+the ends of rounds 3.., without the run's set-up and release), predict s for the test rows
+from host memory, peak MB, test AUC; then the root histogram kernel's time against the memory
+floor (bytes it must read once over the measured device copy bandwidth). Compilation is kept
+out of the timings (a small warm-up training and prediction first, for every library).
 """
 
 from __future__ import annotations
@@ -52,16 +53,30 @@ def _histboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
     warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
     histboost.train({**params, "subsample": 0.5}, warm, 2, verbose_eval=False)
     histboost.train(params, warm, 2, verbose_eval=False).predict(Xt[:1000])
+    from histboost.callback import TrainingCallback
+
+    class Stamps(TrainingCallback):
+        def __init__(self) -> None:
+            self.t: list[float] = []
+
+        def after_iteration(self, model, epoch, log) -> bool:
+            self.t.append(time.perf_counter())
+            return False
+
+    stamps = Stamps()
     t0 = time.perf_counter()
     d = histboost.Dataset(X, label=y, max_bin=a.bins)
-    booster = histboost.train(params, d, a.rounds, verbose_eval=False)
+    booster = histboost.train(params, d, a.rounds, verbose_eval=False, callbacks=[stamps])
     total = time.perf_counter() - t0
     ingest = booster.timings["binning"]
     t0 = time.perf_counter()
     p = booster.predict(Xt)
     predict = time.perf_counter() - t0
+    # ms_round: the whole run less ingest, over the rounds (set-up and release included, as
+    # for the peers); steady: the median time between the ends of rounds 3.. (no set-up)
+    steady = float(np.median(np.diff(stamps.t)[2:])) if len(stamps.t) > 3 else float("nan")
     out = {"ingest_s": ingest, "ms_round": 1e3 * (total - ingest) / a.rounds,
-           "predict_s": predict, "auc": auc(yt, p)}
+           "ms_round_steady": 1e3 * steady, "predict_s": predict, "auc": auc(yt, p)}
     # where the time goes: 20 rounds with device-synchronised phase timers
     phases = histboost.train({**params, "verbosity": 2}, d, 20, verbose_eval=False).timings
     out["ms_round_by_phase"] = {k: round(1e3 * v / 20, 2) for k, v in phases.items()
@@ -309,14 +324,16 @@ def main() -> None:
     xgb = {k.split("-")[1]: v for k, v in results.items() if k.startswith("xgboost")}
     print(f"\nhiggs_like {a.rows:,} x 28 train, {a.test_rows:,} test, {a.rounds} rounds, "
           f"{a.bins} bins; depthwise depth {a.depth}, lossguide {a.leaves} leaves")
-    print("| config | ingest s | ms/round | vs xgboost | predict s | peak MB | test AUC |")
-    print("|---|---|---|---|---|---|---|")
+    print("| config | ingest s | ms/round | vs xgboost | steady ms/round | predict s | peak MB "
+          "| test AUC |")
+    print("|---|---|---|---|---|---|---|---|")
     for cfg, r in results.items():
         if "ms_round" not in r:
             continue
         ref = xgb.get(cfg.split("-")[1])
         ratio = f"{r['ms_round'] / ref['ms_round']:.2f}" if ref else "-"
-        print(f"| {cfg} | {r['ingest_s']:.2f} | {r['ms_round']:.1f} | {ratio} | "
+        steady = f"{r['ms_round_steady']:.1f}" if "ms_round_steady" in r else "-"
+        print(f"| {cfg} | {r['ingest_s']:.2f} | {r['ms_round']:.1f} | {ratio} | {steady} | "
               f"{r['predict_s']:.2f} | {r['peak_MB']:.0f} | {r['auc']:.4f} |")
     q = results.get("histboost-root", {})
     if "root_ms" in q:

@@ -14,6 +14,9 @@
 #   (GPU_TESTS: the test files of "tests", default both)
 #   profile  bench/gpu_profile.py (kernels and host operators under torch.profiler;
 #          PROFILE_ARGS: its options, e.g. "--rounds 6")
+#   round  bench/gpu_round.py (float and quantised depth-wise rounds alternating in one
+#          process, device idle time charged to host ranges; ROUND_ARGS: its options, e.g.
+#          "--timing-only --reps 3"); log in $OUT/round.txt, traces in $OUT
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
 #   compare  bench/gpu.py --configs $COMPARE_CONFIGS (default histboost-root,histboost-depthwise;
 #          and the options given) with this tree's package and its correctness check, then
@@ -57,6 +60,10 @@ if [[ $what == *tests* ]]; then
 fi
 if [[ $what == *profile* ]]; then
     timeout 300 python3 bench/gpu_profile.py --trace "$OUT/trace.json.gz" ${PROFILE_ARGS:-} 2>&1 | tee "$OUT/profile.txt" || status=1
+fi
+if [[ $what == *round* ]]; then
+    timeout 300 python3 bench/gpu_round.py --trace-dir "$OUT" ${ROUND_ARGS:-} 2>&1 \
+        | tee "$OUT/round.txt" || status=1
 fi
 if [[ $what == *compare* ]]; then
     configs=${COMPARE_CONFIGS:-histboost-root,histboost-depthwise}

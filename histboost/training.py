@@ -353,7 +353,12 @@ class _Training:
         if ctr is not None:
             booster.set_categorical(ctr.model)
         with timer("predict"):
-            margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
+            if dtrain.base_margin is None and not booster.trees:
+                # every row starts at the model's base margin: a read-only broadcast view
+                # (a backend copies it; a device one fills its margins without an upload)
+                margin = np.broadcast_to(booster.base_margin, (n, K))
+            else:
+                margin = booster.predict_margin(dtrain.data, dtrain.base_margin)
 
         if custom_metric is not None and not callable(custom_metric):
             raise TypeError("custom_metric must be callable: custom_metric(preds, dtrain) -> "
@@ -452,9 +457,10 @@ class _Training:
             quantisation = None
             if p.quantized_grad:
                 with timer("gradient"):
+                    # the key first: the bounds may wait for the device
+                    key = round_key(p.seed, epoch, k)
                     quantisation = make_quantisation(*backend.gradient_bounds(k),
-                                                     p.grad_quant_bits,
-                                                     round_key(p.seed, epoch, k))
+                                                     p.grad_quant_bits, key)
             if self.ctr is not None:
                 with timer("binning"):
                     self.ctr.begin_tree(self._trees_grown, backend)

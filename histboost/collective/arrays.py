@@ -45,9 +45,19 @@ def as_input(x: Any) -> tuple[Any, str]:
     return x, kind
 
 
+_NAMES: dict[Any, str] = {}  # dtype_name by dtype: every collective call asks
+
+
 def dtype_name(x: Any, kind: str) -> str:
     """A name that is equal across ranks for equal element types, whatever the array kind
     (numpy float32 and torch.float32 are both ``"float32"``)."""
+    name = _NAMES.get(x.dtype)
+    if name is None:
+        name = _NAMES[x.dtype] = _dtype_name(x, kind)
+    return name
+
+
+def _dtype_name(x: Any, kind: str) -> str:
     if kind == "torch":
         return str(x.dtype).removeprefix("torch.")
     dt = np.dtype(x.dtype)
@@ -157,8 +167,21 @@ class Buffer:
 
     def copy_(self, start: int, src: Buffer, src_start: int, n: int) -> None:
         """Copy ``n`` elements of ``src`` from ``src_start`` to our ``start``."""
-        if n:
-            self.seg(start, start + n).copy_(src.seg(src_start, src_start + n))
+        if not n:
+            return
+        w, sw = self.wire, src.wire
+        if w.device.type == "cpu" and sw.device.type == "cpu" and w.dtype == sw.dtype:
+            # host memory: numpy slicing costs a fraction of torch's per call (small calls
+            # of the tree learner are mostly such overhead); dtypes numpy lacks take torch
+            try:
+                dst, source = w.numpy(), sw.numpy()
+            except (TypeError, RuntimeError):
+                pass
+            else:
+                a, b = self.scale * start, src.scale * src_start
+                dst[a:a + n * self.scale] = source[b:b + n * src.scale]
+                return
+        self.seg(start, start + n).copy_(src.seg(src_start, src_start + n))
 
     def to_user(self, shape: tuple[int, ...], like: Any = None) -> Any:
         """The whole buffer as the caller's kind of array of ``shape`` (zero-copy)."""

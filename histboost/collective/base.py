@@ -27,10 +27,11 @@ step, so the communicator refuses further calls; make a new one.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,7 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "reduce": ("native", *_rd.ALGORITHMS, "auto"),
     "barrier": ("auto",),
     "alltoall": ("pairwise", "auto"),
+    "reduce_blocks": ("native", *_rs.ALGORITHMS, _sh.ALGORITHM, "auto"),
 }
 
 # --- metadata vector layout (int64) -----------------------------------------------------------
@@ -231,6 +233,65 @@ class Communicator(ABC):
             self._agree(call, arg, red, 0, check_metadata)
             return self._reduce_scatter(call, arg, red)
 
+    def reduce_blocks(self, x: Any, bounds: Sequence[int], op: Op = "sum",
+                      algorithm: str = "auto", *,
+                      common: tuple[int, int] | None = None, tail: Any = None,
+                      timeout: float | None = None,
+                      check_metadata: bool | str | None = None) -> Any:
+        """In place: this rank's block of columns, ``x[:, bounds[rank]:bounds[rank + 1]]``,
+        becomes that block reduced over all ranks (a reduce-scatter along axis 1 that leaves
+        each block where it is: e.g. histograms (nodes, slots, channels), each rank owning
+        the slots of its features), and so do, on every rank, the columns
+        ``x[:, common[0]:common[1]]`` and ``tail``. The other columns of ``x`` are left
+        unspecified (this rank's input or partial sums). Returns ``x``.
+
+        x: a writable C-contiguous array of at least 2 dimensions, the same shape on all
+        ranks; bounds: ``world_size + 1`` non-decreasing column indices from 0 to
+        ``x.shape[1]``; op: "sum", "max" or "min"; tail: a small array of ``x``'s kind, dtype
+        and device (writable, contiguous) reduced in place in the same call. Over shared
+        memory (`shares_memory`, CPU arrays) each rank copies the other ranks' blocks into
+        its stage slot and folds its own block in place, in rank order: one meeting of the
+        ranks and (p-1)/p of ``x``'s bytes copied, where an allreduce copies all of them
+        and folds all of them; the common columns and the tail are the same bits on every
+        rank. Elsewhere (or with another ``algorithm``: one of `reduce_scatter`'s) the
+        blocks travel packed, one per rank (padded to the widest), each followed by the
+        common columns and the tail, in one reduce-scatter."""
+        red = as_reducer(op)
+        if not red.builtin:
+            raise ValueError("reduce_blocks: op must be 'sum', 'max' or 'min'")
+        arg = Operand.of(x)
+        self._check_native(algorithm, red, "reduce_blocks", arg)
+        if len(arg.shape) < 2:
+            raise ValueError(f"reduce_blocks needs an array of at least 2 dimensions, got "
+                             f"shape {arg.shape}")
+        _check_writable(arg)
+        n = arg.shape[1]
+        cuts = [int(b) for b in bounds]
+        if (len(cuts) != self.world_size + 1 or cuts[0] != 0 or cuts[-1] != n
+                or any(a > b for a, b in itertools.pairwise(cuts))):
+            raise ValueError(f"reduce_blocks: bounds must be {self.world_size + 1} "
+                             f"non-decreasing column indices from 0 to {n}, got {cuts}")
+        lo, hi = (0, 0) if common is None else (int(common[0]), int(common[1]))
+        if not 0 <= lo <= hi <= n:
+            raise ValueError(f"reduce_blocks: common must be columns within [0, {n}], got "
+                             f"{common}")
+        extra = None
+        if tail is not None:
+            extra = Operand.of(tail)
+            if (extra.kind, extra.dtype, extra.device) != (arg.kind, arg.dtype, arg.device):
+                raise ValueError(f"reduce_blocks: tail must be like x ({arg.kind} {arg.dtype} "
+                                 f"on {arg.device}), got {extra.kind} {extra.dtype} on "
+                                 f"{extra.device}")
+            _check_writable(extra)
+        with self._call("reduce_blocks", algorithm, timeout) as call:
+            self._agree(call, arg, red, 0, check_metadata)
+            if extra is not None and extra.size:
+                self._agree(call, extra, red, 0, check_metadata)
+            if self.world_size > 1:
+                self._reduce_blocks(call, arg, cuts, (lo, hi), red,
+                                    extra if extra is not None and extra.size else None)
+            return arg.x
+
     def allgather(self, x: Any, algorithm: str = "auto", *, timeout: float | None = None,
                   check_metadata: bool | str | None = None) -> Any:
         """All ranks' ``x`` concatenated along axis 0 in rank order (a 0-d ``x`` counts as
@@ -347,6 +408,39 @@ class Communicator(ABC):
 
     @abstractmethod
     def _allgather(self, call: Call, arg: Operand, lengths: list[int]) -> Any: ...
+
+    def _reduce_blocks(self, call: Call, arg: Operand, bounds: list[int],
+                       common: tuple[int, int], red: Reducer, tail: Operand | None) -> None:
+        """`reduce_blocks` by one reduce-scatter: row q of a (world_size, m) buffer holds
+        block q of ``arg`` (padded to the widest), then the common columns, then the tail."""
+        x = arg.x
+        p, r = self.world_size, self.rank
+        k = arg.shape[0]
+        c = math.prod(arg.shape[2:])
+        widths = [b - a for a, b in itertools.pairwise(bounds)]
+        widest = max(widths) * k * c
+        lo, hi = common
+        n_common = (hi - lo) * k * c
+        n_tail = 0 if tail is None else tail.size
+        m = widest + n_common + n_tail
+        torch_like = arg.kind != "numpy"
+        send = x.new_zeros((p, m)) if torch_like else np.zeros((p, m), x.dtype)
+        for q in range(p):
+            if widths[q]:
+                send[q, :widths[q] * k * c] = x[:, bounds[q]:bounds[q + 1]].reshape(-1)
+        if n_common:
+            send[:, widest:widest + n_common] = x[:, lo:hi].reshape(1, -1)
+        if n_tail:
+            send[:, widest + n_common:] = tail.x.reshape(1, -1)
+        got = self._reduce_scatter(call, Operand.of(send), red).reshape(-1)
+        shape = arg.shape[1:]
+        if widths[r]:
+            x[:, bounds[r]:bounds[r + 1]] = got[:widths[r] * k * c].reshape(
+                k, widths[r], *shape[1:])
+        if n_common:
+            x[:, lo:hi] = got[widest:widest + n_common].reshape(k, hi - lo, *shape[1:])
+        if n_tail:
+            tail.x[...] = got[widest + n_common:].reshape(tail.shape)
 
     @abstractmethod
     def _broadcast(self, call: Call, arg: Operand, root: int, inplace: bool) -> Any: ...

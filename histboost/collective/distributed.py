@@ -19,7 +19,7 @@ from .algorithms.layout import offsets_of, split_counts
 from .arrays import Buffer, as_input, device_type, is_structured
 from .base import META_LEN, Call, Communicator, Operand
 from .native import NativeEngine
-from .ops import Reducer
+from .ops import _NUMPY_UFUNCS, Reducer
 
 
 class DistributedCommunicator(Communicator):
@@ -192,6 +192,24 @@ class DistributedCommunicator(Communicator):
             block = work.seg(off[r], off[r + 1])
         result.seg(0, counts[r]).copy_(block)
         return result.to_user(out_shape)
+
+    def _reduce_blocks(self, call: Call, arg: Operand, bounds: list[int],
+                       common: tuple[int, int], red: Reducer, tail: Operand | None) -> None:
+        x = arg.x
+        if arg.kind == "torch" and arg.device == "cpu":
+            x = x.numpy()  # the same memory
+        if (call.algorithm in ("auto", _sh.ALGORITHM) and self._segment is not None
+                and isinstance(x, np.ndarray) and x.dtype.fields is None
+                and x.dtype.isnative):
+            x3 = x.reshape(arg.shape[0], arg.shape[1], math.prod(arg.shape[2:]))
+            t = None if tail is None else (tail.x.numpy() if tail.kind == "torch"
+                                           else tail.x)
+            if _sh.fits_blocks(self._segment, x3, bounds, common, 0 if t is None else t.size):
+                _sh.reduce_blocks(self._ctx(call, _sh.ALGORITHM), self._segment, x3, bounds,
+                                  common, _NUMPY_UFUNCS[red.name], t,
+                                  (call.seq, x.nbytes + (0 if t is None else t.nbytes)))
+                return
+        super()._reduce_blocks(call, arg, bounds, common, red, tail)
 
     def _allgather(self, call: Call, arg: Operand, lengths: list[int]) -> Any:
         p, r = self.world_size, self.rank

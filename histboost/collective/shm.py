@@ -25,12 +25,17 @@ each other more than a ring holds, each then waiting, drain each other's rings. 
 two ranks are matched in the order they were posted, as the algorithms require.
 
 Waiting. A rank with nothing to move polls for ``SPIN_S`` (``SPIN_OVERSUBSCRIBED_S`` when the
-host runs more ranks than this process may use cores), then sleeps in the kernel (futex) until
-a peer that writes to it, or frees a slot it waits for, rings its bell: ranks sharing cores
-with each other or with other work give the core up instead of spinning or yielding it
-blindly, and the woken rank runs at once, as a rank blocked in a socket read would. (On a
-2-core machine busy with other jobs, spinning 100 us or more before sleeping made small calls
-slower, not faster.)
+host runs more ranks than this process may use cores), yielding the core between polls to
+any other task queued on it, then sleeps in the kernel (futex) until a peer that writes to
+it, or frees a slot it waits for, rings its bell: ranks sharing cores with each other give
+the core up at once, and the woken rank runs at once, as a rank blocked in a socket read
+would. Ranks on cores of their own poll up to a millisecond: most waits of a tree learner
+(the slower rank's lead in a level, a few hundred microseconds) then end without a sleep,
+whose wake-up costs tens of microseconds and on a virtual machine leaves the core idle and
+cold (2 ranks on 2 cores of the device host, 300k x 28 rows, depth 8, two calls: 50.8-61.7,
+median 56.0 ms a round polling 1 ms against 53.5-77.8, median 61.1, polling 30 us;
+docs/distributed.md "Benchmark"). (On a 2-core machine
+busy with other jobs, spinning 100 us or more without yielding made small calls slower.)
 
 Failures. Every wait honours the call's deadline (`CollectiveTimeout` naming the peer), and
 every ``LIVENESS_S`` checks the peers it waits on: each rank holds an exclusive lock on one
@@ -92,7 +97,7 @@ _MIN_STAGE, _MAX_STAGE = 256 << 10, 4 << 20
 # Spin this long without progress before sleeping when this host runs no more ranks (the
 # group's, or LOCAL_WORLD_SIZE) than this process may use cores, else SPIN_OVERSUBSCRIBED_S:
 # a rank sharing its core with the one it waits for had better give the core up at once.
-SPIN_S = 30e-6
+SPIN_S = 1e-3
 SPIN_OVERSUBSCRIBED_S = 5e-6
 LIVENESS_S = 10e-3
 
@@ -360,6 +365,8 @@ class ShmTransport:
                 next_check = now + LIVENESS_S
             if now - idle_since >= self._spin_s:
                 self._sleep(ctx, min(next_check, ctx.deadline) - now)
+            else:
+                os.sched_yield()  # to a task queued on this core, if any
 
     def _sleep(self, ctx: Any, seconds: float) -> None:
         """Sleep until a peer rings this rank's bell (it wrote to us or freed a slot), for at
@@ -507,7 +514,7 @@ class SharedSegment:
             for h in (0, 1)]
         self._slots = [[region.mem[layout.stage_slot_at(h, q):][:layout.stage_bytes]
                         for q in range(self.size)] for h in (0, 1)]
-        self._tensors: dict[tuple[int, int, Any], Any] = {}
+        self._tensors: dict[tuple[int, int, Any], Any] = {}  # slot views by dtype
         self._peers = [q for q in range(self.size) if q != self.rank]
         self._epoch = 0  # barriers this rank has reached
         self._steps = 0  # steps taken: the next one uses half _steps % 2
@@ -530,6 +537,16 @@ class SharedSegment:
             t = torch.from_numpy(self._slots[half][rank]).view(dtype)
             self._tensors[key] = t
         return t
+
+    def array(self, half: int, rank: int, dtype: np.dtype) -> np.ndarray:
+        """Rank ``rank``'s stage slot of half ``half`` as a flat numpy array of ``dtype``
+        (shared memory, not a copy)."""
+        key = (half, rank, np.dtype(dtype))
+        a = self._tensors.get(key)
+        if a is None:
+            a = self._slots[half][rank].view(dtype)
+            self._tensors[key] = a
+        return a
 
     def sync(self, ctx: Any, half: int, desc: Sequence[int]) -> None:
         """Publish this rank's descriptor of the step in ``half`` (at most `DESC_WORDS`
@@ -597,6 +614,8 @@ class SharedSegment:
                                                    50e-6))
                 finally:
                     store_release(t._sleeping[self.rank], 0)
+            else:
+                os.sched_yield()  # to a task queued on this core, if any
 
 
 def host_id() -> int:

@@ -18,9 +18,13 @@ learners (``tree_learner``):
   worker has from the records before any count is reduced.
 Totals, split search, oblivious gain tables and ``evaluate_split`` then read global histograms
 and return the same values on every worker. Where allgathers are cheap (``divide_search``: by
-default CPU workers whose communicator shares memory, `Communicator.shares_memory`) each worker
-searches only its feature block, as ``"reduce_scatter"`` does below, instead of every worker
-repeating the whole search.
+default dense CPU workers whose communicator shares memory, `Communicator.shares_memory`) each
+worker searches only its feature block, as ``"reduce_scatter"`` does below, instead of every
+worker repeating the whole search; a step so searched needs global histograms in the worker's
+block only, so ``split_and_search`` reduces them block by block
+(`Communicator.reduce_blocks`, with feature 0's slots and the counts), and the nodes' histograms
+are then partial (tracked, and their children's too). Steps of at most ``full_search_slots``
+histogram slots are reduced and searched whole (no allgather).
 
 ``"reduce_scatter"`` (LightGBM's data-parallel learner): the features are cut into one block
 per worker (contiguous, about equal histogram slots). ``build_histograms`` reduce-scatters the
@@ -29,8 +33,9 @@ the bytes of an allreduce). Each worker searches its block, the best-split recor
 allgathered and every worker picks the same best (`better_split`'s order: higher gain, ties to
 the lower feature, as one process breaks them); oblivious gain tables are reduced with max
 (-inf outside a block), a chosen split's child sums are broadcast by the block's owner, and
-the first feature's slots (and, in ``split_and_search``, the children's row counts) travel
-after every block of the same reduce-scatter, so node totals are global on every worker.
+the first feature's slots (and, in ``split_and_search``, the children's row counts) are
+reduced on every worker in the same `Communicator.reduce_blocks`, so node totals are global
+on every worker.
 The grower sees the same values as with ``"data"``.
 
 Margins and gradient pairs stay local: each worker updates its rows' margins.
@@ -81,6 +86,13 @@ if TYPE_CHECKING:
 
 TREE_LEARNERS = ("data", "reduce_scatter")
 
+# "data" dividing the search (divide_search): a step whose searched nodes hold at most this
+# many histogram slots (nodes x total_bins) is reduced whole and searched whole by every
+# worker, without an allgather of records: at the top of a tree the search of all features
+# costs less than a meeting of the ranks (a node of 28 x 256 slots takes ~0.1 ms on one
+# core); larger steps reduce and search each worker's block only
+FULL_SEARCH_SLOTS = 1 << 16
+
 
 def best_records(candidates: np.ndarray) -> np.ndarray:
     """float64 (k, REC_WIDTH): per node, the best of the workers' records candidates (W, k,
@@ -128,12 +140,16 @@ class DistributedBackend(ComposedSteps):
     "data" or "reduce_scatter" (module docstring); divide_search: with "data", whether each
     worker searches its feature block only and the best records are allgathered (None: where
     the local backend is the CPU's and the communicator shares memory, so the allgather costs
-    less than the search it saves; "reduce_scatter" always does). Every worker must make the
-    same sequence of calls (the grower does: its choices follow reduced values).
+    less than the search it saves; "reduce_scatter" always does); full_search_slots: with
+    "data" dividing the search, a step of at most this many histogram slots (nodes x
+    total_bins) is reduced and searched whole instead (`FULL_SEARCH_SLOTS`). Every worker
+    must make the same sequence of calls (the grower does: its choices follow reduced
+    values).
     """
 
     def __init__(self, local: Backend, comm: Communicator, tree_learner: str = "data",
-                 divide_search: bool | None = None, total_rows: int | None = None) -> None:
+                 divide_search: bool | None = None, total_rows: int | None = None,
+                 full_search_slots: int = FULL_SEARCH_SLOTS) -> None:
         if getattr(local, "pack", False) and not getattr(local, "pack_rows", 0):
             # packed histograms: one int64 per slot when the *local* totals fit; workers could
             # disagree on the layout, and the packed sums overflow once added up
@@ -144,6 +160,7 @@ class DistributedBackend(ComposedSteps):
                              f"{tree_learner!r}")
         self.local = local
         self.comm = comm
+        self.full_search_slots = int(full_search_slots)
         self.tree_learner = tree_learner
         self.name = f"distributed({local.name}, {tree_learner})"
         self.n_features = local.n_features
@@ -163,6 +180,12 @@ class DistributedBackend(ComposedSteps):
         self._slots = [(int(offsets[blocks[r]]), int(offsets[blocks[r + 1]]))
                        for r in range(comm.world_size)]
         self._owner = np.repeat(np.arange(comm.world_size), np.diff(blocks))
+        # the histogram slots of the workers' blocks, for `Communicator.reduce_blocks`
+        self._slot_bounds = [lo for lo, _ in self._slots] + [self.total_bins]
+        self._first_slots = (int(offsets[0]), int(offsets[1]))  # feature 0: node totals
+        # nodes of this tree whose histograms are global in this worker's block and feature
+        # 0's slots only (reduce_blocks; the rest is never read)
+        self._partial: set[int] = set()
         # a sparse local backend (compact histograms of live features): one layout everywhere
         self._compact = hasattr(local, "compact_histograms")
         if self._compact:
@@ -180,10 +203,12 @@ class DistributedBackend(ComposedSteps):
         # first such tree reduces it
         self._total_rows = total_rows
         # "data" on CPU ranks that share memory: each searches its feature block too (an
-        # allgather of a few records costs less than the search of the other blocks)
+        # allgather of a few records costs less than the search of the other blocks); not on
+        # compact sparse histograms, whose search of a node converts and scans all its live
+        # slots whatever the block (the per-node cost stays, the allgather would be added)
         self.divide_search = tree_learner == "reduce_scatter" or (
             divide_search if divide_search is not None
-            else comm.world_size > 1 and comm.shares_memory
+            else comm.world_size > 1 and comm.shares_memory and not self._compact
             and getattr(local, "name", "") == "cpu")
 
     def _collective(self, call: Callable[..., Any], *args: Any, exact: bool = True,
@@ -271,6 +296,7 @@ class DistributedBackend(ComposedSteps):
         """rows: int32 sorted local row indices (None: all local rows). Returns the root's
         row count over all workers: reduced for a sample of rows, else the rows of all
         workers (reduced once)."""
+        self._partial.clear()
         bounds = None
         if quantisation is None and self.row_rounding > 0:
             # fixed-point float sums (the GPU's): every worker scales by the global bounds
@@ -307,30 +333,42 @@ class DistributedBackend(ComposedSteps):
         buffer."""
         return self._reduce_built(self.local.build_histograms(nodes), nodes)
 
-    def _reduce_built(self, buf: Any, nodes: list[int], counts: np.ndarray | None = None
-                      ) -> Any:
+    def _reduce_built(self, buf: Any, nodes: list[int], counts: np.ndarray | None = None,
+                      blocks: bool = False) -> Any:
         """`build_histograms`'s reduction of the local buffer buf (of `nodes`; None from a
         sparse backend: its compact histograms); counts (int64 (k, 2) child row counts, when
-        given) summed in place in the same collective."""
+        given) summed in place in the same collective. blocks: with "data", reduce only each
+        worker's block and feature 0's slots (the nodes' search is divided, `_divided`):
+        "reduce_scatter" always does; the nodes' histograms are then partial."""
         if self._compact:
             self._reduce_compact(nodes, counts)
             return buf
-        if self.tree_learner == "data":
+        if self.tree_learner == "data" and not blocks:
             return self._reduce(buf, "histograms", counts=counts)
-        self._reduce_scatter_blocks(buf, counts)
+        self._reduce_blocks(buf, counts)
+        self._partial.update(nodes)
         return buf
 
-    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
-                         records: np.ndarray, child_sums: np.ndarray,
-                         feature_masks: np.ndarray, reg: np.ndarray,
-                         monotone: tuple | None = None, timer: PhaseTimer | None = None
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        """`Backend.split_and_search` with one reduction for the level: the children's row
-        counts travel with the built histograms. Of each pair the child with the smaller
-        hessian sum (every worker has it from the records; ties: the left one) is built,
+    def _divided(self, nodes: list[int]) -> bool:
+        """Whether the search of `nodes` is divided into the workers' feature blocks: always
+        with "reduce_scatter"; with "data" when `divide_search` and the nodes hold more than
+        `FULL_SEARCH_SLOTS` histogram slots or some hold partial histograms (the same answer
+        on every worker: it follows the nodes and the calls)."""
+        if self.tree_learner == "reduce_scatter":
+            return True
+        return self.divide_search and (len(nodes) * self.total_bins > self.full_search_slots
+                                       or any(i in self._partial for i in nodes))
+
+    def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
+                        records: np.ndarray, child_sums: np.ndarray,
+                        timer: PhaseTimer | None = None, blocks: bool = False) -> np.ndarray:
+        """`Backend.split_and_build` with one reduction: the children's row counts travel
+        with the built histograms. Of each pair the child with the smaller hessian sum
+        (child_sums, which every worker has from the records; ties: the left one) is built,
         the other subtracted, where one process builds the child with fewer rows: the
         global counts are not known before that reduction. The sums and so the quantised
-        model are the same."""
+        model are the same. blocks: with "data", reduce each worker's block only (the
+        children's search is divided; `_reduce_built`); also where a parent is partial."""
         with phase(timer, "partition"):
             counts = np.array(self.local.apply_splits(parents, lefts, rights, records),
                               np.int64)
@@ -339,53 +377,45 @@ class DistributedBackend(ComposedSteps):
         small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
         large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
         with phase(timer, "histogram"):
-            self._reduce_built(self.local.build_histograms(small), small, counts)
-            self.local.subtract_histograms(parents, small, large)
+            blocks = not self._compact and (blocks or any(i in self._partial for i in parents))
+            self._reduce_built(self.local.build_histograms(small), small, counts, blocks)
+            self.subtract_histograms(parents, small, large)
+        return counts
+
+    def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
+                         records: np.ndarray, child_sums: np.ndarray,
+                         feature_masks: np.ndarray, reg: np.ndarray,
+                         monotone: tuple | None = None, timer: PhaseTimer | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """`Backend.split_and_search`: `split_and_build` (one reduction for the step), then
+        the children's search (divided or whole: `_divided`, decided before the build)."""
+        children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
+        counts = self.split_and_build(parents, lefts, rights, records, child_sums, timer,
+                                      blocks=self._divided(children))
         with phase(timer, "split"):
-            children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
             totals = np.column_stack([child_sums, counts.reshape(-1).astype(np.float64)])
             kw = {} if monotone is None else {"monotone": monotone}
             return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
 
-    def _reduce_scatter_blocks(self, buf: Any, counts: np.ndarray | None = None) -> None:
+    def _reduce_blocks(self, buf: Any, counts: np.ndarray | None = None) -> None:
         """buf (k, total_bins, C) or packed (k, total_bins), numpy or torch: this worker's
         slots become the sums over all workers, and so do feature 0's slots on every worker
         (the local backend's node totals, summed over feature 0's slots, which hold every row
         once, are then global and the same on every worker) and counts (int64 (k, 2), when
-        given: written back). The blocks travel as (world, widest block + extra, k, C), one
-        block per worker, each followed by a copy of the extra rows: feature 0's slots, then
-        the counts (two rows of one channel, or one row of channels 0 and 1): one
-        reduce-scatter for all."""
-        if buf.ndim == 2:  # packed: one channel (a view, written through)
-            buf = buf[..., None]
-        k, _, c = buf.shape
-        world = self.comm.world_size
-        widest = max(hi - lo for lo, hi in self._slots)
-        f_lo, f_hi = int(self.bin_offsets[0]), int(self.bin_offsets[1])
-        count_rows = 0 if counts is None else (2 if c == 1 else 1)
-        rows = widest + (f_hi - f_lo) + count_rows
-        numpy = isinstance(buf, np.ndarray)
-        send = np.zeros((world, rows, k, c), buf.dtype) if numpy \
-            else buf.new_zeros((world, rows, k, c))
-        swap = (lambda a: a.transpose(1, 0, 2)) if numpy else (lambda a: a.permute(1, 0, 2))
-        for r, (lo, hi) in enumerate(self._slots):
-            send[r, :hi - lo] = swap(buf[:, lo:hi])
-        send[:, widest:widest + f_hi - f_lo] = swap(buf[:, f_lo:f_hi])
+        given: written back), in one `Communicator.reduce_blocks`."""
+        tail = None
         if counts is not None:
-            tail = counts.T.reshape(2, k, 1) if c == 1 else counts[None]
-            tail = tail if numpy else buf.new_tensor(tail)
-            send[:, rows - count_rows:, :, :2] = tail
-        self.traffic["histograms"] += _nbytes(send)
-        mine = self._collective(self.comm.reduce_scatter, send, op="sum",
-                                exact=not _is_float(send))[0]
+            tail = (counts.astype(buf.dtype) if isinstance(buf, np.ndarray)
+                    else buf.new_tensor(counts))
+            self.traffic["counts"] += _nbytes(tail)
         lo, hi = self._slots[self.comm.rank]
-        if hi > lo:
-            buf[:, lo:hi] = swap(mine[:hi - lo])
-        buf[:, f_lo:f_hi] = swap(mine[widest:widest + f_hi - f_lo])
+        f_lo, f_hi = self._first_slots
+        others = (self.total_bins - (hi - lo) + f_hi - f_lo) / max(self.total_bins, 1)
+        self.traffic["histograms"] += int(_nbytes(buf) * others)
+        self._collective(self.comm.reduce_blocks, buf, self._slot_bounds, "sum",
+                         common=self._first_slots, tail=tail, exact=not _is_float(buf))
         if counts is not None:
-            got = mine[rows - count_rows:, :, :2]
-            got = got if numpy else got.cpu().numpy()
-            counts[...] = got.reshape(2, k).T if c == 1 else got[0]
+            counts[...] = tail if isinstance(tail, np.ndarray) else tail.cpu().numpy()
 
     def _reduce_compact(self, nodes: list[int], counts: np.ndarray | None) -> None:
         """The sparse backend's compact histograms of `nodes` summed across workers in place
@@ -405,7 +435,7 @@ class DistributedBackend(ComposedSteps):
 
     def _reduce_scatter_compact(self, flat: np.ndarray, parts: list[tuple],
                                 counts: np.ndarray | None) -> None:
-        """`_reduce_scatter_blocks` on compact histograms: flat (slots, C) holds the nodes'
+        """`_reduce_blocks` on compact histograms: flat (slots, C) holds the nodes'
         compact slots one node after another; worker r's block is, in every node, the compact
         slots of its features (``blocks[r]:blocks[r+1]``, a contiguous run since the live
         features ascend). Each worker's block travels padded to the widest, followed by
@@ -464,11 +494,17 @@ class DistributedBackend(ComposedSteps):
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         # global parent - global built child: the global sibling, without communication
+        # (partial, global in this worker's block, if either is)
         self.local.subtract_histograms(parents, built, targets)
+        partial = self._partial
+        if partial:
+            partial.update(t for p, b, t in zip(parents, built, targets, strict=True)
+                           if p in partial or b in partial)
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
-        """As the local backend's; with "reduce_scatter" only this worker's feature block
-        holds global sums (the other slots hold this worker's rows only)."""
+        """As the local backend's; with "reduce_scatter", and for partial nodes with "data",
+        only this worker's feature block and feature 0's slots hold global sums (the other
+        slots hold partial sums)."""
         return self.local.read_histograms(nodes)
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
@@ -480,7 +516,7 @@ class DistributedBackend(ComposedSteps):
         kw = {} if monotone is None else {"monotone": monotone}
         if self._compact and self.tree_learner == "reduce_scatter":
             self._agree_live(nodes, totals, reg)
-        if not self.divide_search:
+        if not self._divided(nodes):
             return self.local.find_best_splits(nodes, totals, feature_masks, reg, **kw)
         recs = np.ascontiguousarray(
             self.local.find_best_splits(nodes, totals, feature_masks & self._own, reg, **kw),

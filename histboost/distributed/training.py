@@ -306,18 +306,25 @@ _GATHERED_FIELDS = ("label", "weight", "base_margin", "label_lower_bound", "labe
 
 
 def gather_dataset(comm: Communicator, d: Dataset) -> Dataset:
-    """Collective: the rows of evaluation set `d` of all ranks in rank order as one dense
-    Dataset on every rank (features, labels, weights, base margins, label bounds, query
-    sizes), so that a custom metric sees the set one process would. It costs one allgather
-    of the whole set per run (the predictions then travel every round). ValueError on every
-    rank for a sparse or categorical set, or a field given on some ranks only."""
+    """Collective: the rows of evaluation set `d` of all ranks in rank order as one Dataset
+    on every rank (features, labels, weights, base margins, label bounds, query sizes), so
+    that a custom metric sees the set one process would: dense, or sparse (its stored values
+    gathered: row lengths, column indices and values) when every rank's set is sparse. It
+    costs one allgather of the whole set per run (the predictions then travel every round).
+    ValueError on every rank for a categorical set, sets sparse on some ranks only, or a
+    field given on some ranks only."""
     from ..data.dataset import Dataset
+    from ..data.sparse import SparseMatrix
 
     error = None
-    if d.is_sparse or d.categorical is not None or not isinstance(d.data, np.ndarray):
+    if d.categorical is not None or not isinstance(d.data, np.ndarray | SparseMatrix):
         error = ValueError("custom_metric under comm gathers the evaluation sets' rows: each "
-                           "must be a dense numeric matrix (not sparse or categorical)")
+                           "must be a numeric matrix, dense or sparse (not categorical)")
     raise_together(comm, error)
+    sparse = np.asarray(comm.allgather(np.array([d.is_sparse], np.int64)))
+    if sparse.min() != sparse.max():
+        raise ValueError("custom_metric under comm: an evaluation set is sparse on ranks "
+                         f"{np.flatnonzero(sparse).tolist()} only; give every rank the same kind")
     fields = [getattr(d, f) for f in _GATHERED_FIELDS] + [d.group]
     present = np.array([f is not None for f in fields], np.int64)
     flags = np.asarray(comm.allgather(present)).reshape(comm.world_size, -1)
@@ -334,7 +341,14 @@ def gather_dataset(comm: Communicator, d: Dataset) -> Dataset:
               if v is not None}
     if d.group is not None:
         kwargs["group"] = gathered(d.group, np.int64)
-    return Dataset(gathered(d.data), feature_names=d.feature_names, **kwargs)
+    if not d.is_sparse:
+        return Dataset(gathered(d.data), feature_names=d.feature_names, **kwargs)
+    m = d.data
+    lengths = gathered(np.diff(m.indptr), np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    rows = SparseMatrix(indptr, gathered(m.indices, np.int32), gathered(m.data),
+                        (lengths.size, m.shape[1]), m.unstored)
+    return Dataset(rows, feature_names=d.feature_names, unstored=m.unstored, **kwargs)
 
 
 def global_set_facts(comm: Communicator, y: np.ndarray, w: np.ndarray | None) -> np.ndarray:

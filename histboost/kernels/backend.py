@@ -155,6 +155,16 @@ class Backend(Protocol):
         missing slot to REC_DEFAULT_LEFT) into nodes lefts[j], rights[j]. Returns int64 (k, 2)
         row counts of the children. Reduce: sum."""
 
+    def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
+                        records: np.ndarray, child_sums: np.ndarray,
+                        timer: PhaseTimer | None = None) -> np.ndarray:
+        """`apply_splits`, then the children's histograms (`child_histograms`): a step whose
+        children are searched otherwise (oblivious levels). child_sums: float64 (2k, 2)
+        (G, H) of the children in the order lefts[0], rights[0], ...: a backend may choose
+        the child to build by them before the counts are known (the distributed wrapper
+        does, so the counts travel with the histograms). Returns the counts int64 (k, 2).
+        timer: charged the partition and histogram phases."""
+
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray,
@@ -208,12 +218,21 @@ def phase(timer: PhaseTimer | None, name: str) -> AbstractContextManager:
 
 
 class ComposedSteps:
-    """`Backend.split_and_search` made of the backend's own calls (backends whose calls cost
-    no transfer, and wrappers that reduce between them)."""
+    """`Backend.split_and_search` and `split_and_build` made of the backend's own calls
+    (backends whose calls cost no transfer, and wrappers that reduce between them)."""
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
                     search_last: bool, learning_rate: float | None = None) -> bool:
         return False
+
+    def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
+                        records: np.ndarray, child_sums: np.ndarray,
+                        timer: PhaseTimer | None = None) -> np.ndarray:
+        with phase(timer, "partition"):
+            counts = self.apply_splits(parents, lefts, rights, records)
+        with phase(timer, "histogram"):
+            child_histograms(self, parents, lefts, rights, counts)
+        return counts
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,

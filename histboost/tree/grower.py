@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from ..data.binning import BinMapper
-from ..kernels.backend import Backend, child_histograms
+from ..kernels.backend import Backend
 from ..params import TrainParams
 from ..timer import PhaseTimer
 from .constraints import TreeConstraints
@@ -366,13 +366,16 @@ class TreeGrower:
         """Split `parents` by their records; return the children (left, right per parent).
         With `histograms`, the children's histograms are made (children that may split)."""
         be = self.backend
-        lefts, rights, _ = self._split_nodes(nodes, parents, recs)
-        with self.timer("partition"):
-            counts = be.apply_splits(parents, lefts, rights, recs)
+        lefts, rights, sums = self._split_nodes(nodes, parents, recs)
+        if histograms:
+            # one step: a distributed backend reduces the children's counts with their
+            # histograms
+            counts = be.split_and_build(parents, lefts, rights, recs, sums, timer=self.timer)
+        else:
+            with self.timer("partition"):
+                counts = be.apply_splits(parents, lefts, rights, recs)
         self._set_counts(nodes, lefts, counts)
         if histograms:
-            with self.timer("histogram"):
-                child_histograms(be, parents, lefts, rights, counts)
             if self.columns is not None:
                 with self.timer("histogram"):
                     # an oblivious level: one split shared by its nodes

@@ -172,6 +172,37 @@ def battery(comm) -> dict:
                 got = check.run(key, with_tail, data(r, n, dt), data(r, 3, dt, seed=5),
                                 op=op, algorithm=alg, check_metadata=n == 5)
                 check(key, got, want)
+    # --- reduce_blocks: each rank's block of columns, common columns and a tail, in place;
+    # 40 nodes go in several shared-memory steps with the tests' small stage
+    for shape, op, dt in (((40, 4 * p + 3, 2), "sum", np.int64),
+                          ((3, 2 * p + 1), "max", np.float64), ((0, p + 2, 2), "sum", np.int64)):
+        n = shape[1]
+        bounds = [(q * n) // p + (q * 7 % 3 if 0 < q < p else 0) for q in range(p + 1)]
+        bounds = np.maximum.accumulate(np.minimum(bounds, n)).tolist()
+        lo, hi = bounds[r], bounds[r + 1]
+        common = (1, min(4, n))
+        whole = ref(op, int(np.prod(shape)), dt, seed=2).reshape(shape)
+        want_tail = ref(op, 5, dt, seed=4)
+        for alg in A["reduce_blocks"] if shape[0] == 40 else ("auto",):
+            key = f"reduce_blocks/{alg}/{op}/{shape}"
+            x = data(r, int(np.prod(shape)), dt, seed=2).reshape(shape)
+            t = data(r, 5, dt, seed=4)
+            got = check.run(key, comm.reduce_blocks, x, bounds, op, alg, common=common, tail=t)
+            check(key + "/is-input", got is x, True)
+            check(key, x[:, lo:hi], whole[:, lo:hi], same_on_all=False)
+            check(key + "/common", np.concatenate([x[:, common[0]:common[1]].ravel(), t]),
+                  np.concatenate([whole[:, common[0]:common[1]].ravel(), want_tail]))
+    # order-sensitive floats: the common columns and the tail are the same bits everywhere
+    xn = noisy(r, 6 * (p + 4)).reshape(6, p + 4)
+    tn = noisy(r, 3, seed=9)
+    whole = sum(noisy(q, 6 * (p + 4)).reshape(6, p + 4) for q in range(p))
+    bounds = [(q * (p + 4)) // p for q in range(p + 1)]
+    comm.reduce_blocks(xn, bounds, common=(0, 3), tail=tn)
+    check("reduce_blocks/noisy/common", np.concatenate([xn[:, :3].ravel(), tn]),
+          np.concatenate([xn[:, :3].ravel(), tn]))  # the hash is compared across ranks
+    check("reduce_blocks/noisy/close", np.allclose(xn[:, bounds[r]:bounds[r + 1]],
+                                                   whole[:, bounds[r]:bounds[r + 1]]), True,
+          same_on_all=False)
     # --- allgather (equal and uneven lengths), broadcast -----------------------------------
     for dt in DTYPES:
         name = np.dtype(dt).name

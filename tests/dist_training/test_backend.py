@@ -137,7 +137,8 @@ class _Skip(DistributedBackend):
 def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
                    skip: str = "", timeout: float = 30.0, pack_rows: int = 0,
                    divide_search: bool | None = None,
-                   one_leaf_a_step: bool = False) -> None:
+                   one_leaf_a_step: bool = False, full_search_slots: int | None = None
+                   ) -> None:
     p, pairs = _problem(n_outputs)
     params = parse_params({"quantized_grad": True, "learning_rate": 0.3, "seed": 5,
                            **POLICIES[policy]})
@@ -157,7 +158,8 @@ def _check_workers(world: int, layout: str, policy: str, n_outputs: int = 1,
                            n_outputs=n_outputs, count_rows=count_rows,
                            pack=pack_rows > 0, pack_rows=pack_rows,
                            row_ids=None if skip == "row_ids" else rows)
-        be = _Skip(local, comm, divide_search=divide_search)
+        kw = {} if full_search_slots is None else {"full_search_slots": full_search_slots}
+        be = _Skip(local, comm, divide_search=divide_search, **kw)
         assert be.divide_search is bool(divide_search)  # threads share no memory segment
         be.skip = skip
         grown = _grow(be, p, np.ascontiguousarray(pairs[:, rows]), params, margin0[rows])
@@ -185,11 +187,16 @@ def test_packed_histograms_equal_one_process(policy):
     _check_workers(3, "random", policy, pack_rows=N)
 
 
+@pytest.mark.parametrize("full_search_slots", [0, 200])
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])
-def test_divided_search_equals_one_process(policy):
+def test_divided_search_equals_one_process(policy, full_search_slots):
     """"data" with each worker searching its feature block (what CPU workers sharing memory
-    do by default): the allgathered best records give the one-process tree."""
-    _check_workers(3, "random", policy, pack_rows=N, divide_search=True)
+    do by default): the allgathered best records give the one-process tree. Steps of more
+    than full_search_slots histogram slots (96 a node here) reduce each worker's block only
+    (`Communicator.reduce_blocks`), smaller ones are reduced and searched whole (0: none;
+    200: the root and its children), and children of partial histograms stay partial."""
+    _check_workers(3, "random", policy, pack_rows=N, divide_search=True,
+                   full_search_slots=full_search_slots)
 
 
 @pytest.mark.parametrize("policy", ["depthwise", "lossguide_min_data", "oblivious"])

@@ -200,3 +200,43 @@ def test_float_gradients_reproducible_and_close(learner):
     p, q = one.predict(X), second[0].predict(X)
     loss = [float(-np.mean(y * np.log(r) + (1 - y) * np.log(1 - r))) for r in (p, q)]
     assert abs(loss[0] - loss[1]) < 1e-3
+
+
+def _stored_error(pred, data):
+    """A custom metric that reads the set's features as well as its labels: the error of
+    rows that store a value in column 0 (the rows one process sees, in its order)."""
+    rows = np.diff(data.data.indptr) > 0
+    has0 = np.zeros(data.num_row(), bool)
+    starts = data.data.indptr[:-1]
+    has0[rows] = data.data.indices[starts[rows]] == 0
+    return "err0", float(np.mean((pred[has0] > 0.5) != data.get_label()[has0]))
+
+
+def test_custom_metric_on_a_sparse_evaluation_set():
+    """A custom metric under comm sees the sparse evaluation set of all ranks (stored
+    values gathered): the metric log and early stopping of one process."""
+    X, y = _data()
+    Xt, yt = _data(seed=9)
+    params = {"objective": "binary:logistic", "quantized_grad": True, "max_depth": 3,
+              "max_bin": 16, "learning_rate": 1.0, "nthread": 1,
+              "disable_default_eval_metric": True}
+    want_log: dict = {}
+    full = hb.Dataset(X, label=y)
+    want = hb.train(params, full, 12, evals=[(hb.Dataset(Xt, label=yt, reference=full), "t")],
+                    evals_result=want_log, custom_metric=_stored_error, verbose_eval=False,
+                    early_stopping_rounds=2)
+    blocks = _blocks(2)
+
+    def body(comm):
+        b = blocks[comm.rank]
+        d = hb.Dataset(X[b], label=y[b])
+        log: dict = {}
+        bst = hb.train(params, d, 12, evals=[(hb.Dataset(Xt[b], label=yt[b], reference=d),
+                                              "t")], evals_result=log, comm=comm,
+                       custom_metric=_stored_error, verbose_eval=False,
+                       early_stopping_rounds=2)
+        return bst.best_iteration, log
+
+    assert len(want_log["t"]["err0"]) > 2
+    for best, log in run_threads(2, body):
+        assert (best, log) == (want.best_iteration, want_log)

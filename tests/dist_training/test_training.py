@@ -290,20 +290,22 @@ def test_reference_on_some_ranks_only_raises_on_every_rank():
     assert all(e is not None and "some ranks only" in e for e in errors), errors
 
 
-@pytest.mark.parametrize("objective", ["binary:logistic", "multi:softmax"])
+@pytest.mark.parametrize("objective,policy", [("binary:logistic", "depthwise"),
+                                              ("multi:softmax", "depthwise"),
+                                              ("binary:logistic", "oblivious")])
 @pytest.mark.parametrize("learner", ["data", "reduce_scatter"])
-def test_a_level_is_one_collective(learner, objective):
-    """A depthwise level's histograms and children's row counts travel in one collective:
-    per round the quantisation bounds of every output, per tree the root's histograms, one
-    per level below and the last level's counts; "reduce_scatter" adds the records of each
-    searched level (thread ranks share no memory: "data" searches all features on every
-    rank)."""
+def test_a_level_is_one_collective(learner, objective, policy):
+    """A level's histograms and children's row counts travel in one collective: per round
+    the quantisation bounds of every output, per tree the root's histograms, one per level
+    below and the last level's counts; "reduce_scatter" adds the records of each searched
+    level (depthwise), or an oblivious level's gain table and the chosen split's sums
+    (thread ranks share no memory: "data" searches all features on every rank)."""
     X, y = _data(objective)
     k = 3 if objective == "multi:softmax" else 1
     depth, rounds = 3 if k == 1 else 2, 3
     params = {"objective": objective, "num_class": k if k > 1 else 0, "quantized_grad": True,
               "max_depth": depth, "nthread": 1, "tree_learner": learner,
-              "min_child_weight": 0, "learning_rate": 0.1}
+              "min_child_weight": 0, "learning_rate": 0.1, "grow_policy": policy}
     full = hb.Dataset(X, label=y)
     full.construct()
     blocks = _blocks(2)
@@ -314,6 +316,9 @@ def test_a_level_is_one_collective(learner, objective):
         return bst.collective_calls, bst.to_dict()
 
     for calls, model in run_threads(2, body):
-        assert all(len(t["value"]) == 2 ** (depth + 1) - 1 for t in model["trees"])
-        per_tree = depth + 1 + (depth if learner == "reduce_scatter" else 0)
+        assert all(len(t.get("value", t.get("leaf_value", []))) == (
+            2 ** depth if policy == "oblivious" else 2 ** (depth + 1) - 1)
+            for t in model["trees"])
+        per_tree = depth + 1 + ((2 * depth if policy == "oblivious" else depth)
+                                if learner == "reduce_scatter" else 0)
         assert calls == rounds * (1 + k * per_tree)

@@ -111,24 +111,33 @@ def check_planned_levels_match_cpu() -> None:
 
 def check_margin_ahead_matches_cpu() -> None:
     """A whole depth-wise tree planned on the device has its margin update launched behind
-    its levels (`LevelPlan.launch_leaves`), out of place; `update_margin` keeps it only for
-    the grower's leaves and values bit for bit. Two rounds (the second tree grows from the
-    first's margins) equal the CPU engine's: binary, where the margins are kept, and a
-    leaf-refresh objective, whose refreshed values do not match and are added as before."""
+    its levels (`LevelPlan.launch_leaves`), out of place, and the next round's gradients
+    from those margins behind it; `update_margin` keeps them only for the grower's leaves
+    and values bit for bit. Two rounds (the second tree grows from the margins and gradients
+    kept) equal the CPU engine's: binary, where margins and gradients are kept, and a
+    leaf-refresh objective, whose refreshed values do not match and are added as before
+    (its gradients come from the host)."""
     from histboost.kernels.cuda.backend import CUDABackend
 
-    kept = []
-    plain = CUDABackend._keep_spare_margin
+    kept, taken = [], []
+    plain, plain_grad = CUDABackend._keep_spare_margin, CUDABackend.compute_gradients
 
     def counted(self, output):
         kept.append(output)
         return plain(self, output)
+
+    def counted_grad(self, loss):
+        taken.append(self._ahead_loss == loss)
+        return plain_grad(self, loss)
     CUDABackend._keep_spare_margin = counted
+    CUDABackend.compute_gradients = counted_grad
     try:
         X, y = make_classification(48, 3, n_classes=2, seed=6)
         X[::6, 2] = np.nan
-        for objective, n_kept in (("binary:logistic", 2), ("reg:absoluteerror", 0)):
+        for objective, n_kept, n_taken in (("binary:logistic", 2, 1),
+                                           ("reg:absoluteerror", 0, 0)):
             kept.clear()
+            taken.clear()
             raw = [histboost.train({"objective": objective, "max_depth": 3, "max_bin": 6,
                                     "quantized_grad": True, "nthread": 1, "seed": 2,
                                     "device": dev}, histboost.Dataset(X, label=y), 2,
@@ -137,8 +146,10 @@ def check_margin_ahead_matches_cpu() -> None:
                    for dev in ("cpu", "cuda")]
             assert raw[0] == raw[1], f"{objective}: margins added ahead differ from the CPU's"
             assert len(kept) == n_kept, (objective, kept)
+            assert sum(taken) == n_taken, (objective, taken)
     finally:
         CUDABackend._keep_spare_margin = plain
+        CUDABackend.compute_gradients = plain_grad
 
 
 def check_ranking_matches_cpu() -> None:

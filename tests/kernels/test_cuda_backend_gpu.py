@@ -88,18 +88,24 @@ def test_quantised_constrained_gpu_model_equals_cpu(params):
 def test_margin_update_ahead_is_kept(params, monkeypatch):
     """The margin update launched behind a whole depth-wise tree's planned levels
     (`LevelPlan.launch_leaves`) is kept for every tree: the device's leaf values are the
-    grower's, bit for bit (no fused multiply-add). Quantised models equal the CPU's over
-    several rounds (each round's gradients come from the margins kept); float models are
-    close to it, not equal (docs/gpu.md)."""
+    grower's, bit for bit (no fused multiply-add), and every round after the first takes
+    the gradients computed ahead from them. Quantised models equal the CPU's over several
+    rounds (each round's gradients come from the margins kept); float models are close to
+    it, not equal (docs/gpu.md)."""
     from histboost.kernels.cuda.backend import CUDABackend
 
-    kept = []
-    plain = CUDABackend._keep_spare_margin
+    kept, taken = [], []
+    plain, plain_grad = CUDABackend._keep_spare_margin, CUDABackend.compute_gradients
 
     def counted(self, output):
         kept.append(output)
         return plain(self, output)
+
+    def counted_grad(self, loss):
+        taken.append(self._ahead_loss == loss)
+        return plain_grad(self, loss)
     monkeypatch.setattr(CUDABackend, "_keep_spare_margin", counted)
+    monkeypatch.setattr(CUDABackend, "compute_gradients", counted_grad)
     n_classes = params.get("num_class", 2)
     X, y = make_classification(20_000, 12, n_classes=n_classes, seed=7)
     X[::9, 2] = np.nan
@@ -112,6 +118,7 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
     assert a == b or not base["quantized_grad"]
     outputs = n_classes if n_classes > 2 else 1
     assert len(kept) == rounds * outputs, kept
+    assert taken == [False] + [True] * (rounds - 1), taken
 
 
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():

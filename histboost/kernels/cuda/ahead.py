@@ -93,8 +93,10 @@ class LevelBuffers:
                 "first": first[:p], "counts": counts[:p]})
         self.root = {"front": self.out[0], "totals": totals[0], "search": search[0],
                      "ranges": ranges[0], "search1": search[0][:1], "totals1": totals[0][:1]}
-        # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): one
-        # level's leaves at a time (table, values), every level's values for the host's check
+        # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): the
+        # leaves of all depths in one node table (at most m) with their values, every
+        # level's values for the host's check
+        self.ranges, self.totals = ranges, totals
         self.leaf_table = torch.zeros((m, common.TABLE_WIDTH), dtype=torch.int64, device=dev)
         self.leaf_values = torch.zeros(m, dtype=torch.float64, device=dev)
         self.level_values = torch.zeros((depth + 1, m), dtype=torch.float64, device=dev)
@@ -102,9 +104,6 @@ class LevelBuffers:
                                              pin_memory=on_gpu)
         self.level_values_np = self.level_values_host.numpy()
         self.leaf_event = torch.cuda.Event() if on_gpu else None
-        # per depth: (the frontier's block, rows, sums, values), views kept
-        self.leaf_levels = [(self.out[b], ranges[b], totals[b], self.level_values[b])
-                            for b in range(depth + 1)]
         self.nbytes = sum(t.numel() * t.element_size() for t in (
             self.out, ranges, search, totals, table, build, slots, first, counts,
             self.chunk_left, self.leaf_table, self.leaf_values, self.level_values))
@@ -198,31 +197,35 @@ class LevelPlan:
 
     def launch_leaves(self, reg_d, learning_rate: float, output: int) -> None:
         """The margin update of a whole tree planned on the device, launched behind its
-        levels so that the device runs it while the host finishes the tree: per depth, the
-        frontier's leaves (`partition.PLAN_LEAVES`: nodes that do not split, all of the last
-        level) and their values, then margin + value into the backend's spare margin column
-        (`partition.LEAF_VALUES_INTO`; every row is in one leaf). The values go to the host
-        behind an event; `CUDABackend.update_margin` keeps the spare margins only when the
-        grower's leaves and values are these, bit for bit (pruning or refreshed leaves are
-        added as before)."""
+        levels so that the device runs it while the host finishes the tree: the leaves of
+        every depth (`partition.PLAN_LEAVES`: nodes that do not split, all of the last
+        level) and their values in one node table, then margin + value into the backend's
+        spare margin column for all leaves at once (`partition.LEAF_VALUES_INTO`; every row
+        is in one leaf). The values go to the host behind an event recorded before that
+        launch, so that the host's check does not wait for the margins;
+        `CUDABackend.update_margin` keeps the spare margins only when the grower's leaves and
+        values are these, bit for bit (pruning or refreshed leaves are added as before)."""
         be, bufs = self.be, self.bufs
         common, part = be._k["common"], be._k["partition"]
         dev, threads = be.device, common.THREADS
         spare = be._spare_margin()
-        grid = -(-self.n_rows // common.CHUNK_ROWS)
-        for b, (front, ranges, totals, level_values) in enumerate(bufs.leaf_levels):
-            part.PLAN_LEAVES.launch(1, threads, dev, front, ranges, totals, b == bufs.depth,
-                                    reg_d, learning_rate, bufs.leaf_table, bufs.leaf_values,
-                                    level_values)
-            part.LEAF_VALUES_INTO.launch(grid + (1 << b), threads, dev, be._rows2,
-                                         bufs.leaf_table, bufs.leaf_values, be._margin,
-                                         output, spare)
+        part.PLAN_LEAVES.launch(1, threads, dev, bufs.out, bufs.ranges, bufs.totals, reg_d,
+                                learning_rate, bufs.leaf_table, bufs.leaf_values,
+                                bufs.level_values)
         self.leaves_ahead = True
         if bufs.leaf_event is None:  # the simulator: CPU tensors
             bufs.level_values_host.copy_(bufs.level_values)
-            return
-        bufs.level_values_host.copy_(bufs.level_values, non_blocking=True)
-        bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
+        else:
+            bufs.level_values_host.copy_(bufs.level_values, non_blocking=True)
+            bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
+        # a tree has at most 2**depth leaves: ceil(rows / CHUNK_ROWS) + 2**depth chunks
+        grid = -(-self.n_rows // common.CHUNK_ROWS) + bufs.leaf_table.shape[0]
+        part.LEAF_VALUES_INTO.launch(grid, threads, dev, be._rows2, bufs.leaf_table,
+                                     bufs.leaf_values, be._margin, output, spare)
+        if be.n_outputs == 1:
+            # the next round's gradients from these margins, while the host replays the tree
+            # (`CUDABackend.update_margin` makes them valid when it keeps the margins)
+            be._spare_loss = be._gradients_ahead(spare)
 
     def leaves_match(self, leaves: list[int], values: np.ndarray) -> bool:
         """Whether the margins added ahead (`launch_leaves`) are those of the grower's

@@ -34,7 +34,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_WIDTH
 from ...tree.tree import Tree
-from ..backend import phase
+from ..backend import child_histograms, phase
 from ..nodes import NodeRanges
 
 if TYPE_CHECKING:
@@ -152,6 +152,17 @@ class CUDABackend:
                                    device=dev)
         self._pairs = torch.zeros((self.n_outputs, self.n_rows, 2), dtype=torch.float32,
                                   device=dev)
+        # the next round's gradients, computed ahead behind a round's last margin update
+        # (`_gradients_ahead`): pairs and their bounds (K, 2) in pinned memory behind an event
+        self._loss: str | None = None  # the loss of the last compute_gradients
+        self._pairs_ahead = None
+        self._ahead_loss: str | None = None  # _pairs_ahead holds this loss's gradients
+        # ... of the margins added ahead into the spare column (`ahead.LevelPlan`), valid
+        # once update_margin keeps them
+        self._spare_loss: str | None = None
+        self._bounds_host = None
+        self._bounds_event = None
+        self._bounds_ready = False  # _bounds_host holds the bounds of _pairs
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
         self._all_rows = torch.arange(self.n_rows, dtype=torch.int32, device=dev)
         # global row indices of quantised rounding (empty: 0..n-1), see the CPU backend
@@ -380,13 +391,16 @@ class CUDABackend:
         """Drop every device buffer and return the cached memory to the driver."""
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
-                     "label", "weight", "_margin", "_margin_spare", "_pairs", "_ints",
+                     "label", "weight", "_margin", "_margin_spare", "_pairs", "_pairs_ahead",
+                     "_bounds_host", "_ints",
                      "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
                      "_group_first", "_group_last", "_level_buffers"):
             setattr(self, name, None)
         self._ahead = self._margin_plan = None
+        self._ahead_loss = self._spare_loss = None
+        self._bounds_ready = False
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
         self._stage_views = {}
@@ -415,7 +429,12 @@ class CUDABackend:
         if margin.shape != tuple(self._margin.shape):
             raise ValueError(f"margin must have shape {tuple(self._margin.shape)}, got "
                              f"{margin.shape}")
-        self._margin.copy_(self._tensor(np.asarray(margin, np.float64)))
+        margin = np.asarray(margin, np.float64)
+        if margin.ndim == 2 and margin.strides[0] == 0:  # every row the same (a broadcast)
+            self._margin.copy_(self._tensor(margin[:1].copy()).expand_as(self._margin))
+        else:
+            self._margin.copy_(self._tensor(margin))
+        self._ahead_loss = self._spare_loss = None
 
     def margin(self) -> np.ndarray:
         return self._margin.cpu().numpy().copy()
@@ -428,15 +447,57 @@ class CUDABackend:
                 from None
         if not self._has_label:
             raise ValueError("the backend holds no labels")
+        self._loss = loss
+        if self._ahead_loss == loss:  # computed ahead from these margins (_gradients_ahead)
+            self._pairs, self._pairs_ahead = self._pairs_ahead, self._pairs
+            self._ahead_loss = None
+            self._bounds_ready = True
+            return
+        self._ahead_loss = None
+        self._bounds_ready = False
         grid = self._k["common"].grid(self.n_rows)
         kernel.launch(grid, self._k["common"].THREADS, self.device, self._margin, self.label,
                       self.weight, self._weighted, self._pairs)
+
+    def _gradients_ahead(self, margin=None) -> str | None:
+        """The next round's gradient pairs of the last loss from `margin` (float64 (n, K);
+        None: the backend's margins), and their bounds, launched into a second pairs buffer,
+        the bounds copied to pinned memory behind an event; returns the loss (None when no
+        loss is known). The caller marks them valid (`_ahead_loss`) once `margin` holds the
+        next round's margins: then the next `compute_gradients` of that loss takes them (a
+        buffer swap) and `gradient_bounds` reads them once the event has passed, so the
+        round's start launches no gradient kernel and waits for none. Anything that changes
+        the margins or pairs first (`set_margin`, `update_margin`, `set_gradients`) drops
+        them."""
+        if self._loss is None or self.n_rows == 0:
+            return None
+        torch = self._torch
+        if self._pairs_ahead is None:
+            self._pairs_ahead = torch.empty_like(self._pairs)
+            on_gpu = self.device.type == "cuda"
+            self._bounds_host = torch.zeros((self.n_outputs, 2), dtype=torch.float32,
+                                            pin_memory=on_gpu)
+            self._bounds_event = torch.cuda.Event() if on_gpu else None
+        kernel = self._k["gradients"].PAIR_KERNELS[self._loss]
+        grid = self._k["common"].grid(self.n_rows)
+        kernel.launch(grid, self._k["common"].THREADS, self.device,
+                      self._margin if margin is None else margin, self.label, self.weight,
+                      self._weighted, self._pairs_ahead)
+        bounds = torch.linalg.vector_norm(self._pairs_ahead, ord=math.inf, dim=1)
+        if self._bounds_event is None:  # the simulator: CPU tensors
+            self._bounds_host.copy_(bounds)
+        else:
+            self._bounds_host.copy_(bounds, non_blocking=True)
+            self._bounds_event.record(torch.cuda.current_stream(self.device))
+        return self._loss
 
     def set_gradients(self, pairs: np.ndarray) -> None:
         if pairs.shape != tuple(self._pairs.shape):
             raise ValueError(f"gradient pairs must have shape {tuple(self._pairs.shape)}, got "
                              f"{pairs.shape}")
         self._pairs.copy_(self._tensor(np.asarray(pairs, np.float32)))
+        self._loss = self._ahead_loss = None
+        self._bounds_ready = False
 
     def gradients(self, output: int) -> np.ndarray:
         return self._pairs[output].cpu().numpy().copy()
@@ -444,6 +505,11 @@ class CUDABackend:
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         if self.n_rows == 0:
             return 0.0, 0.0
+        if self._bounds_ready:  # computed ahead with the pairs (_gradients_ahead)
+            if self._bounds_event is not None:
+                self._bounds_event.synchronize()
+            g, h = self._bounds_host[output].tolist()
+            return float(g), float(h)
         # max |v| in one pass (abs().amax() wrote and read an n x 2 temporary)
         g, h = self._torch.linalg.vector_norm(self._pairs[output], ord=math.inf,
                                               dim=0).cpu().tolist()
@@ -477,6 +543,7 @@ class CUDABackend:
         self._growing = True  # replace_columns rebuilds the tree's held histograms
         self._ahead = None
         self._margin_plan = None
+        self._spare_loss = None
         self._output = int(output)
         if rows is None:
             n = self.n_rows
@@ -745,6 +812,15 @@ class CUDABackend:
             n_left = np.where(has_rows, self._read(self._front(counts, k))[:, 0], 0)
         return self._record_children(parents, lefts, rights, n_left)
 
+    def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
+                        records: np.ndarray, child_sums: np.ndarray,
+                        timer: PhaseTimer | None = None) -> np.ndarray:
+        with phase(timer, "partition"):
+            counts = self.apply_splits(parents, lefts, rights, records)
+        with phase(timer, "histogram"):
+            child_histograms(self, parents, lefts, rights, counts)
+        return counts
+
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
                          feature_masks: np.ndarray, reg: np.ndarray,
@@ -870,10 +946,21 @@ class CUDABackend:
                       output: int) -> None:
         self._growing = False  # the tree is done: its histograms need no more columns
         self._ahead = None
+        self._ahead_loss = None  # the margins change
+        spare_loss, self._spare_loss = self._spare_loss, None
         plan, self._margin_plan = self._margin_plan, None
         if plan is not None and output == self._output and plan.leaves_match(leaves, values):
             self._keep_spare_margin(output)
-            return
+            if spare_loss is not None:  # the gradients of these margins were launched ahead
+                self._ahead_loss = spare_loss
+                return
+        else:
+            self._add_leaf_values(tree, leaves, values, output)
+        if output == self.n_outputs - 1:  # the round's margins are complete
+            self._ahead_loss = self._gradients_ahead()
+
+    def _add_leaf_values(self, tree: Tree, leaves: list[int], values: np.ndarray,
+                         output: int) -> None:
         common = self._k["common"]
         threads = common.THREADS
         if self._uses_all_rows:

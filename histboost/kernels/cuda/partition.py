@@ -418,48 +418,53 @@ def _add_leaf_values(rows2, table, values, output, margin):
 
 
 @cuda.jit
-def _plan_leaves(front, ranges, totals, last, reg, learning_rate, table, values, level_values):
-    """One block: the leaves of a frontier planned on the device (`_plan_level`) and their
-    values, for the margin update of a whole tree planned there. A node of the frontier
-    (front[-1, INFO_FRONT] nodes, rows ranges[j], sums totals[j]) is a leaf when `last` (the
-    plan's deepest level) or when it does not split (`_plan_level`'s rule). Writes the
-    leaves' node table (chunks of CHUNK_ROWS rows; rows past the leaves are padding without
-    rows) into `table`, their values leaf_weight(G, H, reg) * learning_rate (the grower's
-    float64 operations, the product rounded on its own) into values[p] (p-th leaf) and
-    level_values[j] (frontier order; 0 for nodes that split)."""
+def _plan_leaves(fronts, ranges, totals, reg, learning_rate, table, values, level_values):
+    """One block: the leaves of a whole tree planned on the device (`_plan_level`) and
+    their values, for its margin update. Frontier b (depth b: fronts[b][-1, INFO_FRONT]
+    nodes, rows ranges[b, j], sums totals[b, j]) holds the nodes that do not split
+    (`_plan_level`'s rule) and, at the deepest level, all of them: the tree's leaves, depth
+    after depth, as one node table (chunks of CHUNK_ROWS rows; the rows past the leaves are
+    padding without rows) into `table`, their values leaf_weight(G, H, reg) * learning_rate
+    (the grower's float64 operations, the product rounded on its own) into values[p] (p-th
+    leaf) and level_values[b, j] (frontier order; 0 for nodes that split)."""
     t = cuda.threadIdx.x
     flags = cuda.shared.array(THREADS, np.int64)
     counts = cuda.shared.array(THREADS, np.int64)
-    n_front = np.int64(front[front.shape[0] - 1, INFO_FRONT])
+    depths = fronts.shape[0]
+    info = fronts.shape[1] - 1
     n_leaves = np.int64(0)
     n_chunks = np.int64(0)
-    for tile in range(0, n_front, THREADS):
-        j = tile + t
-        leaf = 0
-        nch = np.int64(0)
-        if j < n_front:
-            level_values[j] = 0.0
-            if last or not (front[j, REC_GAIN] > MIN_SPLIT_GAIN and front[j, REC_FEATURE] >= 0):
-                leaf = 1
-                nch = (ranges[j, 1] - ranges[j, 0] + CHUNK_ROWS - 1) // CHUNK_ROWS
-        flags[t] = leaf
-        counts[t] = nch
-        cuda.syncthreads()
-        before = block_scan(flags, t, THREADS) - leaf
-        chunks_before = block_scan(counts, t, THREADS) - nch
-        if leaf:
-            p = n_leaves + before
-            table[p, T_START] = ranges[j, 0]
-            table[p, T_END] = ranges[j, 1]
-            table[p, T_SIDE] = ranges[j, 2]
-            table[p, T_FIRST] = n_chunks + chunks_before
-            table[p, T_CHUNK] = CHUNK_ROWS
-            v = mul(_leaf_weight(totals[j, 0], totals[j, 1], reg), learning_rate)
-            values[p] = v
-            level_values[j] = v
-        n_leaves += flags[THREADS - 1]
-        n_chunks += counts[THREADS - 1]
-        cuda.syncthreads()
+    for b in range(depths):
+        last = b == depths - 1
+        n_front = np.int64(fronts[b, info, INFO_FRONT])
+        for tile in range(0, n_front, THREADS):
+            j = tile + t
+            leaf = 0
+            nch = np.int64(0)
+            if j < n_front:
+                level_values[b, j] = 0.0
+                if last or not (fronts[b, j, REC_GAIN] > MIN_SPLIT_GAIN
+                                and fronts[b, j, REC_FEATURE] >= 0):
+                    leaf = 1
+                    nch = (ranges[b, j, 1] - ranges[b, j, 0] + CHUNK_ROWS - 1) // CHUNK_ROWS
+            flags[t] = leaf
+            counts[t] = nch
+            cuda.syncthreads()
+            before = block_scan(flags, t, THREADS) - leaf
+            chunks_before = block_scan(counts, t, THREADS) - nch
+            if leaf:
+                p = n_leaves + before
+                table[p, T_START] = ranges[b, j, 0]
+                table[p, T_END] = ranges[b, j, 1]
+                table[p, T_SIDE] = ranges[b, j, 2]
+                table[p, T_FIRST] = n_chunks + chunks_before
+                table[p, T_CHUNK] = CHUNK_ROWS
+                v = mul(_leaf_weight(totals[b, j, 0], totals[b, j, 1], reg), learning_rate)
+                values[p] = v
+                level_values[b, j] = v
+            n_leaves += flags[THREADS - 1]
+            n_chunks += counts[THREADS - 1]
+            cuda.syncthreads()
     for p in range(n_leaves + t, table.shape[0], THREADS):
         table[p, T_START] = 0
         table[p, T_END] = 0
@@ -507,9 +512,9 @@ ROOT_FRONT = CudaKernel(_root_front, (("int64", 3), "int64", "int64", "float64",
                                       ("int64", 2)))
 ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 2), ("int64", 2), ("float64", 1),
                                                 "int64", ("float64", 2)))
-PLAN_LEAVES = CudaKernel(_plan_leaves, (("float64", 2), ("int64", 2), ("float64", 2),
-                                        "boolean", ("float64", 1), "float64", ("int64", 2),
-                                        ("float64", 1), ("float64", 1)))
+PLAN_LEAVES = CudaKernel(_plan_leaves, (("float64", 3), ("int64", 3), ("float64", 3),
+                                        ("float64", 1), "float64", ("int64", 2),
+                                        ("float64", 1), ("float64", 2)))
 LEAF_VALUES_INTO = CudaKernel(_leaf_values_into, (("int32", 2), ("int64", 2), ("float64", 1),
                                                   ("float64", 2), "int64", ("float64", 2)))
 KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, PLAN_LEVEL, ROOT_FRONT,
