@@ -400,6 +400,9 @@ class Booster:
         from .explain import shap
         device_X = _cuda_matrix(data)
         X, bm = self._matrix(device_X.cpu().numpy() if device_X is not None else data)
+        if isinstance(X, SparseMatrix):
+            # the attributions are (n, F+1) dense anyway: a dense input costs no more
+            X = X.toarray()
         tree_range = self._tree_range(iteration_range)
         self._set_threads()
         if interactions:

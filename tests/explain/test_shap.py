@@ -289,3 +289,17 @@ def test_leaf_tables_and_path_algorithm_agree(kind, monkeypatch):
     ref = slow.predict(X, pred_contribs=True)
     assert slow.__dict__["_explain_forest"][1].tables() is None
     np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("unstored", ["zero", "nan"])
+def test_sparse_input_explained_as_its_dense_equivalent(unstored):
+    import scipy.sparse as sps
+    X, y = make_regression(300, 6, seed=3)
+    X[np.random.default_rng(3).random(X.shape) < 0.6] = 0.0
+    S = sps.csr_matrix(X)
+    dense = X if unstored == "zero" else np.where(X == 0.0, np.nan, X)
+    b = _train({"objective": "reg:squarederror", "max_depth": 3}, S, y, unstored=unstored)
+    data = histboost.Dataset(S, unstored=unstored) if unstored == "nan" else S
+    for kw in ({"pred_contribs": True}, {"pred_contribs": True, "approx_contribs": True},
+               {"pred_interactions": True}):
+        np.testing.assert_array_equal(b.predict(data, **kw), b.predict(dense, **kw))

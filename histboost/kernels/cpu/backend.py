@@ -596,25 +596,17 @@ class CPUBackend(ComposedSteps):
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         hists = self._float_histograms(nodes, self._searched_slots(feature_masks))
-        k = hists.shape[0]
-        if monotone is not None:
-            return split.monotone_search(hists, totals, self.offsets, feature_masks, reg,
-                                         monotone)
-        slots = k * self.total_bins
+        slots = hists.shape[0] * self.total_bins
         parallel = slots - slots // self._pool() >= _SPLIT_THREAD_MIN_SLOTS
-        return split.search(hists, totals, self.offsets, feature_masks, reg, parallel)
+        return split.search(hists, totals, self.offsets, feature_masks, reg, parallel,
+                            monotone)
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
                         reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         hists = self._float_histograms(nodes)
         out = np.empty((self.total_bins, 2), np.float64)
-        if monotone is not None:
-            return split.monotone_oblivious(hists, totals, self.offsets, feature_mask, reg,
-                                            monotone, out)
-        split.oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64),
-                                   self.offsets, np.ascontiguousarray(feature_mask, np.bool_),
-                                   reg, out)
-        return out
+        return split.oblivious_gains(hists, totals, self.offsets, feature_mask, reg, monotone,
+                                     out)
 
     def evaluate_split(self, nodes: list[int], feature: int, split_bin: int,
                        default_left: bool) -> np.ndarray:

@@ -26,63 +26,65 @@ _LEAF_SLICES = 64
 _PREFETCH_DISTANCE = 16
 
 
-@nb.njit(cache=True, inline="always")
-def _leaf_raw(x, t, left, right, feature, threshold, default_left, node_ptr, level_ptr,
-              obl_feature, obl_threshold, obl_default_left):
-    if obl_feature is not None:  # a forest with oblivious trees (see the module)
-        lo = level_ptr[t]
-        hi = level_ptr[t + 1]
-        if hi > lo:
-            idx = 0
-            for lv in range(lo, hi):
-                v = x[obl_feature[lv]]
-                if np.isnan(v):
-                    go_right = obl_default_left[lv] == 0
-                else:
-                    go_right = v > obl_threshold[lv]
-                idx = 2 * idx + (1 if go_right else 0)
-            return idx
-    base = node_ptr[t]
-    node = 0
-    while left[base + node] != -1:
-        v = x[feature[base + node]]
-        if np.isnan(v):
-            node = left[base + node] if default_left[base + node] else right[base + node]
-        elif v <= threshold[base + node]:
-            node = left[base + node]
-        else:
-            node = right[base + node]
-    return node
+@nb.njit(inline="always")
+def raw_goes_left(v, cut, default_left):
+    """The raw rule: v <= cut goes left, NaN to the default side."""
+    if np.isnan(v):
+        return default_left
+    return v <= cut
 
 
-@nb.njit(cache=True, inline="always")
-def _leaf_binned(brow, t, left, right, feature, split_bin, default_left, node_ptr, level_ptr,
-                 obl_feature, obl_bin, obl_default_left, missing_bins):
+@nb.njit(inline="always")
+def binned_goes_left(b, missing_bin, cut, default_left):
+    """The binned rule: bin <= cut goes left, the missing slot to the default side."""
+    if b == missing_bin:
+        return default_left
+    return b <= cut
+
+
+# A row layout's rule for `leaf_index` (here dense raw and binned rows; the sparse layouts in
+# `kernels.cpu.sparse_predict`): goes_left(a, b, c, d, e, i, f, cut, default_left), whether row
+# i of the rows held in a..e (arrays or a scalar; None where the layout needs fewer) takes the
+# left child of a split on feature f at cut. They travel as arguments, not in a tuple: taking
+# an array out of a tuple counts a reference, an atomic add, at every split of every row.
+
+@nb.njit(inline="always")
+def dense_raw_rule(a, b, c, d, e, i, f, cut, default_left):
+    """Raw rows a: float32/float64 (n, F)."""
+    return raw_goes_left(a[i, f], cut, default_left)
+
+
+@nb.njit(inline="always")
+def dense_binned_rule(a, b, c, d, e, i, f, cut, default_left):
+    """Binned rows a: (n, F) uint8/uint16; b: int32 (F,) each feature's missing slot."""
+    return binned_goes_left(a[i, f], b[f], cut, default_left)
+
+
+@nb.njit(inline="always")
+def leaf_index(goes_left, a, b, c, d, e, i, t, left, right, feature, cut, default_left,
+               node_ptr, level_ptr, obl_feature, obl_cut, obl_default_left):
+    """The leaf of row i in tree t, the tree walk of every row layout (goes_left: the layout's
+    rule, see above, over its arrays a..e; cut: the trees' thresholds or split bins, as the
+    rows are raw or binned): its node id in a normal tree, its bit path in an oblivious one.
+    obl_feature None: the forest has no oblivious trees (see the module)."""
     if obl_feature is not None:
         lo = level_ptr[t]
         hi = level_ptr[t + 1]
         if hi > lo:
             idx = 0
             for lv in range(lo, hi):
-                f = obl_feature[lv]
-                b = brow[f]
-                if b == missing_bins[f]:
-                    go_right = obl_default_left[lv] == 0
-                else:
-                    go_right = b > obl_bin[lv]
-                idx = 2 * idx + (1 if go_right else 0)
+                left_here = goes_left(a, b, c, d, e, i, obl_feature[lv], obl_cut[lv],
+                                      obl_default_left[lv] != 0)
+                idx = 2 * idx + (0 if left_here else 1)
             return idx
     base = node_ptr[t]
     node = 0
     while left[base + node] != -1:
-        f = feature[base + node]
-        b = brow[f]
-        if b == missing_bins[f]:
-            node = left[base + node] if default_left[base + node] else right[base + node]
-        elif b <= split_bin[base + node]:
-            node = left[base + node]
+        g = base + node
+        if goes_left(a, b, c, d, e, i, feature[g], cut[g], default_left[g] != 0):
+            node = left[g]
         else:
-            node = right[base + node]
+            node = right[g]
     return node
 
 
@@ -105,9 +107,9 @@ def predict_margin_raw(lo, hi, X, tree_begin, tree_end, tree_class, left, right,
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):
-                leaf = _leaf_raw(X[i], t, left, right, feature, threshold, default_left,
-                                 node_ptr, level_ptr, obl_feature, obl_threshold,
-                                 obl_default_left)
+                leaf = leaf_index(dense_raw_rule, X, None, None, None, None, i, t, left,
+                                  right, feature, threshold, default_left, node_ptr,
+                                  level_ptr, obl_feature, obl_threshold, obl_default_left)
                 out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)
 
@@ -122,10 +124,10 @@ def predict_leaf_raw(lo, hi, X, tree_begin, tree_end, left, right, feature, thre
         r1 = min(hi, r0 + _BLOCK)
         for t in range(tree_begin, tree_end):
             for i in range(r0, r1):
-                out[i, t - tree_begin] = _leaf_raw(X[i], t, left, right, feature, threshold,
-                                                   default_left, node_ptr, level_ptr,
-                                                   obl_feature, obl_threshold,
-                                                   obl_default_left)
+                out[i, t - tree_begin] = leaf_index(
+                    dense_raw_rule, X, None, None, None, None, i, t, left, right, feature,
+                    threshold, default_left, node_ptr, level_ptr, obl_feature, obl_threshold,
+                    obl_default_left)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -141,9 +143,9 @@ def predict_margin_binned(lo, hi, bins, missing_bins, tree_begin, tree_end, tree
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):
-                leaf = _leaf_binned(bins[i], t, left, right, feature, split_bin, default_left,
-                                    node_ptr, level_ptr, obl_feature, obl_bin,
-                                    obl_default_left, missing_bins)
+                leaf = leaf_index(dense_binned_rule, bins, missing_bins, None, None, None, i,
+                                  t, left, right, feature, split_bin, default_left, node_ptr,
+                                  level_ptr, obl_feature, obl_bin, obl_default_left)
                 out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)
 

@@ -174,34 +174,23 @@ def _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, disc
         out[a + rank[k], 1] = pairs[k, 1] * scale
 
 
-# One kernel per metric over queries [lo, hi), each inlining `_query_pairs` with its metric a
-# constant; a kernel is compiled (or loaded from the cache) when its metric is first used.
-# Arguments: see `lambdarank_pairs`.
-@nb.njit(cache=True, nogil=True)
-def _pairwise_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                     top_k, n_pair, score_norm, grad_norm, sigma, key, out):
-    for g in range(lo, hi):
-        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                     PAIRWISE, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+def _groups_kernel(metric: int):
+    """The kernel of one metric over queries [lo, hi), inlining `_query_pairs` with the metric
+    a constant (a closure variable); a kernel is compiled (or loaded from the cache, whose key
+    holds the closure's constant) when its metric is first used. Arguments: see
+    `lambdarank_pairs`."""
+
+    @nb.njit(cache=True, nogil=True)
+    def groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount, top_k,
+               n_pair, score_norm, grad_norm, sigma, key, out):
+        for g in range(lo, hi):
+            _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
+                         metric, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
+
+    return groups
 
 
-@nb.njit(cache=True, nogil=True)
-def _ndcg_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                 top_k, n_pair, score_norm, grad_norm, sigma, key, out):
-    for g in range(lo, hi):
-        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                     NDCG, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
-
-
-@nb.njit(cache=True, nogil=True)
-def _map_groups(lo, hi, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                top_k, n_pair, score_norm, grad_norm, sigma, key, out):
-    for g in range(lo, hi):
-        _query_pairs(g, margin, label, gain, group_ptr, group_weight, inv_idcg, discount,
-                     MAP, top_k, n_pair, score_norm, grad_norm, sigma, key, out)
-
-
-GROUP_KERNELS = {PAIRWISE: _pairwise_groups, NDCG: _ndcg_groups, MAP: _map_groups}
+GROUP_KERNELS = {m: _groups_kernel(m) for m in (PAIRWISE, NDCG, MAP)}
 
 
 @nb.njit(cache=True, nogil=True)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .predict import raw_goes_left
+
 _BLOCK = 64  # rows per task: the block's rows pass over every tree while it is in cache
 _TBLOCK = 256  # rows per task of the leaf-table kernel: one tree's tables serve them all
 _RECIP = np.concatenate((np.zeros(1), 1.0 / np.arange(1, 257)))  # 1/k: no division in loops
@@ -79,18 +81,11 @@ def _unwound_sum_cold_times_zero(pw, off, ud):
     return total * (ud + 1)
 
 
-@nb.njit(cache=True, inline="always")
-def _hot_is_left(v, thr, dl):
-    if np.isnan(v):
-        return dl != 0
-    return v <= thr
-
-
 @nb.njit(cache=True)
-def _tree_shap(x, base, left, right, feature, threshold, default_left, value, zl, zr, phi,
+def _tree_shap(X, r, base, left, right, feature, threshold, default_left, value, zl, zr, phi,
                pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf, condition,
                cond_feature):
-    """phi[f] += SHAP value of feature f for row x in the tree whose nodes start at `base`
+    """phi[f] += SHAP value of feature f for row r of X in the tree whose nodes start at `base`
     (the bias is not added here). condition 0: plain SHAP values; +1 / -1: with
     `cond_feature` always present / always absent (for interaction values)."""
     s_node[0] = 0
@@ -133,7 +128,7 @@ def _tree_shap(x, base, left, right, feature, threshold, default_left, value, zl
                     phi[pf[off + i]] -= cold_share
             continue
         f = feature[g]
-        if _hot_is_left(x[f], threshold[g], default_left[g]):
+        if raw_goes_left(X[r, f], threshold[g], default_left[g] != 0):
             hot = left[g]
             cold = right[g]
             hz = zl[g]
@@ -195,6 +190,18 @@ def _scratch(max_depth):
             np.empty(ssize), np.empty(ssize), np.empty(ssize, np.int32), np.empty(ssize))
 
 
+@nb.njit(inline="always")
+def _store_block(acc, bias, r0, r1, out):
+    """out[r0:r1] = a block's attributions acc (r1 - r0, K, F+1), with bias[i, c] added to
+    each row's bias column (the last)."""
+    m = out.shape[2]
+    for i in range(r0, r1):
+        for c in range(out.shape[1]):
+            acc[i - r0, c, m - 1] += bias[i, c]
+            for j in range(m):
+                out[i, c, j] = acc[i - r0, c, j]
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def shap_values(X, tree_begin, tree_end, tree_class, node_ptr, left, right, feature, threshold,
                 default_left, value, zl, zr, mean, max_depth, bias, out):
@@ -215,14 +222,10 @@ def shap_values(X, tree_begin, tree_end, tree_class, node_ptr, left, right, feat
             for i in range(r0, r1):
                 phi = acc[i - r0, c]
                 phi[m - 1] += mean[base]
-                _tree_shap(X[i], base, left, right, feature, threshold, default_left, value,
+                _tree_shap(X, i, base, left, right, feature, threshold, default_left, value,
                            zl, zr, phi, pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f,
                            s_cf, 0, -1)
-        for i in range(r0, r1):
-            for c in range(k):
-                acc[i - r0, c, m - 1] += bias[i, c]
-                for j in range(m):
-                    out[i, c, j] = acc[i - r0, c, j]
+        _store_block(acc, bias, r0, r1, out)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -243,19 +246,18 @@ def shap_interactions(X, tree_begin, tree_end, tree_class, node_ptr, left, right
         on = np.zeros(m)
         off = np.zeros(m)
         pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf = _scratch(max_depth)
-        x = X[i]
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             base = node_ptr[t]
             phi[c, m - 1] += mean[base]
-            _tree_shap(x, base, left, right, feature, threshold, default_left, value, zl, zr,
+            _tree_shap(X, i, base, left, right, feature, threshold, default_left, value, zl, zr,
                        phi[c], pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf, 0, -1)
             for a in range(feat_ptr[t], feat_ptr[t + 1]):
                 fi = tree_feats[a]
-                _tree_shap(x, base, left, right, feature, threshold, default_left, value, zl,
+                _tree_shap(X, i, base, left, right, feature, threshold, default_left, value, zl,
                            zr, on, pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf, 1,
                            fi)
-                _tree_shap(x, base, left, right, feature, threshold, default_left, value, zl,
+                _tree_shap(X, i, base, left, right, feature, threshold, default_left, value, zl,
                            zr, off, pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf,
                            -1, fi)
                 for b in range(feat_ptr[t], feat_ptr[t + 1]):
@@ -301,18 +303,14 @@ def saabas_values(X, tree_begin, tree_end, tree_class, node_ptr, left, right, fe
                 while left[base + node] != -1:
                     g = base + node
                     f = feature[g]
-                    if _hot_is_left(X[i, f], threshold[g], default_left[g]):
+                    if raw_goes_left(X[i, f], threshold[g], default_left[g] != 0):
                         node = left[g]
                     else:
                         node = right[g]
                     nxt = mean[base + node]
                     phi[f] += nxt - cur
                     cur = nxt
-        for i in range(r0, r1):
-            for c in range(k):
-                acc[i - r0, c, m - 1] += bias[i, c]
-                for j in range(m):
-                    out[i, c, j] = acc[i - r0, c, j]
+        _store_block(acc, bias, r0, r1, out)
 
 
 # -- TreeSHAP by leaf tables ----------------------------------------------------------------
@@ -480,7 +478,7 @@ def shap_values_tables(X, tree_begin, tree_end, tree_class, node_ptr, left, righ
         r1 = min(n, r0 + _TBLOCK)
         acc = np.zeros((r1 - r0, k, m))
         pf, pz, po, pw, s_node, s_ud, s_off, s_z, s_o, s_f, s_cf = _scratch(max_depth)
-        goes_left = np.empty(max_nodes, np.uint8)
+        went_left = np.empty(max_nodes, np.uint8)
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             base = node_ptr[t]
@@ -489,15 +487,15 @@ def shap_values_tables(X, tree_begin, tree_end, tree_class, node_ptr, left, righ
                 phi = acc[i - r0, c]
                 phi[m - 1] += mean[base]
                 if tree_slow[t]:
-                    _tree_shap(X[i], base, left, right, feature, threshold, default_left,
+                    _tree_shap(X, i, base, left, right, feature, threshold, default_left,
                                value, zl, zr, phi, pf, pz, po, pw, s_node, s_ud, s_off, s_z,
                                s_o, s_f, s_cf, 0, -1)
                     continue
                 for j in range(nn):
                     g = base + j
                     if left[g] != -1:
-                        goes_left[j] = 1 if _hot_is_left(X[i, feature[g]], threshold[g],
-                                                         default_left[g]) else 0
+                        went_left[j] = 1 if raw_goes_left(X[i, feature[g]], threshold[g],
+                                                         default_left[g] != 0) else 0
                 for lf in range(tree_leaf_ptr[t], tree_leaf_ptr[t + 1]):
                     e0 = elem_ptr[lf]
                     d = elem_ptr[lf + 1] - e0
@@ -505,7 +503,7 @@ def shap_values_tables(X, tree_begin, tree_end, tree_class, node_ptr, left, righ
                         continue
                     hot = (1 << d) - 1
                     for s in range(split_ptr[lf], split_ptr[lf + 1]):
-                        if goes_left[split_node[s]] != split_left[s]:
+                        if went_left[split_node[s]] != split_left[s]:
                             hot &= ~(1 << split_elem[s])
                     v = value[leaf_node[lf]]
                     tb = table_ptr[lf]
@@ -516,8 +514,4 @@ def shap_values_tables(X, tree_begin, tree_end, tree_class, node_ptr, left, righ
                                                           * table[tb + (hot ^ (1 << e))])
                         else:
                             phi[elem_feature[e0 + e]] += cold
-        for i in range(r0, r1):
-            for c in range(k):
-                acc[i - r0, c, m - 1] += bias[i, c]
-                for j in range(m):
-                    out[i, c, j] = acc[i - r0, c, j]
+        _store_block(acc, bias, r0, r1, out)

@@ -513,9 +513,9 @@ class SparseCPUBackend(CPUBackend):
             fhist = self._to_float_rows(hist[:kept])[None]
             ptr, features = ptr[:nf + 1], features[:nf]
             cons, lower, upper = monotone
-            rec = split.monotone_search(fhist, totals[j:j + 1], ptr, np.ones((1, nf), np.bool_),
-                                        reg, (np.asarray(cons)[features], lower[j:j + 1],
-                                              upper[j:j + 1]))[0]
+            rec = split.search(fhist, totals[j:j + 1], ptr, np.ones((1, nf), np.bool_), reg,
+                               False, (np.asarray(cons)[features], lower[j:j + 1],
+                                       upper[j:j + 1]))[0]
             if rec[split.REC_FEATURE] >= 0:
                 f = int(rec[split.REC_FEATURE])
                 rec[split.REC_BIN] = bins[ptr[f] + int(rec[split.REC_BIN])]

@@ -103,16 +103,22 @@ def _count_per_hess(C, H):
 def _best_split_feature(hist, offsets, f, G, H, C, reg, general, rec):
     """The best split of one node on feature f into rec (REC_FEATURE -1: no positive gain):
     the first of the largest gains in scan order (missing right, then missing left; bins
-    ascending). general: None without L1 and max_delta_step (see `gain_path`), when the
-    children's gains take the closed form G^2 / (H + lambda): a compile-time choice (Numba
-    drops the branch on an argument's None type), so the common case compiles without the
-    general path's code (0.5 s of its compile) and runs without its branches."""
+    ascending).
+
+    general: None without L1, max_delta_step and monotone constraints, when the children's
+    gains take the closed form G^2 / (H + lambda); else (constraint, lower, upper) float64:
+    every weight (the node's too) is clipped to [lower, upper] and the gains are taken at
+    the clipped weights, and a split whose children's weights go against the constraint
+    (see `breaks_direction`) is skipped (`UNBOUNDED`: no constraint). A compile-time choice
+    (Numba drops the branch on an argument's None type), so the common case compiles
+    without the general path's code (0.5 s of its compile) and runs without its branches."""
     if general is None:
         # node_gain without L1 and max_delta_step: the same operations on the same values
         w = 0.0 if H < reg[P_MCW] or H <= 0.0 else -G / (H + reg[P_LAMBDA])
         parent = gain_given_weight(G, H, w, reg)
     else:
-        parent = node_gain(G, H, reg)
+        c, lo, hi = general
+        parent = gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo, hi), reg)
     cph = _count_per_hess(C, H)
     counted = hist.shape[1] == 3
     best = 0.0
@@ -145,7 +151,11 @@ def _best_split_feature(hist, offsets, f, G, H, C, reg, general, rec):
                 lam = reg[P_LAMBDA]
                 pair = gl * gl / (hl + lam) + gr * gr / (hr + lam)
             else:
-                pair = node_gain(gl, hl, reg) + node_gain(gr, hr, reg)
+                wl = clip(leaf_weight(gl, hl, reg), lo, hi)
+                wr = clip(leaf_weight(gr, hr, reg), lo, hi)
+                if breaks_direction(c, wl, wr):
+                    continue
+                pair = gain_given_weight(gl, hl, wl, reg) + gain_given_weight(gr, hr, wr, reg)
             gain = pair - parent
             if gain > best:
                 best = gain
@@ -173,8 +183,13 @@ def _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out
             recs[j, REC_GAIN] = 0.0
             recs[j, REC_FEATURE] = -1.0
             continue
+        if general is None:
+            bounds = None
+        else:
+            constraint, lower, upper = general
+            bounds = (np.int64(constraint[f]), lower[node], upper[node])
         _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
-                            totals[node, 2], reg, general, recs[j])
+                            totals[node, 2], reg, bounds, recs[j])
     # ties keep the lowest feature: a later one must gain strictly more
     for node in range(k):
         rec = out[node]
@@ -193,11 +208,14 @@ def find_best_splits(hists, totals, offsets, feature_masks, reg, general, recs, 
 
     hists: float64 (k, total_bins, 2 or 3); totals: float64 (k, 3) node sums (G, H, count);
     offsets: int64 (F+1,); feature_masks: bool (k, F) features each node may use;
-    reg: float64 (5,) see P_*; general: `gain_path(reg)`; recs: float64 (k * F, REC_WIDTH)
-    scratch (each (node, feature) pair's best); out: float64 (k, REC_WIDTH) split records,
-    feature -1 when no split has a positive gain. Ties keep the lowest feature, then the
-    lowest bin, then missing-right: a fixed order, so every worker (and thread count) picks
-    the same split. Called through `search`.
+    reg: float64 (5,) see P_*; general: None for the closed-form gain (see
+    `_best_split_feature`), else (constraint int8 (F,), lower float64 (k,), upper float64
+    (k,)) each feature's monotone constraint (+1 increasing, -1 decreasing, 0 none) and each
+    node's weight bounds (unscaled, before the learning rate); recs: float64
+    (k * F, REC_WIDTH) scratch (each (node, feature) pair's best); out: float64
+    (k, REC_WIDTH) split records, feature -1 when no split has a positive gain. Ties keep
+    the lowest feature, then the lowest bin, then missing-right: a fixed order, so every
+    worker (and thread count) picks the same split. Called through `search`.
     """
     _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out)
 
@@ -209,34 +227,60 @@ def find_best_splits_serial(hists, totals, offsets, feature_masks, reg, general,
     _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out)
 
 
-def gain_path(reg: np.ndarray) -> bool | None:
-    """The split searches' `general` argument for regularisation reg: None without L1 and
-    max_delta_step (the closed-form gain), else True (the general one)."""
-    return None if reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0 else True
+# `_best_split_feature`'s general argument for the general gain without monotone constraints
+UNBOUNDED = (0, -np.inf, np.inf)
+
+
+def gain_path(reg: np.ndarray) -> tuple[float, float, float] | None:
+    """`_best_split_feature`'s general argument for regularisation reg without monotone
+    constraints: None without L1 and max_delta_step (the closed-form gain), else
+    `UNBOUNDED` (the general one)."""
+    return None if reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0 else UNBOUNDED
+
+
+def _as_bounds(monotone: tuple) -> tuple:
+    """The kernels' monotone argument from the backends' ``(constraint (F,), lower (k,),
+    upper (k,))``: int8, float64, float64 contiguous arrays."""
+    cons, lower, upper = monotone
+    return (np.ascontiguousarray(cons, np.int8), np.ascontiguousarray(lower, np.float64),
+            np.ascontiguousarray(upper, np.float64))
 
 
 def search(hists: np.ndarray, totals: np.ndarray, offsets: np.ndarray,
-           feature_masks: np.ndarray, reg: np.ndarray, parallel: bool) -> np.ndarray:
+           feature_masks: np.ndarray, reg: np.ndarray, parallel: bool,
+           monotone: tuple | None = None) -> np.ndarray:
     """Split records float64 (k, REC_WIDTH) of `find_best_splits` (parallel) or
-    `find_best_splits_serial`; the scratch is allocated here, where it costs no compile
+    `find_best_splits_serial`; monotone: None or the backends' ``(constraint int8 (F,),
+    lower (k,), upper (k,))``. The scratch is allocated here, where it costs no compile
     time (np.empty in a kernel compiles its shape checks and error messages)."""
     k = hists.shape[0]
+    n_features = offsets.shape[0] - 1
     out = np.zeros((k, REC_WIDTH), np.float64)
-    recs = np.empty((k * (offsets.shape[0] - 1), REC_WIDTH), np.float64)
+    recs = np.empty((k * n_features, REC_WIDTH), np.float64)
+    if monotone is None and gain_path(reg) is None:
+        general = None
+    else:
+        general = _as_bounds((np.zeros(n_features, np.int8), np.full(k, -np.inf),
+                              np.full(k, np.inf)) if monotone is None else monotone)
     kernel = find_best_splits if parallel else find_best_splits_serial
     kernel(hists, np.ascontiguousarray(totals, np.float64), offsets,
-           np.ascontiguousarray(feature_masks, np.bool_), reg, gain_path(reg), recs, out)
+           np.ascontiguousarray(feature_masks, np.bool_), reg, general, recs, out)
     return out
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
+def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, monotone, out):
     """Summed gain over all nodes of a level for every shared split candidate.
 
     out: float64 (total_bins, 2); out[offsets[f] + b, d] is the gain of "bin <= b goes left"
     on feature f with missing values going right (d=0) or left (d=1), summed over the nodes
     (a node whose children would break min_child_weight / min_data_in_leaf adds 0);
-    -inf where the candidate is not a split anywhere.
+    -inf where the candidate is not a split anywhere. monotone: None, or (constraint int8
+    (F,), lower float64 (k,), upper float64 (k,)) as in `find_best_splits`: gains at the
+    weights clipped to each node's bounds, and a candidate on a constrained feature must
+    order the clipped children's weights in every node of the level, whether or not it is
+    a valid split there (the shared split divides them all), else -inf. None compiles
+    without the bounds' code (Numba drops the branches on an argument's None type).
     """
     n_nodes = hists.shape[0]
     n_features = offsets.shape[0] - 1
@@ -244,132 +288,9 @@ def oblivious_gain_table(hists, totals, offsets, feature_mask, reg, out):
     for f in nb.prange(n_features):
         if not feature_mask[f]:
             continue
-        o = offsets[f]
-        nvb = offsets[f + 1] - o - 1
-        n_ch = hists.shape[2]
-        run = np.zeros((n_nodes, n_ch))
-        for d in range(2):
-            for k in range(n_nodes):
-                for j in range(n_ch):
-                    run[k, j] = hists[k, o + nvb, j] if d == 1 else 0.0
-            for b in range(nvb):
-                total = 0.0
-                any_valid = False
-                for k in range(n_nodes):
-                    for j in range(n_ch):
-                        run[k, j] += hists[k, o + b, j]
-                    gl = run[k, 0]
-                    hl = run[k, 1]
-                    G = totals[k, 0]
-                    H = totals[k, 1]
-                    C = totals[k, 2]
-                    cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
-                    if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
-                        continue
-                    any_valid = True
-                    total += (node_gain(gl, hl, reg) + node_gain(G - gl, H - hl, reg)
-                              - node_gain(G, H, reg))
-                if any_valid:
-                    out[o + b, d] = total
-
-
-# -- the searches under monotone constraints (helpers above) --------------------------------
-# Kept apart from the unconstrained searches, whose loops they copy: those take the closed
-# form G^2 / (H + lambda) and stay free of the bounds' branches.
-
-
-@nb.njit(cache=True, nogil=True)
-def _best_split_node_monotone(hist, offsets, feature_mask, G, H, C, reg, monotone, lo, hi,
-                              rec):
-    parent = gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo, hi), reg)
-    cph = _count_per_hess(C, H)
-    counted = hist.shape[1] == 3
-    best = 0.0
-    rec[REC_GAIN] = 0.0
-    rec[REC_FEATURE] = -1.0
-    n_features = offsets.shape[0] - 1
-    for f in range(n_features):
-        if not feature_mask[f]:
-            continue
-        c = monotone[f]
-        o = offsets[f]
-        n_value_bins = offsets[f + 1] - o - 1
-        miss = o + n_value_bins
-        mg = hist[miss, 0]
-        mh = hist[miss, 1]
-        mc = hist[miss, 2] if counted else mh * cph
-        has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
-        for miss_left in range(2 if has_missing else 1):
-            gl = mg if miss_left else 0.0
-            hl = mh if miss_left else 0.0
-            cl = mc if miss_left else 0.0
-            last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
-            for b in range(last):
-                gl += hist[o + b, 0]
-                hl += hist[o + b, 1]
-                cl = cl + hist[o + b, 2] if counted else hl * cph
-                gr = G - gl
-                hr = H - hl
-                cr = C - cl
-                if not (_child_ok(hl, cl, reg) and _child_ok(hr, cr, reg)):
-                    continue
-                wl = clip(leaf_weight(gl, hl, reg), lo, hi)
-                wr = clip(leaf_weight(gr, hr, reg), lo, hi)
-                if breaks_direction(c, wl, wr):
-                    continue
-                gain = (gain_given_weight(gl, hl, wl, reg) + gain_given_weight(gr, hr, wr, reg)
-                        - parent)
-                if gain > best:
-                    best = gain
-                    rec[REC_GAIN] = gain
-                    rec[REC_FEATURE] = f
-                    rec[REC_BIN] = b
-                    rec[REC_DEFAULT_LEFT] = 1.0 if (
-                        miss_left or (not has_missing and hl >= hr)) else 0.0
-                    rec[REC_LEFT_G] = gl
-                    rec[REC_LEFT_H] = hl
-                    rec[REC_LEFT_C] = cl
-
-
-@nb.njit(cache=True, nogil=True)
-def find_best_splits_monotone(hists, totals, offsets, feature_masks, reg, monotone, lower,
-                              upper, out):
-    """`find_best_splits_serial` under monotone constraints: monotone int8 (F,) (+1
-    increasing, -1 decreasing, 0 none); lower, upper float64 (k,) each node's weight bounds
-    (unscaled, before the learning rate)."""
-    for k in range(hists.shape[0]):
-        _best_split_node_monotone(hists[k], offsets, feature_masks[k], totals[k, 0],
-                                  totals[k, 1], totals[k, 2], reg, monotone, lower[k],
-                                  upper[k], out[k])
-
-
-def monotone_search(hists, totals, offsets, feature_masks, reg, monotone):
-    """Split records (k, REC_WIDTH) of `find_best_splits_monotone`; monotone: the backends'
-    ``(constraint int8 (F,), lower (k,), upper (k,))``."""
-    cons, lower, upper = monotone
-    out = np.zeros((hists.shape[0], REC_WIDTH), np.float64)
-    find_best_splits_monotone(hists, np.ascontiguousarray(totals, np.float64), offsets,
-                              np.ascontiguousarray(feature_masks, np.bool_), reg,
-                              np.ascontiguousarray(cons, np.int8),
-                              np.ascontiguousarray(lower, np.float64),
-                              np.ascontiguousarray(upper, np.float64), out)
-    return out
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, monotone, lower,
-                                  upper, out):
-    """`oblivious_gain_table` under monotone constraints (node bounds lower, upper (k,)):
-    gains at the weights clipped to each node's bounds; a candidate on a constrained feature
-    must order the clipped children's weights in every node of the level, whether or not it
-    is a valid split there (the shared split divides them all), else -inf."""
-    n_nodes = hists.shape[0]
-    n_features = offsets.shape[0] - 1
-    out[:] = -np.inf
-    for f in nb.prange(n_features):
-        if not feature_mask[f]:
-            continue
-        c = monotone[f]
+        if monotone is not None:
+            constraint, lower, upper = monotone
+            c = constraint[f]
         o = offsets[f]
         nvb = offsets[f + 1] - o - 1
         n_ch = hists.shape[2]
@@ -390,31 +311,35 @@ def oblivious_gain_table_monotone(hists, totals, offsets, feature_mask, reg, mon
                     G = totals[k, 0]
                     H = totals[k, 1]
                     C = totals[k, 2]
-                    lo = lower[k]
-                    hi = upper[k]
-                    wl = clip(leaf_weight(gl, hl, reg), lo, hi)
-                    wr = clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
-                    if breaks_direction(c, wl, wr):
-                        ordered = False
+                    if monotone is not None:
+                        lo = lower[k]
+                        hi = upper[k]
+                        wl = clip(leaf_weight(gl, hl, reg), lo, hi)
+                        wr = clip(leaf_weight(G - gl, H - hl, reg), lo, hi)
+                        if breaks_direction(c, wl, wr):
+                            ordered = False
                     cl = run[k, 2] if n_ch == 3 else hl * _count_per_hess(C, H)
                     if not (_child_ok(hl, cl, reg) and _child_ok(H - hl, C - cl, reg)):
                         continue
                     any_valid = True
-                    total += (gain_given_weight(gl, hl, wl, reg)
-                              + gain_given_weight(G - gl, H - hl, wr, reg)
-                              - gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo, hi),
-                                                  reg))
+                    if monotone is None:
+                        total += (node_gain(gl, hl, reg) + node_gain(G - gl, H - hl, reg)
+                                  - node_gain(G, H, reg))
+                    else:
+                        total += (gain_given_weight(gl, hl, wl, reg)
+                                  + gain_given_weight(G - gl, H - hl, wr, reg)
+                                  - gain_given_weight(G, H, clip(leaf_weight(G, H, reg), lo,
+                                                                 hi), reg))
                 if any_valid and ordered:
                     out[o + b, d] = total
 
 
-def monotone_oblivious(hists, totals, offsets, feature_mask, reg, monotone, out):
-    """`oblivious_gain_table_monotone` into out (total_bins, 2); monotone: the backends'
+def oblivious_gains(hists: np.ndarray, totals: np.ndarray, offsets: np.ndarray,
+                    feature_mask: np.ndarray, reg: np.ndarray, monotone: tuple | None,
+                    out: np.ndarray) -> np.ndarray:
+    """`oblivious_gain_table` into out (total_bins, 2); monotone: None or the backends'
     ``(constraint int8 (F,), lower (k,), upper (k,))``."""
-    cons, lower, upper = monotone
-    oblivious_gain_table_monotone(hists, np.ascontiguousarray(totals, np.float64), offsets,
-                                  np.ascontiguousarray(feature_mask, np.bool_), reg,
-                                  np.ascontiguousarray(cons, np.int8),
-                                  np.ascontiguousarray(lower, np.float64),
-                                  np.ascontiguousarray(upper, np.float64), out)
+    oblivious_gain_table(hists, np.ascontiguousarray(totals, np.float64), offsets,
+                         np.ascontiguousarray(feature_mask, np.bool_), reg,
+                         None if monotone is None else _as_bounds(monotone), out)
     return out
