@@ -1,9 +1,9 @@
 """Models do not depend on the thread count up to 16 forced threads, on the CPU backend's
 parallel paths (work items over nodes x row chunks x feature blocks, chunked partitions,
-(node, feature) split search, parallel subtraction), in a subprocess whose Numba pool has 16
-threads (this machine may have 2 cores: the threads are oversubscribed, which changes
-nothing but the time). Float trees use weights over 12 decades, so any change in the order of
-a float sum would show."""
+(node, feature) split search with either gain, parallel subtraction), in a subprocess whose
+Numba pool has 16 threads (this machine may have 2 cores: the threads are oversubscribed,
+which changes nothing but the time). Float trees use weights over 12 decades, so any change
+in the order of a float sum would show."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ SCRIPT = textwrap.dedent("""
         "lossguide": {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 0},
         "depthwise": {"max_depth": 4, "colsample_bynode": 0.8},
         "quantised": {"max_depth": 4, "quantized_grad": True},
+        # the split search's general gain: weight bounds, then L1
+        "monotone": {"max_depth": 4, "monotone_constraints": (1, -1, 0, 1, 0)},
+        "l1": {"max_depth": 4, "reg_alpha": 0.5, "max_delta_step": 0.7},
     }
     out = {"pool": nb.config.NUMBA_NUM_THREADS}
     for name, extra in configs.items():
@@ -52,7 +55,7 @@ def test_models_identical_for_1_2_3_16_threads():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out.pop("pool") == 16
-    for name in ("lossguide", "depthwise", "quantised"):
+    for name in ("lossguide", "depthwise", "quantised", "monotone", "l1"):
         models = {t: out[f"{name}/{t}"] for t in (1, 2, 3, 16)}
         assert models[1][0] == models[2][0] == models[3][0] == models[16][0], name
         # the parallel kernels chunked nodes on every multi-thread run, never on one thread

@@ -183,13 +183,16 @@ def _search_items(hists, totals, offsets, feature_masks, reg, general, recs, out
             recs[j, REC_GAIN] = 0.0
             recs[j, REC_FEATURE] = -1.0
             continue
+        # one call per branch: a `bounds` variable assigned None in one branch and a tuple
+        # in the other fails the parallel kernel's array analysis (Numba 0.68)
         if general is None:
-            bounds = None
+            _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
+                                totals[node, 2], reg, None, recs[j])
         else:
             constraint, lower, upper = general
-            bounds = (np.int64(constraint[f]), lower[node], upper[node])
-        _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
-                            totals[node, 2], reg, bounds, recs[j])
+            _best_split_feature(hists[node], offsets, f, totals[node, 0], totals[node, 1],
+                                totals[node, 2], reg,
+                                (np.int64(constraint[f]), lower[node], upper[node]), recs[j])
     # ties keep the lowest feature: a later one must gain strictly more
     for node in range(k):
         rec = out[node]
