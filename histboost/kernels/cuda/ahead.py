@@ -93,12 +93,11 @@ class LevelBuffers:
                 "first": first[:p], "counts": counts[:p]})
         self.root = {"front": self.out[0], "totals": totals[0], "search": search[0],
                      "ranges": ranges[0], "search1": search[0][:1], "totals1": totals[0][:1]}
-        # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): the
-        # leaves of all depths in one node table (at most m) with their values, every
-        # level's values for the host's check
-        self.ranges, self.totals = ranges, totals
-        self.leaf_table = torch.zeros((m, common.TABLE_WIDTH), dtype=torch.int64, device=dev)
-        self.leaf_values = torch.zeros(m, dtype=torch.float64, device=dev)
+        # the margin update of a whole tree planned here (`LevelPlan.launch_leaves`): every
+        # frontier node's left child (-1: a leaf) and value, the values also for the host's
+        # check
+        self.totals = totals
+        self.child = torch.zeros((depth + 1, m), dtype=torch.int64, device=dev)
         self.level_values = torch.zeros((depth + 1, m), dtype=torch.float64, device=dev)
         self.level_values_host = torch.zeros((depth + 1, m), dtype=torch.float64,
                                              pin_memory=on_gpu)
@@ -106,7 +105,7 @@ class LevelBuffers:
         self.leaf_event = torch.cuda.Event() if on_gpu else None
         self.nbytes = sum(t.numel() * t.element_size() for t in (
             self.out, ranges, search, totals, table, build, slots, first, counts,
-            self.chunk_left, self.leaf_table, self.leaf_values, self.level_values))
+            self.chunk_left, self.child, self.level_values))
 
 
 class LevelPlan:
@@ -199,29 +198,27 @@ class LevelPlan:
         """The margin update of a whole tree planned on the device, launched behind its
         levels so that the device runs it while the host finishes the tree: the leaves of
         every depth (`partition.PLAN_LEAVES`: nodes that do not split, all of the last
-        level) and their values in one node table, then margin + value into the backend's
-        spare margin column for all leaves at once (`partition.LEAF_VALUES_INTO`; every row
-        is in one leaf). The values go to the host behind an event recorded before that
-        launch, so that the host's check does not wait for the margins;
-        `CUDABackend.update_margin` keeps the spare margins only when the grower's leaves and
-        values are these, bit for bit (pruning or refreshed leaves are added as before)."""
+        level) with their values, then margin + value into the backend's spare margin
+        column, every row walking the levels' splits to its leaf (`partition.LEAF_VALUES_INTO`).
+        The values go to the host behind an event recorded before that launch, so that the
+        host's check does not wait for the margins; `CUDABackend.update_margin` keeps the
+        spare margins only when the grower's leaves and values are these, bit for bit
+        (pruning or refreshed leaves are added as before)."""
         be, bufs = self.be, self.bufs
         common, part = be._k["common"], be._k["partition"]
         dev, threads = be.device, common.THREADS
         spare = be._spare_margin()
-        part.PLAN_LEAVES.launch(1, threads, dev, bufs.out, bufs.ranges, bufs.totals, reg_d,
-                                learning_rate, bufs.leaf_table, bufs.leaf_values,
-                                bufs.level_values)
+        part.PLAN_LEAVES.launch(1, threads, dev, bufs.out, bufs.totals, reg_d, learning_rate,
+                                bufs.child, bufs.level_values)
         self.leaves_ahead = True
         if bufs.leaf_event is None:  # the simulator: CPU tensors
             bufs.level_values_host.copy_(bufs.level_values)
         else:
             bufs.level_values_host.copy_(bufs.level_values, non_blocking=True)
             bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
-        # a tree has at most 2**depth leaves: ceil(rows / CHUNK_ROWS) + 2**depth chunks
-        grid = -(-self.n_rows // common.CHUNK_ROWS) + bufs.leaf_table.shape[0]
-        part.LEAF_VALUES_INTO.launch(grid, threads, dev, be._rows2, bufs.leaf_table,
-                                     bufs.leaf_values, be._margin, output, spare)
+        part.LEAF_VALUES_INTO[be._bin_dtype].launch(
+            common.grid(self.n_rows), threads, dev, be._columns, be.missing_bins, bufs.out,
+            bufs.child, bufs.level_values, be._margin, output, spare)
         if be.n_outputs == 1:
             # the next round's gradients from these margins, while the host replays the tree
             # (`CUDABackend.update_margin` makes them valid when it keeps the margins)

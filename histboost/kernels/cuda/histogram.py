@@ -188,18 +188,31 @@ def _make_build(per_word: int, channels: int, launch_bounds):
                 # the root read through the row-index buffer)
                 word_slots(offsets, base, f_lo, f_hi, w_first, slots)
                 w = u64(w_first)
+                # rows read through the row-index buffer: the next step's indices are
+                # loaded before this step's atomics, so a gathered row waits for one load
+                # (its bins and pair), not two (its index, then them)
+                next0 = u64(0)
+                next1 = u64(0)
+                if not identity:
+                    next0 = u64(rows2[side, p]) if p < stop else u64(0)
+                    next1 = u64(rows2[side, p + stride]) if p + stride < stop else u64(0)
                 while p + stride < stop:
-                    r0 = p if identity else u64(rows2[side, p])
-                    r1 = p + stride if identity else u64(rows2[side, p + stride])
+                    r0 = p if identity else next0
+                    r1 = p + stride if identity else next1
                     word0 = words[r0, w]
                     word1 = words[r1, w]
                     g0, h0 = pair(gh, r0)
                     g1, h1 = pair(gh, r1)
+                    p += stride + stride
+                    if not identity:
+                        if p < stop:
+                            next0 = u64(rows2[side, p])
+                        if p + stride < stop:
+                            next1 = u64(rows2[side, p + stride])
                     add_word(shared, word0, slots, g0, h0, plane)
                     add_word(shared, word1, slots, g1, h1, plane)
-                    p += stride + stride
                 if p < stop:
-                    r = p if identity else u64(rows2[side, p])
+                    r = p if identity else next0
                     g, h = pair(gh, r)
                     add_word(shared, words[r, w], slots, g, h, plane)
             else:

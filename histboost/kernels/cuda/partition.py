@@ -401,95 +401,67 @@ def _root_front(pool, first, last, g_scale, h_scale, n_rows, front, totals, sear
 
 
 @cuda.jit
-def _add_leaf_values(rows2, table, values, output, margin):
-    """margin[row, output] += values[leaf] for the rows of each leaf of `table` (every row is
-    in one leaf: no atomics)."""
-    c = cuda.blockIdx.x
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    side = _u(table[j, T_SIDE])
-    column = _u(output)
-    v = values[j]
-    p = _u(start + cuda.threadIdx.x)
-    stop = _u(end)
-    while p < stop:
-        margin[_u(rows2[side, p]), column] += v
-        p += _u(THREADS)
-
-
-@cuda.jit
-def _plan_leaves(fronts, ranges, totals, reg, learning_rate, table, values, level_values):
+def _plan_leaves(fronts, totals, reg, learning_rate, child, level_values):
     """One block: the leaves of a whole tree planned on the device (`_plan_level`) and
     their values, for its margin update. Frontier b (depth b: fronts[b][-1, INFO_FRONT]
-    nodes, rows ranges[b, j], sums totals[b, j]) holds the nodes that do not split
-    (`_plan_level`'s rule) and, at the deepest level, all of them: the tree's leaves, depth
-    after depth, as one node table (chunks of CHUNK_ROWS rows; the rows past the leaves are
-    padding without rows) into `table`, their values leaf_weight(G, H, reg) * learning_rate
-    (the grower's float64 operations, the product rounded on its own) into values[p] (p-th
-    leaf) and level_values[b, j] (frontier order; 0 for nodes that split)."""
+    nodes with sums totals[b, j]) holds the nodes that do not split (`_plan_level`'s rule)
+    and, at the deepest level, all of them. Writes child[b, j]: the place of node j's left
+    child in frontier b + 1 (2q for the q-th splitting node of its frontier, its right child
+    next to it), -1 for a leaf; and level_values[b, j]: a leaf's value leaf_weight(G, H, reg)
+    * learning_rate (the grower's float64 operations, the product rounded on its own), 0
+    for nodes that split."""
     t = cuda.threadIdx.x
     flags = cuda.shared.array(THREADS, np.int64)
-    counts = cuda.shared.array(THREADS, np.int64)
     depths = fronts.shape[0]
     info = fronts.shape[1] - 1
-    n_leaves = np.int64(0)
-    n_chunks = np.int64(0)
     for b in range(depths):
         last = b == depths - 1
         n_front = np.int64(fronts[b, info, INFO_FRONT])
+        splitting = np.int64(0)  # splitting nodes of this frontier before the tile
         for tile in range(0, n_front, THREADS):
             j = tile + t
-            leaf = 0
-            nch = np.int64(0)
+            split_here = 0
+            if j < n_front and not last and fronts[b, j, REC_GAIN] > MIN_SPLIT_GAIN \
+                    and fronts[b, j, REC_FEATURE] >= 0:
+                split_here = 1
+            flags[t] = split_here
+            cuda.syncthreads()
+            before = block_scan(flags, t, THREADS) - split_here
             if j < n_front:
-                level_values[b, j] = 0.0
-                if last or not (fronts[b, j, REC_GAIN] > MIN_SPLIT_GAIN
-                                and fronts[b, j, REC_FEATURE] >= 0):
-                    leaf = 1
-                    nch = (ranges[b, j, 1] - ranges[b, j, 0] + CHUNK_ROWS - 1) // CHUNK_ROWS
-            flags[t] = leaf
-            counts[t] = nch
+                if split_here:
+                    child[b, j] = 2 * (splitting + before)
+                    level_values[b, j] = 0.0
+                else:
+                    child[b, j] = -1
+                    level_values[b, j] = mul(_leaf_weight(totals[b, j, 0], totals[b, j, 1],
+                                                          reg), learning_rate)
+            splitting += flags[THREADS - 1]
             cuda.syncthreads()
-            before = block_scan(flags, t, THREADS) - leaf
-            chunks_before = block_scan(counts, t, THREADS) - nch
-            if leaf:
-                p = n_leaves + before
-                table[p, T_START] = ranges[b, j, 0]
-                table[p, T_END] = ranges[b, j, 1]
-                table[p, T_SIDE] = ranges[b, j, 2]
-                table[p, T_FIRST] = n_chunks + chunks_before
-                table[p, T_CHUNK] = CHUNK_ROWS
-                v = mul(_leaf_weight(totals[b, j, 0], totals[b, j, 1], reg), learning_rate)
-                values[p] = v
-                level_values[b, j] = v
-            n_leaves += flags[THREADS - 1]
-            n_chunks += counts[THREADS - 1]
-            cuda.syncthreads()
-    for p in range(n_leaves + t, table.shape[0], THREADS):
-        table[p, T_START] = 0
-        table[p, T_END] = 0
-        table[p, T_SIDE] = 0
-        table[p, T_FIRST] = n_chunks
-        table[p, T_CHUNK] = 1
 
 
 @cuda.jit
-def _leaf_values_into(rows2, table, values, margin, output, out):
-    """out[row, 0] = margin[row, output] + values[leaf] for the rows of each leaf of `table`
-    (`_add_leaf_values` out of place: the margins stay as they are until the host has
-    checked the values, `CUDABackend.update_margin`)."""
-    c = cuda.blockIdx.x
-    j = chunk_node(table, c)
-    start, end = chunk_rows(table, j, c)
-    side = _u(table[j, T_SIDE])
-    column = _u(output)
-    v = values[j]
-    p = _u(start + cuda.threadIdx.x)
-    stop = _u(end)
-    while p < stop:
-        row = _u(rows2[side, p])
-        out[row, 0] = margin[row, column] + v
-        p += _u(THREADS)
+def _leaf_values_into(columns, missing_bins, fronts, child, level_values, margin, output,
+                      out):
+    """out[row, 0] = margin[row, output] + the value of the row's leaf, for every row of a
+    tree planned on the device (`_plan_leaves`), one thread a row: the row walks the
+    frontiers' split records (the partition's rule, `_goes_left`) from the root to its
+    leaf. The margins stay as they are until the host has checked the values
+    (`CUDABackend.update_margin`). Rows are read in order (a warp's bins of one feature
+    are one sector), where adding by leaf through the row-index buffer gathered every
+    row's margin: 0.87 ms a depth-8 tree of 10M rows on an H100."""
+    i = cuda.grid(1)
+    if i >= columns.shape[1]:
+        return
+    row = _u(i)
+    b = 0
+    j = 0
+    while child[b, j] >= 0:
+        f = np.int64(fronts[b, j, REC_FEATURE])
+        left = _goes_left(columns, _u(f), row, np.int64(fronts[b, j, REC_BIN]),
+                          missing_bins[f], np.int64(fronts[b, j, REC_DEFAULT_LEFT]))
+        j = child[b, j] + (0 if left else 1)
+        b += 1
+    out[row, 0] = margin[row, _u(output)] + level_values[b, j]
 
 
 _TAIL = (("int32", 2), ("int64", 2), ("int32", 1), ("int64", 1))
@@ -510,12 +482,12 @@ PLAN_LEVEL = CudaKernel(_plan_level, (("float64", 2), ("int64", 2), ("int64", 2)
 ROOT_FRONT = CudaKernel(_root_front, (("int64", 3), "int64", "int64", "float64", "float64",
                                       "int64", ("float64", 2), ("float64", 2), ("int64", 2),
                                       ("int64", 2)))
-ADD_LEAF_VALUES = CudaKernel(_add_leaf_values, (("int32", 2), ("int64", 2), ("float64", 1),
-                                                "int64", ("float64", 2)))
-PLAN_LEAVES = CudaKernel(_plan_leaves, (("float64", 3), ("int64", 3), ("float64", 3),
-                                        ("float64", 1), "float64", ("int64", 2),
-                                        ("float64", 1), ("float64", 2)))
-LEAF_VALUES_INTO = CudaKernel(_leaf_values_into, (("int32", 2), ("int64", 2), ("float64", 1),
-                                                  ("float64", 2), "int64", ("float64", 2)))
+PLAN_LEAVES = CudaKernel(_plan_leaves, (("float64", 3), ("float64", 3), ("float64", 1),
+                                        "float64", ("int64", 2), ("float64", 2)))
+LEAF_VALUES_INTO = {
+    np.dtype(dtype): CudaKernel(_leaf_values_into, ((dtype, 2), ("int32", 1), ("float64", 3),
+                                                    ("int64", 2), ("float64", 2),
+                                                    ("float64", 2), "int64", ("float64", 2)))
+    for dtype in ("uint8", "int32")}
 KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, PLAN_LEVEL, ROOT_FRONT,
-           ADD_LEAF_VALUES, PLAN_LEAVES, LEAF_VALUES_INTO)
+           PLAN_LEAVES, *LEAF_VALUES_INTO.values())
