@@ -1,0 +1,158 @@
+"""A/B of the GPU engine between checkouts on one machine, the checkouts alternating.
+
+    python bench/gpu_ab.py --trees branch:/path/a,main:/path/b [--repeats 2] [--rounds 60]
+        [--cpus 0-7] [--site /tmp/np]
+
+Processes of one call have differed by 1-2 ms a depth-wise round with the same package
+(`docs/gpu.md`, sessions 10-11), more than the changes being measured, so each checkout runs
+in `--repeats` processes, in the order a, b, a, b, ... (each process compiles the kernels
+once: about 25 s), every one pinned to the same cores (`--cpus`, through taskset). A process
+(`--worker`) times, on `bench/gpu.py`'s cached higgs_like data (written by it, or here when
+missing): the root histogram kernel with builds queued back to back, the root read through
+the row-index buffer and an eighth of the rows at random through it (quantised pairs, as
+`bench/gpu.py`'s histboost-root), then float depth-8 depth-wise and 255-leaf lossguide
+training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) twice each: the
+steady ms/round (median interval between round ends from round 3 on) and (train - ingest) /
+rounds. The histboost package is the one of the checkout put first on PYTHONPATH (after
+`--site`, e.g. the numpy tree the device host needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def _data(a: argparse.Namespace) -> Path:
+    """bench/gpu.py's data folder of these sizes, written when missing."""
+    from _common import synth
+    data = Path(a.data_dir) / f"{a.rows}-{a.test_rows}-0"
+    if not (data / "yt.npy").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        X, y = synth().higgs_like(a.rows + a.test_rows, seed=0)
+        for name, arr in (("X", X[:a.rows]), ("y", y[:a.rows]), ("Xt", X[a.rows:]),
+                          ("yt", y[a.rows:])):
+            np.save(data / f"{name}.npy", arr)
+    return data
+
+
+def _train_ms(histboost, params: dict, d, rounds: int) -> tuple[float, float]:
+    """(steady ms/round, (train - ingest) / rounds in ms) of one training on Dataset d."""
+    from histboost.callback import TrainingCallback
+
+    class Stamps(TrainingCallback):
+        def __init__(self) -> None:
+            self.t: list[float] = []
+
+        def after_iteration(self, model, epoch, log) -> bool:
+            self.t.append(time.perf_counter())
+            return False
+
+    stamps = Stamps()
+    t0 = time.perf_counter()
+    booster = histboost.train(params, d, rounds, verbose_eval=False, callbacks=[stamps])
+    total = time.perf_counter() - t0
+    steady = float(np.median(np.diff(stamps.t)[2:]))
+    return 1e3 * steady, 1e3 * (total - booster.timings.get("binning", 0.0)) / rounds
+
+
+def worker(a: argparse.Namespace) -> dict:
+    from gpu import _queued_ms
+
+    import histboost
+    from histboost.kernels.backend import make_backend
+    from histboost.tree.quantize import make_quantisation
+    data = Path(a.worker)
+    X = np.ascontiguousarray(np.load(data / "X.npy"))
+    y = np.load(data / "y.npy")
+    base = {"objective": "binary:logistic", "learning_rate": 0.1, "max_bin": 256,
+            "device": "cuda"}
+    policies = {"depthwise": {"grow_policy": "depthwise", "max_depth": 8},
+                "lossguide": {"grow_policy": "lossguide", "max_leaves": 255, "max_depth": 0}}
+    warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=256)
+    for policy in policies.values():
+        histboost.train({**base, **policy}, warm, 2, verbose_eval=False)
+    d = histboost.Dataset(X, label=y, max_bin=256).construct()
+    out: dict = {}
+    be = make_backend("cuda", d.bins, d.bin_mapper.bin_offsets, n_threads=1, label=d.label,
+                      weight=None, n_outputs=1, count_rows=False)
+    be.compute_gradients("logistic")
+    quant = make_quantisation(*be.gradient_bounds(0), 8, 1)
+    n = d.bins.shape[0]
+    eighth = np.sort(np.random.default_rng(0).choice(n, n // 8, replace=False))
+    for name, rows in (("root_ms", None), ("root_via_rows_ms", np.arange(n)),
+                       ("eighth_ms", eighth)):
+        be.begin_tree(0, rows, quant)
+        out[name] = _queued_ms(lambda b=be: b.build_histograms([0]))
+    be.release()
+    for name, policy in policies.items():
+        runs = [_train_ms(histboost, {**base, **policy}, d, a.rounds) for _ in range(2)]
+        out[f"{name}_steady"] = [round(r[0], 3) for r in runs]
+        out[f"{name}_ms_round"] = [round(r[1], 3) for r in runs]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", help="name:path,... of the checkouts")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--test-rows", type=int, default=1_000_000)
+    ap.add_argument("--data-dir", default="/tmp/histboost-gpu-bench")
+    ap.add_argument("--cpus", default="0-7", help="cores every process is pinned to")
+    ap.add_argument("--site", default="", help="prepended to PYTHONPATH before a checkout")
+    ap.add_argument("--timeout", type=float, default=90.0, help="seconds a process may take")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print("RESULT " + json.dumps(worker(a)), flush=True)
+        return
+    data = _data(a)
+    trees = [t.split(":", 1) for t in a.trees.split(",")]
+    pin = ["taskset", "-c", a.cpus] if shutil.which("taskset") and a.cpus else []
+    results: dict[str, list] = {name: [] for name, _ in trees}
+    for rep in range(a.repeats):
+        for name, path in (trees if rep % 2 == 0 else trees[::-1]):
+            env = {**os.environ, "PYTHONPATH": ":".join(p for p in (a.site, path) if p)}
+            cmd = [*pin, sys.executable, __file__, "--worker", str(data), "--rounds",
+                   str(a.rounds)]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                     timeout=a.timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{name} (repeat {rep}): over {a.timeout:.0f} s", flush=True)
+                continue
+            line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
+            if res.returncode != 0 or not line:
+                print(f"{name} (repeat {rep}): failed\n{res.stderr[-3000:]}", flush=True)
+                continue
+            r = json.loads(line[0][7:])
+            results[name].append(r)
+            print(f"{name} (repeat {rep}): {json.dumps(r)}", flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    keys = ("root_ms", "root_via_rows_ms", "eighth_ms", "depthwise_steady",
+            "depthwise_ms_round", "lossguide_steady", "lossguide_ms_round")
+    print(f"\nmedians over processes and runs, {a.rounds} rounds, pinned to cores {a.cpus}")
+    print("| checkout | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
+    for name, runs in results.items():
+        cells = [f"{np.median(np.ravel([r[k] for r in runs])):.3f}" if runs else "-"
+                 for k in keys]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
