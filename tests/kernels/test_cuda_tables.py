@@ -70,3 +70,23 @@ def test_numpy_node_table_equals_python_one(monkeypatch, extra):
     want, want_chunks = common.node_table(bounds, sides, 16, cols)
     assert n_chunks == want_chunks == int((-(-rows // 16)).sum())
     np.testing.assert_array_equal(table, want)
+
+
+def test_binned_rows_padded_to_whole_sectors():
+    """Rows of the binned matrix do not straddle 32-byte sectors where padding adds at most
+    a third: every padded row starting at a multiple of its length lies in one sector or
+    covers whole sectors, checked by brute force over the first rows."""
+    from histboost.kernels.cuda.backend import sector_row_bytes
+
+    for row_bytes in range(4, 257, 4):
+        padded = sector_row_bytes(row_bytes)
+        assert padded >= row_bytes and padded % 4 == 0
+        straddles = any((r * padded) // 32 != (r * padded + min(padded, 32) - 1) // 32
+                        for r in range(64))
+        if 3 * padded <= 4 * row_bytes and padded != row_bytes:
+            assert not straddles, row_bytes
+        if padded == row_bytes and straddles:  # left unpadded: padding would add over a third
+            aligned = next(v for v in range(row_bytes, 4 * row_bytes + 32, 4)
+                           if v % 32 == 0 or 32 % v == 0)
+            assert 3 * aligned > 4 * row_bytes, row_bytes
+    assert [sector_row_bytes(b) for b in (4, 12, 28, 40, 60, 100)] == [4, 16, 32, 40, 64, 128]
