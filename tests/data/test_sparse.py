@@ -16,6 +16,7 @@ import histboost
 from histboost.data.binning import compute_bin_mapper
 from histboost.data.sparse import SparseBins, SparseMatrix, sparse_bin_mapper
 from histboost.kernels.cpu import sparse as ksparse
+from histboost.kernels.cpu import sparse_backend
 from histboost.kernels.cpu.backend import CPUBackend
 from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
 from histboost.testing.threads import forced_paths
@@ -128,29 +129,38 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["accumulate_items", "partition_node_chunked", "feature_chunks"]
+    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
+    spied = ["feature_chunks", "search_stretches", "partition_items",
+             "accumulate_items_parallel"]
+    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
+    run_ranges = sparse_backend.run_ranges
 
     def emit_chunks(accs, bitmaps, a, b, *rest):
         calls["emit_chunks"] += b - a > 1
         return emit(accs, bitmaps, a, b, *rest)
-    for chunked in (True, False):
+
+    def ranges(kernel, n, *args, **kwargs):
+        calls[kernel.__name__] += 1
+        return run_ranges(kernel, n, *args, **kwargs)
+    # Numba's parallel loops (from _LOOP_MIN_THREADS threads) and the thread pool
+    for chunked, loop_min in ((True, 2), (False, 1 << 30)):
         with pytest.MonkeyPatch.context() as mp, forced_paths(chunked, min_rows=64):
+            mp.setattr(sparse_backend, "_LOOP_MIN_THREADS", loop_min)
             # chunked float sums follow the (lowered) chunk thresholds, not the threads
             for name in spied:
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
             mp.setattr(ksparse, "emit_touched", emit_chunks)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._VALUES_PER_CHUNK_SLOT", 0)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._PARALLEL_MIN_VALUES", 1)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._SEARCH_STRETCH_MIN_SLOTS", 1)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._PARTITION_CHUNKED_MIN_ROWS", 1)
-            ref = _train(params, X_S, Y)
-            for threads in (2, 3):
+            mp.setattr(sparse_backend, "run_ranges", ranges)
+            mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
+            mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
+            ref = _train({**params, "nthread": 1}, X_S, Y)
+            for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
-    assert all(calls[n] for n in [*spied, "emit_chunks"]), calls
+    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():

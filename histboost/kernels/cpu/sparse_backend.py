@@ -68,11 +68,15 @@ _POOL_KEEP = 8
 # many stored (elementwise) values' worth of work, a node's split search in stretches of
 # whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.3 ms of the pass's
 # work, several pool launches); a partition, a galloping walk cheaper per row than the dense
-# one, runs on Numba's loops only from _PARTITION_CHUNKED_MIN_ROWS rows (a node's, in row
-# chunks; 100k x 100k, 2 threads: 15.1 CPU s of training at 65k rows, 8.6 at 1M).
+# one, on the pool too, in row chunks of at least _PARTITION_THREAD_MIN_ROWS rows.
 _PARALLEL_MIN_VALUES = 1 << 20
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 14
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 20
+_PARTITION_THREAD_MIN_ROWS = 1 << 14
+# From this many threads a step's parallel work (builds, partitions, searches) runs on
+# Numba's parallel loops instead: on a many-core host the pool's Python-level launches
+# (a GIL hand-off per thread) cost more than the work of a node split 16 ways, and the
+# loops' spinning threads take cores nothing else uses.
+_LOOP_MIN_THREADS = 4
 
 
 class _Pool:
@@ -164,40 +168,50 @@ class SparseCPUBackend(CPUBackend):
         self._hist = {}
         self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
+    def _loops(self) -> bool:
+        """Whether parallel work runs on Numba's parallel loops (else on the thread pool)."""
+        return self._pool() >= _LOOP_MIN_THREADS
+
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
 
     # -- partition -----------------------------------------------------------------------
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        # exact whatever the chunks, so they follow the thread count: a call of at least
+        # _PARTITION_THREAD_MIN_ROWS rows a thread is cut into about one chunk per thread
         sb = self.sbins
         starts = np.array([b[0] for b in bounds], np.int64)
         ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
-        small = []
+        total = int((ends - starts).sum())
+        threads = self._team(total // _PARTITION_THREAD_MIN_ROWS)
+        if threads == 1:
+            sparse.partition_nodes_serial(
+                sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts, ends, features,
+                split_bins, self.missing_bins, self.default_bins, default_left, self._scratch,
+                n_left)
+            return n_left
+        chunk_rows = -(-total // threads)
+        items = []
         for k in range(starts.shape[0]):
-            n_rows = int(ends[k] - starts[k])
-            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
-                      else 1)
-            if chunks == 1:
-                small.append(k)
-                continue
-            self._team(chunks)
-            f = int(features[k])
-            n_left[k] = sparse.partition_node_chunked(
-                sb.col_rows, sb.col_bins, sb.col_ptr[f], sb.col_ptr[f + 1], self.rows,
-                starts[k], ends[k], split_bins[k], self.missing_bins[f], default_left[k],
-                self.default_bins[f], chunks, self._scratch, self._partition_counts)
-        if small:
-            idx = np.array(small)
-            sub = np.zeros(idx.size, np.int64)
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_CHUNKED_MIN_ROWS))
-            kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
-            kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
-                   features[idx], split_bins[idx], self.missing_bins, self.default_bins,
-                   default_left[idx], self._scratch, sub)
-            n_left[idx] = sub
+            s, e = int(starts[k]), int(ends[k])
+            c = max(1, -(-(e - s) // chunk_rows))
+            items += [(k, s + (e - s) * i // c, s + (e - s) * (i + 1) // c) for i in range(c)]
+        items_a = np.array(items, np.int64)
+        m = items_a.shape[0]
+        counts = np.zeros(m, np.int64)
+        positions = np.zeros(m, np.int64)
+        args = (items_a, sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts, features,
+                split_bins, self.missing_bins, self.default_bins, default_left, self._scratch,
+                counts)
+        if self._loops():
+            sparse.partition_items(threads, *args, positions, n_left)
+            return n_left
+        run_ranges(sparse.partition_scatter, m, *args, threads=threads)
+        sparse.partition_positions(items_a, starts, counts, positions, n_left)
+        run_ranges(sparse.partition_place, m, items_a, self.rows, starts, self._scratch,
+                   counts, positions, n_left, threads=threads)
         return n_left
 
     # -- margins -------------------------------------------------------------------------
@@ -408,11 +422,16 @@ class SparseCPUBackend(CPUBackend):
         sb = self.sbins
         bitmaps = self._bitmaps
 
-        def items(lo: int, hi: int) -> None:
-            sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
-                                    ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi], touched[lo:hi])
+        if threads > 1 and self._loops():
+            sparse.accumulate_items_parallel(threads, sb.indptr, sb.slots, gh, self.rows,
+                                             starts_a, ends_a, accs, bitmaps, touched)
+        else:
+            def items(lo: int, hi: int) -> None:
+                sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
+                                        ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi],
+                                        touched[lo:hi])
 
-        run_ranges(items, m, threads=threads)
+            run_ranges(items, m, threads=threads)
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
             bound = int(touched[a:b].sum())
@@ -544,21 +563,18 @@ class SparseCPUBackend(CPUBackend):
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(team, np.int64)
         width = self._widest + 4
-        shared = np.zeros(1)  # the best gain any stretch reached (`sparse.search_node`)
-
-        def stretches(lo: int, hi: int) -> None:
-            for c in range(lo, hi):
-                a, b = int(bounds[c]), int(bounds[c + 1])
-                nf = min(b - a, self.n_features)
-                lengths[c] = sparse.search_node(
-                    slots[a:b], vals[a:b], *args[2:], *sums, *prune_args, total.copy(),
-                    np.zeros((1, C), dtype),
-                    np.empty((width, C), dtype), np.empty(nf + 1, np.int64),
-                    np.empty(nf, np.int32), np.empty(width, np.int32), reg, general,
-                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c], shared,
-                    np.empty((width, 2 if C == 1 else C)))[2]
-
-        run_ranges(stretches, team, threads=team)
+        most = int(np.diff(bounds).max()) + 1
+        scratch = (np.repeat(total[None], team, axis=0), np.zeros((team, 1, C), dtype),
+                   np.empty((team, width, C), dtype), np.empty((team, most), np.int64),
+                   np.empty((team, most), np.int32), np.empty((team, width), np.int32), reg,
+                   general, np.zeros((team, 2), np.int64), np.zeros((team, split.REC_WIDTH)),
+                   recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
+                   np.empty((team, width, 2 if C == 1 else C)), lengths)
+        if self._loops():
+            sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch)
+        else:
+            run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
+                       *scratch, threads=team)
         w = int(lengths[0])
         for c in range(1, team):
             a, k = int(bounds[c]), int(lengths[c])
