@@ -131,8 +131,9 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     calls: Counter = Counter()
     # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
     spied = ["feature_chunks", "search_stretches", "partition_items",
-             "accumulate_items_parallel"]
-    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
+             "accumulate_items_parallel", "root_parts_parallel"]
+    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items",
+              "root_parts"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
     run_ranges = sparse_backend.run_ranges
@@ -613,3 +614,35 @@ def test_subtraction_in_place_of_a_parent_without_some_slots():
     k = ksparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
     assert k == 1 and missing[0] == 1
     np.testing.assert_array_equal(p_vals, [[5.0, 2.0], [0.0, 0.0], [4.0, 3.0], [1.5, 1.0]])
+
+
+@pytest.mark.parametrize("layout", ["float", "packed", "counted"])
+def test_root_built_from_columns_equals_row_chunk_build(layout):
+    """The root (all rows, in order) is built feature by feature from the column-major
+    entries, on parts of the features: the same slots and bit-identical sums as the
+    row-chunk build of the same chunks (float sums that round: the order is the same),
+    dead features left out."""
+    d = histboost.Dataset(X_S).construct(max_bin=32)
+    rng = np.random.default_rng(4)
+    n = X_S.shape[0]
+    if layout == "packed":
+        gh = np.column_stack([rng.integers(-50, 50, n), rng.integers(0, 30, n)])
+        q = Quantisation(1.0, 1.0, 0)
+    else:
+        gh = np.column_stack([rng.normal(size=n), rng.uniform(0.1, 1, n)])
+        q = None
+    be = SparseCPUBackend(d.bins, 1, count_rows=layout == "counted")
+    be.set_gradients(gh.astype(np.float32)[None])
+    be.begin_tree(0, None, q)
+    be._dead[0][[2, 5]] = 1
+    for chunks in (1, 3):
+        for parts in (1, 4):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(be, "_team", lambda limit, parts=parts: parts)
+                be._build_root(0, chunks)
+            got = be._hist.pop(0)
+            be._build_group([0], [(0, n)], [chunks], [0])
+            want = be._hist.pop(0)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert not np.isin(be._slot_feature[got[0]], [2, 5]).any()

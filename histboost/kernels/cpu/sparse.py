@@ -235,6 +235,143 @@ def accumulate_items_parallel(workers, indptr, slots, gh, rows, starts, ends, ac
                          bitmaps[lo:hi], touched[lo:hi])
 
 
+def _row_into(out, m, gh, r, first):
+    """out[m] = (first) or += (else) row r's gradient pair gh[r] as `_accumulate_marked`
+    sums it: packed int64 pairs (gh 1-d, out (k, 1)), or (g, h[, count]) (out (k, 2 or 3))."""
+
+
+@overload(_row_into, inline="always")
+def _row_into_impl(out, m, gh, r, first):
+    if gh.ndim == 1:
+        def packed(out, m, gh, r, first):
+            if first:
+                out[m, 0] = gh[r]
+            else:
+                out[m, 0] += gh[r]
+        return packed
+
+    def pairs(out, m, gh, r, first):
+        g = gh[r, 0]
+        h = gh[r, 1]
+        if first:
+            out[m, 0] = g
+            out[m, 1] = h
+            if out.shape[1] == 3:
+                out[m, 2] = 1
+        else:
+            add_pair(out, m, g, h)
+            if out.shape[1] == 3:
+                out[m, 2] += 1
+    return pairs
+
+
+# The root of a tree on all rows is built feature by feature from the column-major entries
+# (`root_counts`, `root_features`): each feature's entries (rows ascending) are summed into
+# a scratch of its own bins, one per row chunk of the root, then the chunks added in order:
+# the sums of `accumulate_items` and `emit_touched` with the same chunks, without a
+# full-width scratch, and in parallel over features.
+@nb.njit(cache=True, nogil=True, inline="always")
+def _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins):
+    """(row, bin) of entry j of feature f: feature 0 from its slot in row j's row-major
+    entries (stored for every row), the others from their column."""
+    if f == 0:
+        return np.int64(j), np.int64(slots[indptr[j]]) - offsets[0]
+    return np.int64(col_rows[j]), np.int64(col_bins[j])
+
+
+@nb.njit(cache=True, nogil=True)
+def root_counts(lo, hi, n_rows, indptr, slots, offsets, col_ptr, col_rows, col_bins, dead,
+                seen, counts):
+    """counts[f] (int64) = the bins of feature f (lo <= f < hi) that some row stores (0 for
+    a dead feature): its slots in the root's list. seen: uint8 (widest,) zeros (scratch,
+    left zero)."""
+    for f in range(lo, hi):
+        counts[f] = 0
+        if dead[f]:
+            continue
+        a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
+        c = 0
+        for j in range(a, b):
+            _, k = _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins)
+            if seen[k] == 0:
+                seen[k] = 1
+                c += 1
+        counts[f] = c
+        for k in range(offsets[f + 1] - offsets[f]):
+            seen[k] = 0
+
+
+@nb.njit(cache=True, nogil=True)
+def root_features(lo, hi, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
+                  col_bins, dead, gh, acc, seen, pos, out_slots, out_vals):
+    """The root's sparse histogram, features lo..hi-1 (not dead): feature f's slots from
+    out_slots[pos[f]] on (pos: the prefix sums of `root_counts`), ascending, their sums in
+    out_vals. The root's rows are all rows in order, in n_chunks row chunks (chunk i: rows
+    n_rows * i // n_chunks ...); acc (n_chunks * widest, C) and seen uint8 (n_chunks *
+    widest,) zeros are scratch, bin k of chunk i at i * widest + k (seen left zero). Ranges
+    of features run on several threads."""
+    width = seen.shape[0] // n_chunks
+    for f in range(lo, hi):
+        if dead[f]:
+            continue
+        a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
+        base = 0
+        bound = n_rows // n_chunks
+        chunk = 0
+        for j in range(a, b):
+            r, k = _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins)
+            while r >= bound:
+                chunk += 1
+                base += width
+                bound = n_rows * (chunk + 1) // n_chunks
+            q = base + k
+            _row_into(acc, q, gh, r, seen[q] == 0)
+            seen[q] = 1
+        p = pos[f]
+        for k in range(offsets[f + 1] - offsets[f]):
+            first = True
+            for q in range(k, k + n_chunks * width, width):
+                if seen[q]:
+                    seen[q] = 0
+                    if first:
+                        for c in range(out_vals.shape[1]):
+                            out_vals[p, c] = acc[q, c]
+                        first = False
+                    else:
+                        for c in range(out_vals.shape[1]):
+                            out_vals[p, c] += acc[q, c]
+            if not first:
+                out_slots[p] = offsets[f] + k
+                p += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def root_parts(lo, hi, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
+               col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals):
+    """Parts lo..hi-1 of the root's build (part w: features bounds[w]..bounds[w+1]-1, its
+    scratch acc[w] (n_chunks * widest, C) and seen[w] uint8 (n_chunks * widest,), zeros):
+    step 0 `root_counts` into counts, step 1 (counts' prefix sums in pos) `root_features`.
+    Ranges of parts run on several threads (`_threads.run_ranges`, or `root_parts_parallel`)."""
+    for w in range(lo, hi):
+        if step == 0:
+            root_counts(bounds[w], bounds[w + 1], n_rows, indptr, slots, offsets, col_ptr,
+                        col_rows, col_bins, dead, seen[w], counts)
+        else:
+            root_features(bounds[w], bounds[w + 1], n_rows, n_chunks, indptr, slots, offsets,
+                          col_ptr, col_rows, col_bins, dead, gh, acc[w], seen[w], pos,
+                          out_slots, out_vals)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
+                        col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots,
+                        out_vals):
+    """`root_parts` of every part on Numba's parallel loop, a part a thread."""
+    for w in nb.prange(bounds.shape[0] - 1):
+        root_parts(w, w + 1, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
+                   col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals)
+
+
 @nb.njit(cache=True, nogil=True)
 def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
     """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any

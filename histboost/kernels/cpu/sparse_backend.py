@@ -66,12 +66,12 @@ _POOL_KEEP = 8
 # (one thread: the whole training about 50 s). So a sparse step's work runs on the thread
 # pool (`_threads.run_ranges`, whose threads sleep between tasks): a step's builds from this
 # many stored (elementwise) values' worth of work, a node's split search in stretches of
-# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.3 ms of the pass's
-# work, several pool launches); a partition, a galloping walk cheaper per row than the dense
+# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.1 ms of the pass's
+# work); a partition, a galloping walk cheaper per row than the dense
 # one, on the pool too, in row chunks of at least _PARTITION_THREAD_MIN_ROWS rows.
-_PARALLEL_MIN_VALUES = 1 << 20
-_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
-_PARTITION_THREAD_MIN_ROWS = 1 << 14
+_PARALLEL_MIN_VALUES = 1 << 16
+_SEARCH_STRETCH_MIN_SLOTS = 1 << 12
+_PARTITION_THREAD_MIN_ROWS = 1 << 13
 # From this many threads a step's parallel work (builds, partitions, searches) runs on
 # Numba's parallel loops instead: on a many-core host the pool's Python-level launches
 # (a GIL hand-off per thread) cost more than the work of a node split 16 ways, and the
@@ -392,12 +392,48 @@ class SparseCPUBackend(CPUBackend):
         # groups of nodes whose items (a node or its row chunks) fit the scratch in use
         group: list[int] = []
         for k in range(len(nodes)):
+            if self._uses_all_rows and bounds[k] == (0, self.n_rows):
+                self._build_root(nodes[k], chunks[k])
+                continue
             if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
                 self._build_group(nodes, bounds, chunks, group)
                 group = []
             group.append(k)
-        self._build_group(nodes, bounds, chunks, group)
+        if group:
+            self._build_group(nodes, bounds, chunks, group)
         return None if self._root_index is None else self._shared_buffer(nodes)
+
+    def _build_root(self, node: int, chunks: int) -> None:
+        """The histogram of a node of all rows in order (the root, without row sampling),
+        feature by feature from the column-major entries (`sparse.root_parts`): the sums of
+        `_build_group` with the same chunks, without full-width scratch, on parts of the
+        features (about equal stored values each) on several threads."""
+        sb = self.sbins
+        F = self.n_features
+        parts = self._team(int(sb.slots.shape[0]) // _PARALLEL_MIN_VALUES)
+        bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
+                                                                     // parts))
+        bounds = np.minimum(bounds, F).astype(np.int64)
+        bounds[0], bounds[-1] = 0, F
+        C = self._channels_native
+        width = max(1, self._widest)
+        acc = np.empty((parts, chunks * width, C), self.hist_dtype)
+        seen = np.zeros((parts, chunks * width), np.uint8)
+        counts = np.zeros(F, np.int64)
+        pos = np.zeros(F + 1, np.int64)
+        args = [bounds, self.n_rows, chunks, sb.indptr, sb.slots, self.offsets, sb.col_ptr,
+                sb.col_rows, sb.col_bins, self._dead[node], self.gh, acc, seen, counts, pos,
+                np.empty(0, self._slot_dtype), np.empty((0, C), self.hist_dtype)]
+        for step in (0, 1):
+            if step == 1:
+                np.cumsum(counts, out=pos[1:])
+                args[-2] = np.empty(int(pos[-1]), self._slot_dtype)
+                args[-1] = np.empty((int(pos[-1]), C), self.hist_dtype)
+            if parts > 1 and self._loops():
+                sparse.root_parts_parallel(step, *args)
+            else:
+                run_ranges(sparse.root_parts, parts, step, *args, threads=parts)
+        self._hist[node] = (args[-2], args[-1])
 
     def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
                      chunks: list[int], group: list[int]) -> None:
