@@ -72,6 +72,9 @@ _POOL_KEEP = 8
 _PARALLEL_MIN_VALUES = 1 << 16
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 12
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
+# a subtraction on Numba's loops (`_LOOP_MIN_THREADS`) in ranges of at least this many of the
+# built child's slots
+_SUBTRACT_THREAD_MIN_SLOTS = 1 << 13
 # From this many threads a step's parallel work (builds, partitions, searches) runs on
 # Numba's parallel loops instead: on a many-core host the pool's Python-level launches
 # (a GIL hand-off per thread) cost more than the work of a node split 16 ways, and the
@@ -392,8 +395,9 @@ class SparseCPUBackend(CPUBackend):
         # groups of nodes whose items (a node or its row chunks) fit the scratch in use
         group: list[int] = []
         for k in range(len(nodes)):
-            if self._uses_all_rows and bounds[k] == (0, self.n_rows):
-                self._build_root(nodes[k], chunks[k])
+            parts = self._team(int(self.slots.shape[0]) // _PARALLEL_MIN_VALUES)
+            if parts > 1 and self._uses_all_rows and bounds[k] == (0, self.n_rows):
+                self._build_root(nodes[k], chunks[k], parts)
                 continue
             if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
                 self._build_group(nodes, bounds, chunks, group)
@@ -403,14 +407,14 @@ class SparseCPUBackend(CPUBackend):
             self._build_group(nodes, bounds, chunks, group)
         return None if self._root_index is None else self._shared_buffer(nodes)
 
-    def _build_root(self, node: int, chunks: int) -> None:
+    def _build_root(self, node: int, chunks: int, parts: int) -> None:
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
         `_build_group` with the same chunks, without full-width scratch, on parts of the
-        features (about equal stored values each) on several threads."""
+        features (about equal stored values each) on several threads (on one, the row-chunk
+        build is as fast)."""
         sb = self.sbins
         F = self.n_features
-        parts = self._team(int(sb.slots.shape[0]) // _PARALLEL_MIN_VALUES)
         bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
                                                                      // parts))
         bounds = np.minimum(bounds, F).astype(np.int64)
@@ -488,7 +492,12 @@ class SparseCPUBackend(CPUBackend):
             p_slots, p_vals = self._hist.pop(p)
             s_slots, s_vals = self._hist[b]
             missing = np.empty(s_slots.shape[0], np.int64)
-            k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+            workers = self._team(s_slots.shape[0] // _SUBTRACT_THREAD_MIN_SLOTS)
+            if workers > 1 and self._loops():
+                k = sparse.subtract_parallel(workers, p_slots, p_vals, s_slots, s_vals,
+                                             missing, np.zeros(workers, np.int64))
+            else:
+                k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
             if k:
                 # slots the parent left out as all-zero (rare): -child's sums there
                 slots = np.concatenate([p_slots, s_slots[missing[:k]]])
