@@ -859,13 +859,33 @@ def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, def
             shared, fbuf[c])[2]
 
 
+@nb.njit(cache=True, nogil=True)
+def merge_stretches(bounds, slots, vals, lengths, recs, rec):
+    """After `search_stretch_range` of every stretch: their compacted lists moved after one
+    another (returns the list's new length) and their records merged in order into rec (a
+    later one kept only when it gains strictly more: the lowest feature of equal gains)."""
+    w = lengths[0]
+    for c in range(1, lengths.shape[0]):
+        a = bounds[c]
+        for i in range(lengths[c]):
+            slots[w] = slots[a + i]
+            for q in range(vals.shape[1]):
+                vals[w, q] = vals[a + i, q]
+            w += 1
+    for c in range(recs.shape[0]):
+        if recs[c, split.REC_FEATURE] >= 0.0 and recs[c, split.REC_GAIN] > rec[split.REC_GAIN]:
+            for q in range(rec.shape[0]):
+                rec[q] = recs[c, q]
+    return w
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
 def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
                      dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
                      totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
-                     frec, recs, shared, fbuf, lengths):
+                     frec, recs, shared, fbuf, lengths, rec):
     """`search_stretch_range` of all stretches on Numba's parallel loop, `workers` ranges of
-    consecutive stretches."""
+    consecutive stretches, then `merge_stretches` into rec; returns the list's new length."""
     k = bounds.shape[0] - 1
     for w in nb.prange(workers):
         search_stretch_range(k * w // workers, k * (w + 1) // workers, bounds, slots, vals,
@@ -873,6 +893,7 @@ def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, defaul
                              H, n_rows, g_scale, h_scale, mcw, min_data, tol, totals, fixed,
                              out, out_ptr, out_features, out_bins, reg, general, foff, frec,
                              recs, shared, fbuf, lengths)
+    return merge_stretches(bounds, slots, vals, lengths, recs, rec)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -591,10 +591,11 @@ class SparseCPUBackend(CPUBackend):
                           C: int, reg: np.ndarray, general: bool | None,
                           rec: np.ndarray) -> int:
         """`sparse.search_node` of one node's list (args: its first arguments) in `team`
-        stretches of whole features (`sparse.feature_chunks`) on the thread pool, each with
-        its own scratch and record; the stretches' compacted lists are then moved after one
-        another and their records merged in order into rec (a later one kept only when it
-        gains strictly more: the lowest feature of equal gains). Record, list and dead flags
+        stretches of whole features (`sparse.feature_chunks`) on Numba's loops or the thread
+        pool, each with its own scratch and record; the stretches' compacted lists are then
+        moved after one another and their records merged in order into rec
+        (`sparse.merge_stretches`: a later one kept only when it gains strictly more, the
+        lowest feature of equal gains). Record, list and dead flags
         are one pass's whatever the stretches (each bounds its features by the best gain any
         stretch has reached so far, which only a strictly better split can beat). Returns
         the list's new length."""
@@ -608,7 +609,7 @@ class SparseCPUBackend(CPUBackend):
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(team, np.int64)
         width = self._widest + 4
-        most = int(np.diff(bounds).max()) + 1
+        most = int((bounds[1:] - bounds[:-1]).max()) + 1
         scratch = (np.repeat(total[None], team, axis=0), np.zeros((team, 1, C), dtype),
                    np.empty((team, width, C), dtype), np.empty((team, most), np.int64),
                    np.empty((team, most), np.int32), np.empty((team, width), np.int32), reg,
@@ -616,20 +617,11 @@ class SparseCPUBackend(CPUBackend):
                    recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
                    np.empty((team, width, 2 if C == 1 else C)), lengths)
         if self._loops():
-            sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch)
-        else:
-            run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
-                       *scratch, threads=team)
-        w = int(lengths[0])
-        for c in range(1, team):
-            a, k = int(bounds[c]), int(lengths[c])
-            slots[w:w + k] = slots[a:a + k]
-            vals[w:w + k] = vals[a:a + k]
-            w += k
-        for r in recs:
-            if r[split.REC_FEATURE] >= 0 and r[split.REC_GAIN] > rec[split.REC_GAIN]:
-                rec[:] = r
-        return w
+            return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
+                                           rec)
+        run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
+                   *scratch, threads=team)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, recs, rec)
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
