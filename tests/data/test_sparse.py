@@ -131,9 +131,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     calls: Counter = Counter()
     # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
     spied = ["feature_chunks", "search_stretches", "partition_items",
-             "accumulate_items_parallel", "root_parts_parallel", "subtract_parallel"]
-    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items",
-              "root_parts"]
+             "accumulate_items_parallel", "root_parts_parallel"]
+    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
     run_ranges = sparse_backend.run_ranges
@@ -156,7 +155,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             mp.setattr(sparse_backend, "run_ranges", ranges)
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
-            mp.setattr(sparse_backend, "_SUBTRACT_THREAD_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
             ref = _train({**params, "nthread": 1}, X_S, Y)
             for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
@@ -645,24 +644,3 @@ def test_root_built_from_columns_equals_row_chunk_build(layout):
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
             assert not np.isin(be._slot_feature[got[0]], [2, 5]).any()
-
-
-def test_parallel_subtraction_equals_serial_with_slots_the_parent_left_out():
-    rng = np.random.default_rng(6)
-    parent = np.sort(rng.choice(5000, 1500, replace=False)).astype(np.int32)
-    child = np.sort(np.concatenate([rng.choice(parent, 600, replace=False),
-                                    rng.choice(np.setdiff1d(np.arange(5000), parent), 40,
-                                               replace=False)])).astype(np.int32)
-    p_vals = rng.normal(size=(parent.size, 2))
-    c_vals = rng.normal(size=(child.size, 2))
-    want_vals = p_vals.copy()
-    want_missing = np.empty(child.size, np.int64)
-    k = ksparse.subtract_in_place(parent, want_vals, child, c_vals, want_missing)
-    assert k == 40
-    for workers in (1, 2, 3, 7):
-        got_vals = p_vals.copy()
-        missing = np.empty(child.size, np.int64)
-        assert ksparse.subtract_parallel(workers, parent, got_vals, child, c_vals, missing,
-                                         np.zeros(workers, np.int64)) == k
-        np.testing.assert_array_equal(missing[:k], want_missing[:k])
-        np.testing.assert_array_equal(got_vals, want_vals)

@@ -410,16 +410,16 @@ def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
 
 
 @nb.njit(cache=True, nogil=True)
-def _subtract_range(lo, hi, p_slots, p_vals, s_slots, s_vals, missing):
-    """`subtract_in_place` of the built child's entries lo..hi-1, its missing indices from
-    missing[lo] on; returns their count."""
+def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
+    """The larger child's histogram in place of its parent's: p_vals[q] -= s_vals[i] where
+    p_slots[q] == s_slots[i] (both sorted; a galloping walk, so the cost follows the smaller
+    child's slots). The indices i of slots the parent does not hold (its all-zero slots left
+    out) go to missing; returns their count."""
     C = p_vals.shape[1]
     n = p_slots.shape[0]
     q = 0
-    if lo < hi:
-        q = np.searchsorted(p_slots, s_slots[lo])
-    k = lo
-    for i in range(lo, hi):
+    k = 0
+    for i in range(s_slots.shape[0]):
         s = s_slots[i]
         q = _seek(p_slots, q, n, s)
         if q < n and p_slots[q] == s:
@@ -427,33 +427,6 @@ def _subtract_range(lo, hi, p_slots, p_vals, s_slots, s_vals, missing):
                 p_vals[q, c] -= s_vals[i, c]
         else:
             missing[k] = i
-            k += 1
-    return k - lo
-
-
-@nb.njit(cache=True, nogil=True)
-def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
-    """The larger child's histogram in place of its parent's: p_vals[q] -= s_vals[i] where
-    p_slots[q] == s_slots[i] (both sorted; a galloping walk, so the cost follows the smaller
-    child's slots). The indices i of slots the parent does not hold (its all-zero slots left
-    out) go to missing, ascending; returns their count."""
-    return _subtract_range(0, s_slots.shape[0], p_slots, p_vals, s_slots, s_vals, missing)
-
-
-@nb.njit(parallel=True, cache=True, nogil=True)
-def subtract_parallel(workers, p_slots, p_vals, s_slots, s_vals, missing, counts):
-    """`subtract_in_place` in `workers` ranges of the built child's entries on Numba's
-    parallel loop (each slot is subtracted once, whatever the ranges: the same sums);
-    counts: int64 (workers,) scratch."""
-    m = s_slots.shape[0]
-    for w in nb.prange(workers):
-        counts[w] = _subtract_range(m * w // workers, m * (w + 1) // workers, p_slots, p_vals,
-                                    s_slots, s_vals, missing)
-    k = 0
-    for w in range(workers):
-        lo = m * w // workers
-        for i in range(counts[w]):
-            missing[k] = missing[lo + i]
             k += 1
     return k
 

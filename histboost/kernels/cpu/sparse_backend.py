@@ -59,26 +59,25 @@ _VALUES_PER_CHUNK_SLOT = 1
 _BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
-# Threads. Numba's parallel loops cost a wake-up of its pool, on a busy machine a wait for a
-# time slice on every core (measured on 2 shared cores under load: ~10 ms a loop, more than
-# most of a sparse node's steps), and its threads spin on their cores for a while after each
-# loop: on 200k x 100k with 2 threads the parallel partition alone took 111 s of wall time
-# (one thread: the whole training about 50 s). So a sparse step's work runs on the thread
-# pool (`_threads.run_ranges`, whose threads sleep between tasks): a step's builds from this
-# many stored (elementwise) values' worth of work, a node's split search in stretches of
-# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.1 ms of the pass's
-# work); a partition, a galloping walk cheaper per row than the dense
-# one, on the pool too, in row chunks of at least _PARTITION_THREAD_MIN_ROWS rows.
+# Threads. A step's parallel work runs on Numba's parallel loops from _LOOP_MIN_THREADS
+# threads: on the 16-core host the thread pool's launches (a Python call and a GIL hand-off
+# per thread) cost more than a node's work split 16 ways, and the loops' threads, spinning on
+# their cores for a while after each loop, take cores nothing else needs. On fewer threads
+# it runs on the thread pool (`_threads.run_ranges`, whose threads sleep between tasks): on
+# a busy machine every loop waits for a time slice on each core (measured on 2 shared
+# cores: ~10 ms a loop), and on 200k x 100k with 2 threads the loops' spinning threads once
+# took 111 s of wall time (one thread: the whole training about 50 s). Sizes from which the
+# work is split, on the loops / on the pool (coarser: a pool launch costs more on a loaded
+# machine): a step's builds (items in parallel, the root in parts of the features on the
+# loops only) from this many stored values' worth of work, a node's split search in
+# stretches of whole features from this many slots a stretch, a partition in row chunks of
+# at least this many rows (one chunk a thread).
 _PARALLEL_MIN_VALUES = 1 << 16
+_POOL_PARALLEL_MIN_VALUES = 1 << 20
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 12
+_POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
-# a subtraction on Numba's loops (`_LOOP_MIN_THREADS`) in ranges of at least this many of the
-# built child's slots
-_SUBTRACT_THREAD_MIN_SLOTS = 1 << 13
-# From this many threads a step's parallel work (builds, partitions, searches) runs on
-# Numba's parallel loops instead: on a many-core host the pool's Python-level launches
-# (a GIL hand-off per thread) cost more than the work of a node split 16 ways, and the
-# loops' spinning threads take cores nothing else uses.
+_POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
 _LOOP_MIN_THREADS = 4
 
 
@@ -188,7 +187,8 @@ class SparseCPUBackend(CPUBackend):
         ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
         total = int((ends - starts).sum())
-        threads = self._team(total // _PARTITION_THREAD_MIN_ROWS)
+        threads = self._team(total // (_PARTITION_THREAD_MIN_ROWS if self._loops()
+                                        else _POOL_PARTITION_THREAD_MIN_ROWS))
         if threads == 1:
             sparse.partition_nodes_serial(
                 sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts, ends, features,
@@ -396,7 +396,8 @@ class SparseCPUBackend(CPUBackend):
         group: list[int] = []
         for k in range(len(nodes)):
             parts = self._team(int(self.slots.shape[0]) // _PARALLEL_MIN_VALUES)
-            if parts > 1 and self._uses_all_rows and bounds[k] == (0, self.n_rows):
+            if (parts > 1 and self._loops() and self._uses_all_rows
+                    and bounds[k] == (0, self.n_rows)):
                 self._build_root(nodes[k], chunks[k], parts)
                 continue
             if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
@@ -411,8 +412,8 @@ class SparseCPUBackend(CPUBackend):
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
         `_build_group` with the same chunks, without full-width scratch, on parts of the
-        features (about equal stored values each) on several threads (on one, the row-chunk
-        build is as fast)."""
+        features (about equal stored values each) on several threads (used on Numba's loops:
+        on one thread the row-chunk build is as fast)."""
         sb = self.sbins
         F = self.n_features
         bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
@@ -457,8 +458,9 @@ class SparseCPUBackend(CPUBackend):
         touched = np.zeros(m, np.int64)
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
-        threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
-                                 // _PARALLEL_MIN_VALUES))
+        values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
+        threads = self._team(min(m, values // (_PARALLEL_MIN_VALUES if self._loops()
+                                               else _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
         bitmaps = self._bitmaps
 
@@ -492,12 +494,7 @@ class SparseCPUBackend(CPUBackend):
             p_slots, p_vals = self._hist.pop(p)
             s_slots, s_vals = self._hist[b]
             missing = np.empty(s_slots.shape[0], np.int64)
-            workers = self._team(s_slots.shape[0] // _SUBTRACT_THREAD_MIN_SLOTS)
-            if workers > 1 and self._loops():
-                k = sparse.subtract_parallel(workers, p_slots, p_vals, s_slots, s_vals,
-                                             missing, np.zeros(workers, np.int64))
-            else:
-                k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+            k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
             if k:
                 # slots the parent left out as all-zero (rare): -child's sums there
                 slots = np.concatenate([p_slots, s_slots[missing[:k]]])
@@ -549,7 +546,8 @@ class SparseCPUBackend(CPUBackend):
             if monotone is None:
                 # one pass: each feature searched as its bins are written; a long list in
                 # stretches of whole features on several threads (the same records)
-                team = self._team(n // _SEARCH_STRETCH_MIN_SLOTS)
+                team = self._team(n // (_SEARCH_STRETCH_MIN_SLOTS if self._loops()
+                                        else _POOL_SEARCH_STRETCH_MIN_SLOTS))
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
