@@ -1,10 +1,11 @@
 """Force the CPU backend's multi-thread paths on small test data.
 
-The backend (`histboost.kernels.cpu.backend`) picks its code path by the size of the work,
-with module constants: ``*CHUNKED_MIN_ROWS`` (a node this large is summed in row chunks, a
-call this large is partitioned in chunks by all threads) and others ending in ``_MIN_ROWS``,
-``_MIN_VALUES`` or ``_MIN_SLOTS`` (a call this large runs multi-threaded, a work item holds at
-least this much) or ``_MIN_FEATURES`` (a feature block holds at least this many features).
+The backends (`histboost.kernels.cpu.backend` and `.sparse_backend`) pick their code paths by
+the size of the work, with module constants: ``*CHUNKED_MIN_ROWS`` (a node this large is
+summed in row chunks, a call this large is partitioned in chunks by all threads) and others
+ending in ``_MIN_ROWS``, ``_MIN_VALUES`` or ``_MIN_SLOTS`` (a call this large runs
+multi-threaded, a work item holds at least this much) or ``_MIN_FEATURES`` (a feature block
+holds at least this many features).
 `forced_paths` lowers them for the duration of a ``with`` block and counts the parallel
 kernel calls that cut a node into several row chunks, so a test can check that the path it
 means to cover really ran, whatever the constants are called.
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 from ..kernels.cpu import backend as cpu_backend
-from ..kernels.cpu import histogram, partition
+from ..kernels.cpu import histogram, partition, sparse_backend
 
 
 def _histogram_chunked(args) -> bool:
@@ -41,8 +42,8 @@ _CHUNKED_KERNELS = ((histogram, "build_histograms", "histogram_chunked", _histog
 _THRESHOLD = re.compile(r"^_[A-Z_]+_MIN_(ROWS|VALUES|SLOTS|FEATURES)$")
 
 
-def _thresholds() -> list[str]:
-    return [n for n, v in vars(cpu_backend).items()
+def _thresholds() -> list[tuple[object, str]]:
+    return [(m, n) for m in (cpu_backend, sparse_backend) for n, v in vars(m).items()
             if _THRESHOLD.match(n) and isinstance(v, int)]
 
 
@@ -54,14 +55,14 @@ def forced_paths(chunked: bool, min_rows: int = 1) -> Iterator[Counter]:
     defaults, far above test sizes). Yields a Counter of the parallel kernel calls that
     chunked a node: keys "histogram_chunked" and "partition_chunked"."""
     names = _thresholds()
-    if not any("CHUNKED" in n for n in names):
+    if not any("CHUNKED" in n for _, n in names):
         raise AssertionError(f"no *CHUNKED_MIN_ROWS constant in {cpu_backend.__name__}: "
                              "update histboost.testing.threads")
     calls: Counter = Counter()
     with pytest.MonkeyPatch.context() as mp:
-        for n in names:
+        for module, n in names:
             if chunked or "CHUNKED" not in n:
-                mp.setattr(cpu_backend, n, 1 if n.endswith("_FEATURES") else min_rows)
+                mp.setattr(module, n, 1 if n.endswith("_FEATURES") else min_rows)
         for module, fn, key, chunks in _CHUNKED_KERNELS:
             orig = getattr(module, fn)
 

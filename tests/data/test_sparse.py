@@ -16,6 +16,7 @@ import histboost
 from histboost.data.binning import compute_bin_mapper
 from histboost.data.sparse import SparseBins, SparseMatrix, sparse_bin_mapper
 from histboost.kernels.cpu import sparse as ksparse
+from histboost.kernels.cpu import sparse_backend
 from histboost.kernels.cpu.backend import CPUBackend
 from histboost.kernels.cpu.sparse_backend import SparseCPUBackend
 from histboost.testing.threads import forced_paths
@@ -128,29 +129,39 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    spied = ["accumulate_items", "partition_node_chunked", "feature_chunks"]
+    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
+    spied = ["feature_chunks", "search_stretches", "partition_items",
+             "accumulate_items_parallel", "root_parts_parallel"]
+    pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
+    run_ranges = sparse_backend.run_ranges
 
     def emit_chunks(accs, bitmaps, a, b, *rest):
         calls["emit_chunks"] += b - a > 1
         return emit(accs, bitmaps, a, b, *rest)
-    for chunked in (True, False):
+
+    def ranges(kernel, n, *args, **kwargs):
+        calls[kernel.__name__] += 1
+        return run_ranges(kernel, n, *args, **kwargs)
+    # Numba's parallel loops (from _LOOP_MIN_THREADS threads) and the thread pool
+    for chunked, loop_min in ((True, 2), (False, 1 << 30)):
         with pytest.MonkeyPatch.context() as mp, forced_paths(chunked, min_rows=64):
+            mp.setattr(sparse_backend, "_LOOP_MIN_THREADS", loop_min)
             # chunked float sums follow the (lowered) chunk thresholds, not the threads
             for name in spied:
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
             mp.setattr(ksparse, "emit_touched", emit_chunks)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._VALUES_PER_CHUNK_SLOT", 0)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._PARALLEL_MIN_VALUES", 1)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._SEARCH_STRETCH_MIN_SLOTS", 1)
-            mp.setattr("histboost.kernels.cpu.sparse_backend._PARTITION_CHUNKED_MIN_ROWS", 1)
-            ref = _train(params, X_S, Y)
-            for threads in (2, 3):
+            mp.setattr(sparse_backend, "run_ranges", ranges)
+            mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
+            mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
+            ref = _train({**params, "nthread": 1}, X_S, Y)
+            for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
-    assert all(calls[n] for n in [*spied, "emit_chunks"]), calls
+    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():
@@ -603,3 +614,33 @@ def test_subtraction_in_place_of_a_parent_without_some_slots():
     k = ksparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
     assert k == 1 and missing[0] == 1
     np.testing.assert_array_equal(p_vals, [[5.0, 2.0], [0.0, 0.0], [4.0, 3.0], [1.5, 1.0]])
+
+
+@pytest.mark.parametrize("layout", ["float", "packed", "counted"])
+def test_root_built_from_columns_equals_row_chunk_build(layout):
+    """The root (all rows, in order) is built feature by feature from the column-major
+    entries, on parts of the features: the same slots and bit-identical sums as the
+    row-chunk build of the same chunks (float sums that round: the order is the same),
+    dead features left out."""
+    d = histboost.Dataset(X_S).construct(max_bin=32)
+    rng = np.random.default_rng(4)
+    n = X_S.shape[0]
+    if layout == "packed":
+        gh = np.column_stack([rng.integers(-50, 50, n), rng.integers(0, 30, n)])
+        q = Quantisation(1.0, 1.0, 0)
+    else:
+        gh = np.column_stack([rng.normal(size=n), rng.uniform(0.1, 1, n)])
+        q = None
+    be = SparseCPUBackend(d.bins, 1, count_rows=layout == "counted")
+    be.set_gradients(gh.astype(np.float32)[None])
+    be.begin_tree(0, None, q)
+    be._dead[0][[2, 5]] = 1
+    for chunks in (1, 3):
+        for parts in (1, 4):
+            be._build_root(0, chunks, parts)
+            got = be._hist.pop(0)
+            be._build_group([0], [(0, n)], [chunks], [0])
+            want = be._hist.pop(0)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert not np.isin(be._slot_feature[got[0]], [2, 5]).any()

@@ -222,6 +222,156 @@ def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touch
                                         bitmaps[i])
 
 
+@nb.njit(parallel=True, cache=True, nogil=True)
+def accumulate_items_parallel(workers, indptr, slots, gh, rows, starts, ends, accs, bitmaps,
+                              touched):
+    """`accumulate_items` on Numba's parallel loop, `workers` ranges of consecutive items
+    (each item its own scratch: the same sums)."""
+    m = starts.shape[0]
+    for w in nb.prange(workers):
+        lo = m * w // workers
+        hi = m * (w + 1) // workers
+        accumulate_items(indptr, slots, gh, rows, starts[lo:hi], ends[lo:hi], accs[lo:hi],
+                         bitmaps[lo:hi], touched[lo:hi])
+
+
+def _row_into(out, m, gh, r, first):
+    """out[m] = (first) or += (else) row r's gradient pair gh[r] as `_accumulate_marked`
+    sums it: packed int64 pairs (gh 1-d, out (k, 1)), or (g, h[, count]) (out (k, 2 or 3))."""
+
+
+@overload(_row_into, inline="always")
+def _row_into_impl(out, m, gh, r, first):
+    if gh.ndim == 1:
+        def packed(out, m, gh, r, first):
+            if first:
+                out[m, 0] = gh[r]
+            else:
+                out[m, 0] += gh[r]
+        return packed
+
+    def pairs(out, m, gh, r, first):
+        g = gh[r, 0]
+        h = gh[r, 1]
+        if first:
+            out[m, 0] = g
+            out[m, 1] = h
+            if out.shape[1] == 3:
+                out[m, 2] = 1
+        else:
+            add_pair(out, m, g, h)
+            if out.shape[1] == 3:
+                out[m, 2] += 1
+    return pairs
+
+
+# The root of a tree on all rows is built feature by feature from the column-major entries
+# (`root_counts`, `root_features`): each feature's entries (rows ascending) are summed into
+# a scratch of its own bins, one per row chunk of the root, then the chunks added in order:
+# the sums of `accumulate_items` and `emit_touched` with the same chunks, without a
+# full-width scratch, and in parallel over features.
+@nb.njit(cache=True, nogil=True, inline="always")
+def _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins):
+    """(row, bin) of entry j of feature f: feature 0 from its slot in row j's row-major
+    entries (stored for every row), the others from their column."""
+    if f == 0:
+        return np.int64(j), np.int64(slots[indptr[j]]) - offsets[0]
+    return np.int64(col_rows[j]), np.int64(col_bins[j])
+
+
+@nb.njit(cache=True, nogil=True)
+def root_counts(lo, hi, n_rows, indptr, slots, offsets, col_ptr, col_rows, col_bins, dead,
+                seen, counts):
+    """counts[f] (int64) = the bins of feature f (lo <= f < hi) that some row stores (0 for
+    a dead feature): its slots in the root's list. seen: uint8 (widest,) zeros (scratch,
+    left zero)."""
+    for f in range(lo, hi):
+        counts[f] = 0
+        if dead[f]:
+            continue
+        a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
+        c = 0
+        for j in range(a, b):
+            _, k = _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins)
+            if seen[k] == 0:
+                seen[k] = 1
+                c += 1
+        counts[f] = c
+        for k in range(offsets[f + 1] - offsets[f]):
+            seen[k] = 0
+
+
+@nb.njit(cache=True, nogil=True)
+def root_features(lo, hi, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
+                  col_bins, dead, gh, acc, seen, pos, out_slots, out_vals):
+    """The root's sparse histogram, features lo..hi-1 (not dead): feature f's slots from
+    out_slots[pos[f]] on (pos: the prefix sums of `root_counts`), ascending, their sums in
+    out_vals. The root's rows are all rows in order, in n_chunks row chunks (chunk i: rows
+    n_rows * i // n_chunks ...); acc (n_chunks * widest, C) and seen uint8 (n_chunks *
+    widest,) zeros are scratch, bin k of chunk i at i * widest + k (seen left zero). Ranges
+    of features run on several threads."""
+    width = seen.shape[0] // n_chunks
+    for f in range(lo, hi):
+        if dead[f]:
+            continue
+        a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
+        base = 0
+        bound = n_rows // n_chunks
+        chunk = 0
+        for j in range(a, b):
+            r, k = _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins)
+            while r >= bound:
+                chunk += 1
+                base += width
+                bound = n_rows * (chunk + 1) // n_chunks
+            q = base + k
+            _row_into(acc, q, gh, r, seen[q] == 0)
+            seen[q] = 1
+        p = pos[f]
+        for k in range(offsets[f + 1] - offsets[f]):
+            first = True
+            for q in range(k, k + n_chunks * width, width):
+                if seen[q]:
+                    seen[q] = 0
+                    if first:
+                        for c in range(out_vals.shape[1]):
+                            out_vals[p, c] = acc[q, c]
+                        first = False
+                    else:
+                        for c in range(out_vals.shape[1]):
+                            out_vals[p, c] += acc[q, c]
+            if not first:
+                out_slots[p] = offsets[f] + k
+                p += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def root_parts(lo, hi, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
+               col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals):
+    """Parts lo..hi-1 of the root's build (part w: features bounds[w]..bounds[w+1]-1, its
+    scratch acc[w] (n_chunks * widest, C) and seen[w] uint8 (n_chunks * widest,), zeros):
+    step 0 `root_counts` into counts, step 1 (counts' prefix sums in pos) `root_features`.
+    Ranges of parts run on several threads (`_threads.run_ranges`, or `root_parts_parallel`)."""
+    for w in range(lo, hi):
+        if step == 0:
+            root_counts(bounds[w], bounds[w + 1], n_rows, indptr, slots, offsets, col_ptr,
+                        col_rows, col_bins, dead, seen[w], counts)
+        else:
+            root_features(bounds[w], bounds[w + 1], n_rows, n_chunks, indptr, slots, offsets,
+                          col_ptr, col_rows, col_bins, dead, gh, acc[w], seen[w], pos,
+                          out_slots, out_vals)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
+                        col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots,
+                        out_vals):
+    """`root_parts` of every part on Numba's parallel loop, a part a thread."""
+    for w in nb.prange(bounds.shape[0] - 1):
+        root_parts(w, w + 1, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
+                   col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals)
+
+
 @nb.njit(cache=True, nogil=True)
 def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
     """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
@@ -660,6 +810,66 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
 
 
 @nb.njit(cache=True, nogil=True)
+def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
+                         dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
+                         totals, fixed, out, out_ptr, out_features, out_bins, reg, general,
+                         foff, frec, recs, shared, fbuf, lengths):
+    """`search_node` of stretches lo..hi-1 of a node's list (stretch c: slots[bounds[c]:
+    bounds[c + 1]], whole features, `feature_chunks`), each with its own scratch, row c of
+    totals (k, C) (the node total), fixed (k, 1, C), out (k, width, C), out_ptr (k, w),
+    out_features (k, w), out_bins (k, width), foff (k, 2), frec (k, REC_WIDTH), fbuf (k,
+    width, 2 or C), its record into recs[c] and its list's new length into lengths[c] (its
+    compacted slots stay at the stretch's start); shared: the best gain of all stretches (one
+    value, see `search_node`). Ranges of stretches run on several threads
+    (`_threads.run_ranges`, or `search_stretches`)."""
+    for c in range(lo, hi):
+        a = bounds[c]
+        b = bounds[c + 1]
+        lengths[c] = search_node(
+            slots[a:b], vals[a:b], offsets, slot_feature, default_bins, mask, dead, mark, prune,
+            G, H, n_rows, g_scale, h_scale, mcw, min_data, tol, totals[c], fixed[c], out[c],
+            out_ptr[c], out_features[c], out_bins[c], reg, general, foff[c], frec[c], recs[c],
+            shared, fbuf[c])[2]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_stretches(bounds, slots, vals, lengths, recs, rec):
+    """After `search_stretch_range` of every stretch: their compacted lists moved after one
+    another (returns the list's new length) and their records merged in order into rec (a
+    later one kept only when it gains strictly more: the lowest feature of equal gains)."""
+    w = lengths[0]
+    for c in range(1, lengths.shape[0]):
+        a = bounds[c]
+        for i in range(lengths[c]):
+            slots[w] = slots[a + i]
+            for q in range(vals.shape[1]):
+                vals[w, q] = vals[a + i, q]
+            w += 1
+    for c in range(recs.shape[0]):
+        if recs[c, split.REC_FEATURE] >= 0.0 and recs[c, split.REC_GAIN] > rec[split.REC_GAIN]:
+            for q in range(rec.shape[0]):
+                rec[q] = recs[c, q]
+    return w
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
+                     dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
+                     totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
+                     frec, recs, shared, fbuf, lengths, rec):
+    """`search_stretch_range` of all stretches on Numba's parallel loop, `workers` ranges of
+    consecutive stretches, then `merge_stretches` into rec; returns the list's new length."""
+    k = bounds.shape[0] - 1
+    for w in nb.prange(workers):
+        search_stretch_range(k * w // workers, k * (w + 1) // workers, bounds, slots, vals,
+                             offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
+                             H, n_rows, g_scale, h_scale, mcw, min_data, tol, totals, fixed,
+                             out, out_ptr, out_features, out_bins, reg, general, foff, frec,
+                             recs, shared, fbuf, lengths)
+    return merge_stretches(bounds, slots, vals, lengths, recs, rec)
+
+
+@nb.njit(cache=True, nogil=True)
 def feature_chunks(slots, slot_feature, bounds):
     """Cut a node's list into len(bounds) - 1 stretches of about equal length at feature
     boundaries (no feature's slots in two): bounds int64 (k+1,) out, ascending, from 0 to
@@ -772,22 +982,12 @@ def partition_range(col_rows, col_bins, c_lo, c_hi, rows, start, end, threshold_
     return n_left
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def partition_nodes(col_ptr, col_rows, col_bins, rows, starts, ends, features, threshold_bins,
-                    missing_bins, default_bins, default_left, scratch, n_left):
-    """Partition several nodes, one thread per node (as `kernels.cpu.partition`)."""
-    for k in nb.prange(starts.shape[0]):
-        f = features[k]
-        n_left[k] = partition_range(col_rows, col_bins, col_ptr[f], col_ptr[f + 1], rows,
-                                    starts[k], ends[k], threshold_bins[k], missing_bins[f],
-                                    default_left[k] != 0, default_bins[f], scratch)
-
-
 @nb.njit(cache=True, nogil=True)
 def partition_nodes_serial(col_ptr, col_rows, col_bins, rows, starts, ends, features,
                            threshold_bins, missing_bins, default_bins, default_left, scratch,
                            n_left):
-    """`partition_nodes` on the calling thread."""
+    """Partition several nodes on the calling thread, one after another (their ranges in
+    starts/ends int64 (k,); the rest as `partition_scatter`'s); n_left int64 (k,) out."""
     for k in range(starts.shape[0]):
         f = features[k]
         n_left[k] = partition_range(col_rows, col_bins, col_ptr[f], col_ptr[f + 1], rows,
@@ -795,35 +995,88 @@ def partition_nodes_serial(col_ptr, col_rows, col_bins, rows, starts, ends, feat
                                     default_left[k] != 0, default_bins[f], scratch)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
-def partition_node_chunked(col_rows, col_bins, c_lo, c_hi, rows, start, end, threshold_bin,
-                           missing_bin, default_left, default_bin, n_chunks, scratch, counts):
-    """Partition one large node in n_chunks chunks in parallel, in one pass (the scheme of
-    `kernels.cpu.partition.partition_node_chunked`); returns the number going left."""
-    n = end - start
-    left = default_left != 0
-    for c in nb.prange(n_chunks):
-        lo = start + n * c // n_chunks
-        hi = start + n * (c + 1) // n_chunks
-        counts[c] = 0
+# columns of a partition work item (`partition_scatter`): node index, row range (a chunk of
+# the node's range); a node's chunks are consecutive items in row order and cover its range
+PART_NODE, PART_LO, PART_HI = range(3)
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_scatter(lo_item, hi_item, items, col_ptr, col_rows, col_bins, rows, starts,
+                      features, threshold_bins, missing_bins, default_bins, default_left,
+                      scratch, counts):
+    """First pass of a chunked partition, items lo_item..hi_item-1 of items int64 (m, 3)
+    (`PART_NODE`, `PART_LO`, `PART_HI`): each chunk partitioned on its own (`_scatter`: its
+    lefts to the front of its range, its rights to scratch at the same place), counts[j]
+    (int64) its lefts; a chunk after its node's first parks its lefts behind its rights in
+    scratch. Chunks touch only their own ranges, so ranges of items run on several threads
+    (`_threads.run_ranges`); `partition_place` then moves every chunk's rows to their final
+    places. starts: int64 (k,) each node's first row; features, threshold_bins: int32 (k,);
+    default_left: uint8 (k,)."""
+    for j in range(lo_item, hi_item):
+        k = items[j, PART_NODE]
+        lo = items[j, PART_LO]
+        hi = items[j, PART_HI]
+        f = features[k]
+        c_hi = col_ptr[f + 1]
+        counts[j] = 0
         if hi > lo:
-            p = _seek(col_rows, c_lo, c_hi, rows[lo])
-            counts[c] = _scatter(col_rows, col_bins, p, c_hi, rows, lo, hi, threshold_bin,
-                                 missing_bin, left, default_bin, scratch)
-        if c > 0:
-            scratch[hi - counts[c]:hi] = rows[lo:lo + counts[c]]
-    total_left = 0
-    for c in range(n_chunks):
-        total_left += counts[c]
-    for c in nb.prange(n_chunks):
-        lo = start + n * c // n_chunks
-        hi = start + n * (c + 1) // n_chunks
-        lpos = start
-        for cc in range(c):
-            lpos += counts[cc]
-        n_right = hi - lo - counts[c]
-        if c > 0:
-            rows[lpos:lpos + counts[c]] = scratch[lo + n_right:hi]
-        rpos = start + total_left + (lo - lpos)
-        rows[rpos:rpos + n_right] = scratch[lo:lo + n_right]
-    return total_left
+            p = _seek(col_rows, col_ptr[f], c_hi, rows[lo])
+            c = _scatter(col_rows, col_bins, p, c_hi, rows, lo, hi, threshold_bins[k],
+                         missing_bins[f], default_left[k] != 0, default_bins[f], scratch)
+            counts[j] = c
+            if lo > starts[k]:
+                for i in range(c):
+                    scratch[hi - c + i] = rows[lo + i]
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_positions(items, starts, counts, positions, n_left):
+    """Where each chunk's lefts go (positions int64 (m,)) and each node's lefts (n_left
+    int64 (k,) out), from `partition_scatter`'s counts."""
+    for k in range(n_left.shape[0]):
+        n_left[k] = 0
+    for j in range(items.shape[0]):
+        k = items[j, PART_NODE]
+        positions[j] = starts[k] + n_left[k]
+        n_left[k] += counts[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def partition_place(lo_item, hi_item, items, rows, starts, scratch, counts, positions, n_left):
+    """Second pass of a chunked partition (items lo_item..hi_item-1): each chunk's lefts
+    (parked in scratch, or already in place for a node's first chunk) and rights to their
+    final places, the node's lefts in chunk order, then its rights: the stable partition,
+    whatever the chunks. Reads scratch only and writes disjoint places of rows, so ranges
+    of items run on several threads."""
+    for j in range(lo_item, hi_item):
+        k = items[j, PART_NODE]
+        lo = items[j, PART_LO]
+        hi = items[j, PART_HI]
+        c = counts[j]
+        lpos = positions[j]
+        n_right = hi - lo - c
+        if lo > starts[k]:
+            for i in range(c):
+                rows[lpos + i] = scratch[hi - c + i]
+        # rights of the node's earlier chunks: lo - lpos
+        rpos = starts[k] + n_left[k] + (lo - lpos)
+        for i in range(n_right):
+            rows[rpos + i] = scratch[lo + i]
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def partition_items(workers, items, col_ptr, col_rows, col_bins, rows, starts, features,
+                    threshold_bins, missing_bins, default_bins, default_left, scratch, counts,
+                    positions, n_left):
+    """A chunked partition on Numba's parallel loop: `partition_scatter` of `workers` ranges
+    of consecutive items, `partition_positions`, then `partition_place` of the same ranges
+    (arguments as theirs)."""
+    m = items.shape[0]
+    for w in nb.prange(workers):
+        partition_scatter(m * w // workers, m * (w + 1) // workers, items, col_ptr, col_rows,
+                          col_bins, rows, starts, features, threshold_bins, missing_bins,
+                          default_bins, default_left, scratch, counts)
+    partition_positions(items, starts, counts, positions, n_left)
+    for w in nb.prange(workers):
+        partition_place(m * w // workers, m * (w + 1) // workers, items, rows, starts,
+                        scratch, counts, positions, n_left)

@@ -59,20 +59,26 @@ _VALUES_PER_CHUNK_SLOT = 1
 _BUILD_ITEMS = 8
 # free histogram buffers kept for reuse between trees
 _POOL_KEEP = 8
-# Threads. Numba's parallel loops cost a wake-up of its pool, on a busy machine a wait for a
-# time slice on every core (measured on 2 shared cores under load: ~10 ms a loop, more than
-# most of a sparse node's steps), and its threads spin on their cores for a while after each
-# loop: on 200k x 100k with 2 threads the parallel partition alone took 111 s of wall time
-# (one thread: the whole training about 50 s). So a sparse step's work runs on the thread
-# pool (`_threads.run_ranges`, whose threads sleep between tasks): a step's builds from this
-# many stored (elementwise) values' worth of work, a node's split search in stretches of
-# whole features from _SEARCH_STRETCH_MIN_SLOTS slots a stretch (about 0.3 ms of the pass's
-# work, several pool launches); a partition, a galloping walk cheaper per row than the dense
-# one, runs on Numba's loops only from _PARTITION_CHUNKED_MIN_ROWS rows (a node's, in row
-# chunks; 100k x 100k, 2 threads: 15.1 CPU s of training at 65k rows, 8.6 at 1M).
-_PARALLEL_MIN_VALUES = 1 << 20
-_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
-_PARTITION_CHUNKED_MIN_ROWS = 1 << 20
+# Threads. A step's parallel work runs on Numba's parallel loops from _LOOP_MIN_THREADS
+# threads: on the 16-core host the thread pool's launches (a Python call and a GIL hand-off
+# per thread) cost more than a node's work split 16 ways, and the loops' threads, spinning on
+# their cores for a while after each loop, take cores nothing else needs. On fewer threads
+# it runs on the thread pool (`_threads.run_ranges`, whose threads sleep between tasks): on
+# a busy machine every loop waits for a time slice on each core (measured on 2 shared
+# cores: ~10 ms a loop), and on 200k x 100k with 2 threads the loops' spinning threads once
+# took 111 s of wall time (one thread: the whole training about 50 s). Sizes from which the
+# work is split, on the loops / on the pool (coarser: a pool launch costs more on a loaded
+# machine): a step's builds (items in parallel, the root in parts of the features on the
+# loops only) from this many stored values' worth of work, a node's split search in
+# stretches of whole features from this many slots a stretch, a partition in row chunks of
+# at least this many rows (one chunk a thread).
+_PARALLEL_MIN_VALUES = 1 << 16
+_POOL_PARALLEL_MIN_VALUES = 1 << 20
+_SEARCH_STRETCH_MIN_SLOTS = 1 << 12
+_POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
+_PARTITION_THREAD_MIN_ROWS = 1 << 13
+_POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
+_LOOP_MIN_THREADS = 4
 
 
 class _Pool:
@@ -164,40 +170,51 @@ class SparseCPUBackend(CPUBackend):
         self._hist = {}
         self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
 
+    def _loops(self) -> bool:
+        """Whether parallel work runs on Numba's parallel loops (else on the thread pool)."""
+        return self._pool() >= _LOOP_MIN_THREADS
+
     def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return self._pool_bufs.empty(tuple(shape), np.dtype(dtype))
 
     # -- partition -----------------------------------------------------------------------
     def _partition(self, bounds: list[tuple[int, int]], features: np.ndarray,
                    split_bins: np.ndarray, default_left: np.ndarray) -> np.ndarray:
+        # exact whatever the chunks, so they follow the thread count: a call of at least
+        # _PARTITION_THREAD_MIN_ROWS rows a thread is cut into about one chunk per thread
         sb = self.sbins
         starts = np.array([b[0] for b in bounds], np.int64)
         ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
-        small = []
+        total = int((ends - starts).sum())
+        threads = self._team(total // (_PARTITION_THREAD_MIN_ROWS if self._loops()
+                                        else _POOL_PARTITION_THREAD_MIN_ROWS))
+        if threads == 1:
+            sparse.partition_nodes_serial(
+                sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts, ends, features,
+                split_bins, self.missing_bins, self.default_bins, default_left, self._scratch,
+                n_left)
+            return n_left
+        chunk_rows = -(-total // threads)
+        items = []
         for k in range(starts.shape[0]):
-            n_rows = int(ends[k] - starts[k])
-            chunks = (self._partition_chunks(n_rows) if n_rows >= _PARTITION_CHUNKED_MIN_ROWS
-                      else 1)
-            if chunks == 1:
-                small.append(k)
-                continue
-            self._team(chunks)
-            f = int(features[k])
-            n_left[k] = sparse.partition_node_chunked(
-                sb.col_rows, sb.col_bins, sb.col_ptr[f], sb.col_ptr[f + 1], self.rows,
-                starts[k], ends[k], split_bins[k], self.missing_bins[f], default_left[k],
-                self.default_bins[f], chunks, self._scratch, self._partition_counts)
-        if small:
-            idx = np.array(small)
-            sub = np.zeros(idx.size, np.int64)
-            threads = self._team(min(idx.size, int((ends[idx] - starts[idx]).sum())
-                                     // _PARTITION_CHUNKED_MIN_ROWS))
-            kernel = sparse.partition_nodes if threads > 1 else sparse.partition_nodes_serial
-            kernel(sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts[idx], ends[idx],
-                   features[idx], split_bins[idx], self.missing_bins, self.default_bins,
-                   default_left[idx], self._scratch, sub)
-            n_left[idx] = sub
+            s, e = int(starts[k]), int(ends[k])
+            c = max(1, -(-(e - s) // chunk_rows))
+            items += [(k, s + (e - s) * i // c, s + (e - s) * (i + 1) // c) for i in range(c)]
+        items_a = np.array(items, np.int64)
+        m = items_a.shape[0]
+        counts = np.zeros(m, np.int64)
+        positions = np.zeros(m, np.int64)
+        args = (items_a, sb.col_ptr, sb.col_rows, sb.col_bins, self.rows, starts, features,
+                split_bins, self.missing_bins, self.default_bins, default_left, self._scratch,
+                counts)
+        if self._loops():
+            sparse.partition_items(threads, *args, positions, n_left)
+            return n_left
+        run_ranges(sparse.partition_scatter, m, *args, threads=threads)
+        sparse.partition_positions(items_a, starts, counts, positions, n_left)
+        run_ranges(sparse.partition_place, m, items_a, self.rows, starts, self._scratch,
+                   counts, positions, n_left, threads=threads)
         return n_left
 
     # -- margins -------------------------------------------------------------------------
@@ -378,12 +395,50 @@ class SparseCPUBackend(CPUBackend):
         # groups of nodes whose items (a node or its row chunks) fit the scratch in use
         group: list[int] = []
         for k in range(len(nodes)):
+            parts = self._team(int(self.slots.shape[0]) // _PARALLEL_MIN_VALUES)
+            if (parts > 1 and self._loops() and self._uses_all_rows
+                    and bounds[k] == (0, self.n_rows)):
+                self._build_root(nodes[k], chunks[k], parts)
+                continue
             if group and sum(chunks[j] for j in group) + chunks[k] > _BUILD_ITEMS:
                 self._build_group(nodes, bounds, chunks, group)
                 group = []
             group.append(k)
-        self._build_group(nodes, bounds, chunks, group)
+        if group:
+            self._build_group(nodes, bounds, chunks, group)
         return None if self._root_index is None else self._shared_buffer(nodes)
+
+    def _build_root(self, node: int, chunks: int, parts: int) -> None:
+        """The histogram of a node of all rows in order (the root, without row sampling),
+        feature by feature from the column-major entries (`sparse.root_parts`): the sums of
+        `_build_group` with the same chunks, without full-width scratch, on parts of the
+        features (about equal stored values each) on several threads (used on Numba's loops:
+        on one thread the row-chunk build is as fast)."""
+        sb = self.sbins
+        F = self.n_features
+        bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
+                                                                     // parts))
+        bounds = np.minimum(bounds, F).astype(np.int64)
+        bounds[0], bounds[-1] = 0, F
+        C = self._channels_native
+        width = max(1, self._widest)
+        acc = np.empty((parts, chunks * width, C), self.hist_dtype)
+        seen = np.zeros((parts, chunks * width), np.uint8)
+        counts = np.zeros(F, np.int64)
+        pos = np.zeros(F + 1, np.int64)
+        args = [bounds, self.n_rows, chunks, sb.indptr, sb.slots, self.offsets, sb.col_ptr,
+                sb.col_rows, sb.col_bins, self._dead[node], self.gh, acc, seen, counts, pos,
+                np.empty(0, self._slot_dtype), np.empty((0, C), self.hist_dtype)]
+        for step in (0, 1):
+            if step == 1:
+                np.cumsum(counts, out=pos[1:])
+                args[-2] = np.empty(int(pos[-1]), self._slot_dtype)
+                args[-1] = np.empty((int(pos[-1]), C), self.hist_dtype)
+            if parts > 1 and self._loops():
+                sparse.root_parts_parallel(step, *args)
+            else:
+                run_ranges(sparse.root_parts, parts, step, *args, threads=parts)
+        self._hist[node] = (args[-2], args[-1])
 
     def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
                      chunks: list[int], group: list[int]) -> None:
@@ -403,16 +458,22 @@ class SparseCPUBackend(CPUBackend):
         touched = np.zeros(m, np.int64)
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
-        threads = self._team(min(m, int(int((ends_a - starts_a).sum()) * self._values_per_row)
-                                 // _PARALLEL_MIN_VALUES))
+        values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
+        threads = self._team(min(m, values // (_PARALLEL_MIN_VALUES if self._loops()
+                                               else _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
         bitmaps = self._bitmaps
 
-        def items(lo: int, hi: int) -> None:
-            sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
-                                    ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi], touched[lo:hi])
+        if threads > 1 and self._loops():
+            sparse.accumulate_items_parallel(threads, sb.indptr, sb.slots, gh, self.rows,
+                                             starts_a, ends_a, accs, bitmaps, touched)
+        else:
+            def items(lo: int, hi: int) -> None:
+                sparse.accumulate_items(sb.indptr, sb.slots, gh, self.rows, starts_a[lo:hi],
+                                        ends_a[lo:hi], accs[lo:hi], bitmaps[lo:hi],
+                                        touched[lo:hi])
 
-        run_ranges(items, m, threads=threads)
+            run_ranges(items, m, threads=threads)
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
             bound = int(touched[a:b].sum())
@@ -485,7 +546,8 @@ class SparseCPUBackend(CPUBackend):
             if monotone is None:
                 # one pass: each feature searched as its bins are written; a long list in
                 # stretches of whole features on several threads (the same records)
-                team = self._team(n // _SEARCH_STRETCH_MIN_SLOTS)
+                team = self._team(n // (_SEARCH_STRETCH_MIN_SLOTS if self._loops()
+                                        else _POOL_SEARCH_STRETCH_MIN_SLOTS))
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
@@ -527,10 +589,11 @@ class SparseCPUBackend(CPUBackend):
                           C: int, reg: np.ndarray, general: bool | None,
                           rec: np.ndarray) -> int:
         """`sparse.search_node` of one node's list (args: its first arguments) in `team`
-        stretches of whole features (`sparse.feature_chunks`) on the thread pool, each with
-        its own scratch and record; the stretches' compacted lists are then moved after one
-        another and their records merged in order into rec (a later one kept only when it
-        gains strictly more: the lowest feature of equal gains). Record, list and dead flags
+        stretches of whole features (`sparse.feature_chunks`) on Numba's loops or the thread
+        pool, each with its own scratch and record; the stretches' compacted lists are then
+        moved after one another and their records merged in order into rec
+        (`sparse.merge_stretches`: a later one kept only when it gains strictly more, the
+        lowest feature of equal gains). Record, list and dead flags
         are one pass's whatever the stretches (each bounds its features by the best gain any
         stretch has reached so far, which only a strictly better split can beat). Returns
         the list's new length."""
@@ -544,31 +607,19 @@ class SparseCPUBackend(CPUBackend):
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(team, np.int64)
         width = self._widest + 4
-        shared = np.zeros(1)  # the best gain any stretch reached (`sparse.search_node`)
-
-        def stretches(lo: int, hi: int) -> None:
-            for c in range(lo, hi):
-                a, b = int(bounds[c]), int(bounds[c + 1])
-                nf = min(b - a, self.n_features)
-                lengths[c] = sparse.search_node(
-                    slots[a:b], vals[a:b], *args[2:], *sums, *prune_args, total.copy(),
-                    np.zeros((1, C), dtype),
-                    np.empty((width, C), dtype), np.empty(nf + 1, np.int64),
-                    np.empty(nf, np.int32), np.empty(width, np.int32), reg, general,
-                    np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), recs[c], shared,
-                    np.empty((width, 2 if C == 1 else C)))[2]
-
-        run_ranges(stretches, team, threads=team)
-        w = int(lengths[0])
-        for c in range(1, team):
-            a, k = int(bounds[c]), int(lengths[c])
-            slots[w:w + k] = slots[a:a + k]
-            vals[w:w + k] = vals[a:a + k]
-            w += k
-        for r in recs:
-            if r[split.REC_FEATURE] >= 0 and r[split.REC_GAIN] > rec[split.REC_GAIN]:
-                rec[:] = r
-        return w
+        most = int((bounds[1:] - bounds[:-1]).max()) + 1
+        scratch = (np.repeat(total[None], team, axis=0), np.zeros((team, 1, C), dtype),
+                   np.empty((team, width, C), dtype), np.empty((team, most), np.int64),
+                   np.empty((team, most), np.int32), np.empty((team, width), np.int32), reg,
+                   general, np.zeros((team, 2), np.int64), np.zeros((team, split.REC_WIDTH)),
+                   recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
+                   np.empty((team, width, 2 if C == 1 else C)), lengths)
+        if self._loops():
+            return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
+                                           rec)
+        run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
+                   *scratch, threads=team)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, recs, rec)
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""

@@ -1,0 +1,119 @@
+"""Where a sparse training's time goes at several thread counts: histboost on `sparse_like`
+(as `bench/sparse.py`), a few trees per run, each run in its own process.
+
+    python bench/sparse_scaling.py [--threads 1,4,16] [--trees 10] [--rows 200000]
+        [--set _LOOP_MIN_THREADS=99 ...]
+
+For each thread count: wall and CPU seconds of training (after a warm-up on a slice, so no
+compilation is timed), `Booster.timings` (wall seconds per phase), and the wall seconds and
+call counts of the sparse backend's steps (builds, subtractions, searches, partitions, margin
+updates), with the mean size of their work (rows, nodes, list slots, rows). --set changes
+module constants of `histboost.kernels.cpu.sparse_backend` in the worker (for an A/B of two
+settings in one call). CPU time over wall time is the threads kept busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import numpy as np
+from _common import synth
+
+STEPS = {  # backend method -> the size of its work
+    "build_histograms": lambda be, nodes: sum(e - s for s, e in be._ranges.bounds(nodes)),
+    "subtract_histograms": lambda be, parents, *a: len(parents),
+    "find_best_splits": lambda be, nodes, *a, **k: sum(be._hist[n][0].shape[0] for n in nodes),
+    "_partition": lambda be, bounds, *a: sum(e - s for s, e in bounds),
+    "update_margin": lambda be, *a: 0,
+}
+
+
+def worker(a: argparse.Namespace) -> dict:
+    import scipy.sparse as sp
+
+    import histboost
+    from histboost.kernels.cpu import sparse_backend
+
+    for item in a.set:
+        name, value = item.split("=")
+        setattr(sparse_backend, name, int(value))
+    steps: dict[str, list] = defaultdict(list)
+    for name, size in STEPS.items():
+        orig = getattr(sparse_backend.SparseCPUBackend, name)
+
+        def timed(self, *args, _orig=orig, _name=name, _size=size, **kwargs):
+            t0 = time.perf_counter()
+            out = _orig(self, *args, **kwargs)
+            steps[_name].append((_size(self, *args, **kwargs), time.perf_counter() - t0))
+            return out
+        setattr(sparse_backend.SparseCPUBackend, name, timed)
+    X = sp.load_npz(os.path.join(a.data, "X.npz")).tocsr()
+    y = np.load(os.path.join(a.data, "y.npy"))
+    params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": 0,
+              "max_leaves": a.leaves, "grow_policy": "lossguide", "max_bin": 256,
+              "nthread": a.worker_threads}
+    warm = histboost.Dataset(X[:20_000], label=y[:20_000])
+    histboost.train(params, warm, 2, verbose_eval=False)
+    d = histboost.Dataset(X, label=y)
+    d.construct()
+    steps.clear()
+    c0, t0 = time.process_time(), time.perf_counter()
+    b = histboost.train(params, d, a.trees, verbose_eval=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"threads": a.worker_threads, "wall": wall, "cpu": cpu,
+            "phases": {k: round(v, 3) for k, v in b.timings.items()},
+            "steps": {k: [len(v), round(sum(t for _, t in v), 3),
+                          round(float(np.mean([s for s, _ in v])), 0) if v else 0]
+                      for k, v in steps.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--cols", type=int, default=100_000)
+    ap.add_argument("--trees", type=int, default=10)
+    ap.add_argument("--leaves", type=int, default=63)
+    ap.add_argument("--threads", default="1,4,16")
+    ap.add_argument("--set", action="append", default=[],
+                    help="NAME=INT: a sparse_backend constant in the worker")
+    ap.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker_threads:
+        print(json.dumps(worker(a)))
+        return
+    import scipy.sparse as sp
+
+    # the training rows of bench/sparse.py's data (its test rows generated and left out)
+    X, y = synth().sparse_like(a.rows + 50_000, seed=0, n_features=a.cols)
+    with tempfile.TemporaryDirectory() as tmp:
+        sp.save_npz(os.path.join(tmp, "X.npz"), X.tocsr()[:a.rows], compressed=False)
+        np.save(os.path.join(tmp, "y.npy"), y[:a.rows])
+        del X, y
+        print(f"{a.rows:,} x {a.cols:,} sparse_like, {a.trees} trees, {a.leaves} leaves"
+              + (f", {' '.join(a.set)}" if a.set else ""))
+        for t in [int(x) for x in a.threads.split(",")]:
+            cmd = [sys.executable, __file__, "--worker-threads", str(t), "--data", tmp,
+                   "--trees", str(a.trees), "--leaves", str(a.leaves),
+                   *[f"--set={s}" for s in a.set]]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{t} threads failed:\n{proc.stderr[-2000:]}")
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(f"\n{t} threads: wall {r['wall']:.2f} s, CPU {r['cpu']:.2f} s "
+                  f"({r['cpu'] / r['wall']:.1f} busy); phases {r['phases']}")
+            for name, (calls, secs, size) in r["steps"].items():
+                print(f"  {name:20s} {calls:5d} calls {secs:7.3f} s "
+                      f"{1e3 * secs / max(calls, 1):7.3f} ms/call, mean size {size:,.0f}")
+
+
+if __name__ == "__main__":
+    main()
