@@ -47,7 +47,7 @@ def _accumulate(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
 # kernel 0.94 -> 0.66 s to compile; the same speed on one thread). The zeroing is here, where
 # the layout is known, so the kernels need no flat view of a histogram (a `reshape` in a
 # kernel compiles Numba's reshape helper, 0.2 s of a first run).
-@overload(_accumulate)
+@overload(_accumulate, jit_options={"no_cfunc_wrapper": True})
 def _accumulate_impl(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
     if hist.ndim == 1:
         def packed(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
