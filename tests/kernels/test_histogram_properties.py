@@ -287,7 +287,8 @@ def test_work_items_sum_chunks_in_order(blocks, parallel):
     for order in (slice(None), slice(None, None, -1)):
         got = np.full((3, F * B, 2), np.nan)
         buffers = np.full((n_buf, F * B, 2), np.nan)  # zeroed by the items themselves
-        kernel(slots, gh, rows, np.ascontiguousarray(items[order]), reduces, 3, buffers, got)
+        kernel(slots, gh, rows, np.ascontiguousarray(items[order]), reduces, 3, buffers, got,
+               histogram.flat(buffers), histogram.flat(got))
         np.testing.assert_array_equal(got, want)
 
 

@@ -445,8 +445,8 @@ class CPUBackend(ComposedSteps):
             item = self._one_item
             item[0, histogram.ITEM_ROW_LO] = starts[0]
             item[0, histogram.ITEM_ROW_HI] = starts[0] + sizes[0]
-            histogram.build_histograms_serial(self.slots, self.gh, self.rows, item,
-                                              self._no_reduces, 1, self._chunk_buffers, out)
+            self._histograms(histogram.build_histograms_serial, self.slots, item,
+                             self._no_reduces, 1, out)
             return
         item_values = max(_HISTOGRAM_ITEM_MIN_VALUES,
                           total * n_features // (threads * _HISTOGRAM_ITEMS_PER_THREAD))
@@ -481,13 +481,18 @@ class CPUBackend(ComposedSteps):
         if parallel and len(items) > 1:
             # largest first, the threads take them in turns: items differ in size
             items.sort(key=lambda it: (it[2] - it[1]) * (it[3] - it[4]))
-            histogram.build_histograms(self.slots, self.gh, self.rows,
-                                       np.array(items, np.int64), reduce_table, threads,
-                                       self._chunk_buffers, out)
+            self._histograms(histogram.build_histograms, self.slots, np.array(items, np.int64),
+                             reduce_table, threads, out)
         else:
-            histogram.build_histograms_serial(self.slots, self.gh, self.rows,
-                                              np.array(items, np.int64), reduce_table, 1,
-                                              self._chunk_buffers, out)
+            self._histograms(histogram.build_histograms_serial, self.slots,
+                             np.array(items, np.int64), reduce_table, 1, out)
+
+    def _histograms(self, kernel: Callable, slots: np.ndarray, items: np.ndarray,
+                    reduces: np.ndarray, workers: int, out: np.ndarray) -> None:
+        """`histogram.build_histograms` or its serial twin over this backend's gradients,
+        rows and chunk buffers."""
+        kernel(slots, self.gh, self.rows, items, reduces, workers, self._chunk_buffers, out,
+               histogram.flat(self._chunk_buffers), histogram.flat(out))
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -750,8 +755,8 @@ class CPUBackend(ComposedSteps):
         out = np.empty((len(nodes), *self._hist_shape), self.hist_dtype)
         items = np.array([(j, lo, hi, 0, features.shape[0], -1, 0, self.total_bins)
                           for j, (lo, hi) in enumerate(bounds)], np.int64)
-        histogram.build_histograms_serial(sub, self.gh, self.rows, items,
-                                          self._no_reduces, 1, self._chunk_buffers, out)
+        self._histograms(histogram.build_histograms_serial, sub, items, self._no_reduces, 1,
+                         out)
         ranges = [(int(self.offsets[f]), int(self.offsets[f + 1])) for f in features.tolist()]
         if combine is not None:
             parts = np.ascontiguousarray(np.concatenate([out[:, lo:hi] for lo, hi in ranges],

@@ -19,6 +19,7 @@ exact count and the inner loop stays at one or two adds per (row, feature).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numba as nb
@@ -36,18 +37,22 @@ _LOW32 = np.int64(0xFFFFFFFF)
 _PREFETCH_DISTANCE = 16
 
 
-def _accumulate(slots, gh, rows, start, end, f0, f1, hist):
-    """hist += sums of gh over rows[start:end] for the slots of features [f0, f1), in row
-    order (layout chosen at compile time by hist.ndim)."""
+def _accumulate(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
+    """hist[zero_lo:zero_hi] = 0, then hist += sums of gh over rows[start:end] for the slots
+    of features [f0, f1), in row order (layout chosen at compile time by hist.ndim)."""
 
 
 # not inlined by Numba (LLVM still inlines it after linking): an inlined overload is also
 # compiled on its own for its type, so each kernel paid for its loop twice (serial histogram
-# kernel 0.94 -> 0.66 s to compile; the same speed on one thread)
-@overload(_accumulate)
-def _accumulate_impl(slots, gh, rows, start, end, f0, f1, hist):
+# kernel 0.94 -> 0.66 s to compile; the same speed on one thread). The zeroing is here, where
+# the layout is known, so the kernels need no flat view of a histogram (a `reshape` in a
+# kernel compiles Numba's reshape helper, 0.2 s of a first run).
+@overload(_accumulate, jit_options={"no_cfunc_wrapper": True})
+def _accumulate_impl(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
     if hist.ndim == 1:
-        def packed(slots, gh, rows, start, end, f0, f1, hist):
+        def packed(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
+            for i in range(np.uintp(zero_lo), np.uintp(zero_hi)):
+                hist[i] = 0
             for k in range(start, end):
                 if k + _PREFETCH_DISTANCE < end:
                     ahead = rows[k + _PREFETCH_DISTANCE]
@@ -61,10 +66,13 @@ def _accumulate_impl(slots, gh, rows, start, end, f0, f1, hist):
                     hist[s[f]] += v
         return packed
 
-    def pairs(slots, gh, rows, start, end, f0, f1, hist):
+    def pairs(slots, gh, rows, start, end, f0, f1, zero_lo, zero_hi, hist):
         # row counts too, only when min_data_in_leaf needs them (a branch taken the same way
         # for the whole call, so it costs nothing in the loop)
         counted = hist.shape[1] == 3
+        for i in range(np.uintp(zero_lo), np.uintp(zero_hi)):
+            for c in range(hist.shape[1]):
+                hist[i, c] = 0
         for k in range(start, end):
             if k + _PREFETCH_DISTANCE < end:
                 ahead = rows[k + _PREFETCH_DISTANCE]
@@ -161,37 +169,43 @@ def _histogram_items(slots, gh, rows, items, workers, buffers, out):
     contiguous block of iterations: items listed largest first are shared out more evenly in
     turns)."""
     m = items.shape[0]
-    workers = max(1, min(workers, m))
+    # not min / max: each compiles a Numba overload of its own
+    if workers > m:
+        workers = m
+    if workers < 1:
+        workers = 1
     for w in nb.prange(workers):
         for j in range(w, m, workers):
             node = items[j, ITEM_NODE]
             dst = items[j, ITEM_DST]
-            h = out[node] if dst < 0 else buffers[dst]
-            flat = h.reshape(-1)
-            width = flat.shape[0] // h.shape[0]
-            for i in range(np.uintp(items[j, ITEM_ZERO_LO] * width),
-                           np.uintp(items[j, ITEM_ZERO_HI] * width)):
-                flat[i] = 0
             _accumulate(slots, gh, rows, items[j, ITEM_ROW_LO], items[j, ITEM_ROW_HI],
-                        items[j, ITEM_F0], items[j, ITEM_F1], h)
+                        items[j, ITEM_F0], items[j, ITEM_F1], items[j, ITEM_ZERO_LO],
+                        items[j, ITEM_ZERO_HI], out[node] if dst < 0 else buffers[dst])
 
 
 @nb.njit(inline="always")
-def _reduce_item(buffers, out, reduces, j):
-    """Reduction item j of `build_histograms`: its node's chunk sums added in chunk order."""
-    chunk_sums = buffers.reshape((buffers.shape[0], -1))
-    dst = out[reduces[j, RED_NODE]].reshape(-1)
+def _reduce_item(flat_buffers, flat_out, reduces, j):
+    """Reduction item j of `build_histograms`: its node's chunk sums added in chunk order
+    (flat_buffers, flat_out: the buffers and histograms as (count, values) views)."""
+    dst = flat_out[reduces[j, RED_NODE]]
     first = reduces[j, RED_FIRST]
     n_chunks = reduces[j, RED_CHUNKS]
     for i in range(np.uintp(reduces[j, RED_LO]), np.uintp(reduces[j, RED_HI])):
-        acc = chunk_sums[first, i]
+        acc = flat_buffers[first, i]
         for c in range(1, n_chunks):
-            acc += chunk_sums[first + c, i]
+            acc += flat_buffers[first + c, i]
         dst[i] = acc
 
 
+def flat(a: np.ndarray) -> np.ndarray:
+    """a (k, ...) C-contiguous as a (k, values) view: the kernels' flat_buffers / flat_out
+    (a reshape in NumPy costs nothing; in a kernel it costs compile time)."""
+    return a.reshape(a.shape[0], math.prod(a.shape[1:]))
+
+
 @nb.njit(parallel=True, cache=True, nogil=True)
-def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out):
+def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out, flat_buffers,
+                     flat_out):
     """Histograms of several nodes, work items in parallel, then their chunk sums added.
 
     Item j (int64 (m, ITEM_WIDTH) `items`) sums gh over ``rows[ITEM_ROW_LO:ITEM_ROW_HI]``, in
@@ -206,25 +220,27 @@ def build_histograms(slots, gh, rows, items, reduces, workers, buffers, out):
 
     slots: (n, F) global slot indices (`global_slots`); gh: gradient pairs in one of the
     module's layouts; rows: int32 row indices; buffers: (b, *out.shape[1:]) scratch of out's
-    dtype; out: (k, total_bins[, 2 or 3]) float64 or int64.
+    dtype; out: (k, total_bins[, 2 or 3]) float64 or int64; flat_buffers, flat_out: buffers
+    and out as (b, values) and (k, values) views (`flat`).
     """
     _histogram_items(slots, gh, rows, items, workers, buffers, out)
     if reduces.shape[0] == 1:
         # one small reduction: on the calling thread, a parallel launch fewer
-        _reduce_item(buffers, out, reduces, 0)
+        _reduce_item(flat_buffers, flat_out, reduces, 0)
     elif reduces.shape[0] > 1:
         for j in nb.prange(reduces.shape[0]):
-            _reduce_item(buffers, out, reduces, j)
+            _reduce_item(flat_buffers, flat_out, reduces, j)
 
 
 @nb.njit(cache=True, nogil=True)
-def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, out):
+def build_histograms_serial(slots, gh, rows, items, reduces, workers, buffers, out,
+                            flat_buffers, flat_out):
     """`build_histograms` on the calling thread, without a parallel launch: the same items,
     the same sums (one reduction loop where the parallel kernel has two paths: each copy of
     the inlined reduction costs compile time)."""
     _histogram_items(slots, gh, rows, items, workers, buffers, out)
     for j in range(reduces.shape[0]):
-        _reduce_item(buffers, out, reduces, j)
+        _reduce_item(flat_buffers, flat_out, reduces, j)
 
 
 @nb.njit(inline="always")

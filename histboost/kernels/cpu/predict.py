@@ -103,7 +103,7 @@ def predict_margin_raw(lo, hi, X, tree_begin, tree_end, tree_class, left, right,
     """out[i, tree_class[t]] += leaf value of row i in tree t, for t in [tree_begin, tree_end)
     and rows i in [lo, hi) (`run_ranges`). X: (n, F) float32/float64; out: float64 (n, K)."""
     for r0 in range(lo, hi, _BLOCK):
-        r1 = min(hi, r0 + _BLOCK)
+        r1 = r0 + _BLOCK if r0 + _BLOCK < hi else hi  # no `min`: it compiles an overload
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):
@@ -121,7 +121,7 @@ def predict_leaf_raw(lo, hi, X, tree_begin, tree_end, left, right, feature, thre
     """out[i, t - tree_begin] = leaf index of row i in tree t (node id for normal trees, bit
     path for oblivious trees), rows i in [lo, hi). out: int32 (n, tree_end - tree_begin)."""
     for r0 in range(lo, hi, _BLOCK):
-        r1 = min(hi, r0 + _BLOCK)
+        r1 = r0 + _BLOCK if r0 + _BLOCK < hi else hi  # no `min`: it compiles an overload
         for t in range(tree_begin, tree_end):
             for i in range(r0, r1):
                 out[i, t - tree_begin] = leaf_index(
@@ -139,7 +139,7 @@ def predict_margin_binned(lo, hi, bins, missing_bins, tree_begin, tree_end, tree
     (F,) each feature's missing slot); gives the same result as the raw rule because a bin's
     upper bound is the split threshold."""
     for r0 in range(lo, hi, _BLOCK):
-        r1 = min(hi, r0 + _BLOCK)
+        r1 = r0 + _BLOCK if r0 + _BLOCK < hi else hi  # no `min`: it compiles an overload
         for t in range(tree_begin, tree_end):
             c = tree_class[t]
             for i in range(r0, r1):

@@ -59,7 +59,7 @@ def _round_row(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
 # not inlined by Numba (LLVM inlines it after linking), as `histogram._accumulate`: an
 # inlined overload was compiled again inside each kernel (`quantize_gradients` 0.58 -> 0.14 s
 # to compile; 2M rows on one thread 16.1 -> 15.0 ms, the same pairs)
-@overload(_round_row)
+@overload(_round_row, jit_options={"no_cfunc_wrapper": True})
 def _round_row_impl(i, counter, gh, g_inv_scale, h_inv_scale, key, out):
     if out.ndim == 1:
         # packed: the gradient in the high and the hessian in the low 32 bits (see
