@@ -40,6 +40,7 @@ from ...tree.split import MIN_SPLIT_GAIN, REC_FEATURE, REC_GAIN, REC_WIDTH
 
 if TYPE_CHECKING:
     from .backend import CUDABackend
+    from .best_first import BestFirstBuffers
 
 # most levels planned on the device: buffers and launches are sized for 2**levels nodes
 MAX_LEVELS = 10
@@ -108,6 +109,37 @@ class LevelBuffers:
             self.chunk_left, self.child, self.level_values))
 
 
+class PinnedBlocks:
+    """A plan's output blocks read on the host: `copy` queues block b's copy from the
+    device buffer to its pinned host copy behind the block's event, `block` waits for that
+    event once and returns the host block. bufs: `LevelBuffers` or
+    `best_first.BestFirstBuffers` (host_copies: (host, device) tensor pairs; events: one CUDA
+    event a block, None under the simulator; host_np: the host blocks as NumPy)."""
+
+    def __init__(self, be: CUDABackend, bufs: LevelBuffers | BestFirstBuffers) -> None:
+        self.be = be
+        self.bufs = bufs
+        self._waited = [False] * len(bufs.host_copies)
+
+    def copy(self, b: int) -> None:
+        host, dev = self.bufs.host_copies[b]
+        event = self.bufs.events[b]
+        if event is None:  # the simulator: CPU tensors
+            host.copy_(dev)
+            return
+        host.copy_(dev, non_blocking=True)
+        event.record(self.be._torch.cuda.current_stream(self.be.device))
+
+    def block(self, b: int) -> np.ndarray:
+        """Output block b (host, float64), once the device has written it."""
+        if not self._waited[b]:
+            event = self.bufs.events[b]
+            if event is not None:
+                event.synchronize()
+            self._waited[b] = True
+        return self.bufs.host_np[b]
+
+
 class LevelPlan:
     """The first levels of one tree planned ahead: launches them (`launch`), then answers the
     grower's calls level by level (`root_totals`, `root_records`, `step`)."""
@@ -121,7 +153,7 @@ class LevelPlan:
         self.level = 0  # the next step's parents are at this depth
         self.frontier = [0]  # the grower's ids of the frontier at depth `level`
         self.root_read = False
-        self._waited = [False] * (bufs.depth + 1)
+        self._blocks = PinnedBlocks(be, bufs)
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
         # margins added ahead (`launch_leaves`): the leaves of the levels stepped so far,
@@ -166,7 +198,7 @@ class LevelPlan:
                                     lower, upper, records, out, done)
 
         search(1, r["search1"], r["totals1"], r["front"])
-        self._copy(0)
+        self._blocks.copy(0)
         half_rows = -(-self.n_rows // 2)
         base_blocks = max(be._hist_blocks, -(-half_rows // be._chunk_cap))
         self.build_grids = []
@@ -190,7 +222,7 @@ class LevelPlan:
             if b + 1 < depth or self.search_last:
                 be._launch_build(lv["build"], self.build_grids[-1])
                 search(2 * p, lv["child_search"], lv["child_totals"], lv["next"])
-            self._copy(b + 1)
+            self._blocks.copy(b + 1)
         if learning_rate is not None:
             self.launch_leaves(reg_d, float(learning_rate), output)
 
@@ -250,35 +282,17 @@ class LevelPlan:
         return np.array_equal(ahead.view(np.int64),
                               np.ascontiguousarray(values, np.float64).view(np.int64))
 
-    def _copy(self, b: int) -> None:
-        host, dev = self.bufs.host_copies[b]
-        event = self.bufs.events[b]
-        if event is None:  # the simulator: CPU tensors
-            host.copy_(dev)
-            return
-        host.copy_(dev, non_blocking=True)
-        event.record(self.be._torch.cuda.current_stream(self.be.device))
-
-    def _block(self, b: int) -> np.ndarray:
-        """Output block b (host), once the device has written it."""
-        if not self._waited[b]:
-            event = self.bufs.events[b]
-            if event is not None:
-                event.synchronize()
-            self._waited[b] = True
-        return self.bufs.host_np[b]
-
     def root_totals(self) -> np.ndarray:
         """float64 (1, 2): the root's (G, H), as `histogram_totals([0])` gives them."""
         m = 1 << self.bufs.depth
-        return self._block(0)[m:m + 1, :2].copy()
+        return self._blocks.block(0)[m:m + 1, :2].copy()
 
     def root_records(self, totals: np.ndarray, feature_masks: np.ndarray,
                      reg: np.ndarray) -> np.ndarray:
         """The root's record, as `find_best_splits([0], ...)` gives it (the arguments
         checked against the plan's)."""
         m = 1 << self.bufs.depth
-        block = self._block(0)
+        block = self._blocks.block(0)
         self._check(np.array_equal(np.asarray(totals, np.float64).reshape(-1),
                                    block[m, :3]), "the root's totals")
         self._check_search(feature_masks, reg)
@@ -302,7 +316,7 @@ class LevelPlan:
             self._check(b + 1 < depth or self.search_last,
                         "a search at the plan's last level, planned without one")
             self._check_search(feature_masks, reg)
-        front = self._block(b)
+        front = self._blocks.block(b)
         recs = front[:len(self.frontier)]
         ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN) & (recs[:, REC_FEATURE] >= 0))
         # the device's p-th splitting node is the grower's parents[where[p]]
@@ -311,7 +325,7 @@ class LevelPlan:
         k = len(parents)
         self._check(len(where) == k and sorted(where) == list(range(k)),
                     f"the splitting nodes of level {b}")
-        nxt = self._block(b + 1)
+        nxt = self._blocks.block(b + 1)
         info = nxt[-1]
         self._check(int(info[INFO_FRONT]) == 2 * k, f"the node count of level {b + 1}")
         self._check(int(info[INFO_CHUNKS]) <= self.bufs.part_grid

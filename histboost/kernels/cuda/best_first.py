@@ -47,6 +47,7 @@ from numba import cuda
 from ...tree.split import MIN_SPLIT_GAIN, REC_FEATURE, REC_GAIN, REC_WIDTH
 from ..launch import CudaKernel
 from ._common import TABLE_WIDTH, THREADS, grid
+from .ahead import PinnedBlocks
 from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT
 
 if TYPE_CHECKING:
@@ -437,7 +438,7 @@ class BestFirstPlan:
         self.build_grid = 0
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
-        self._waited = [False] * bufs.steps
+        self._blocks = PinnedBlocks(be, bufs)
 
     def launch(self, levels: LevelBuffers, feature_mask: np.ndarray, reg: np.ndarray,
                steps: int) -> None:
@@ -487,7 +488,7 @@ class BestFirstPlan:
                                     gs, hs, v["child_search"], v["child_totals"], be.offsets,
                                     masks, reg_d, False, cons, lower, upper, bufs.records,
                                     v["out"], bufs.done)
-            self._copy(b)
+            self._blocks.copy(b)
             prev = v
 
     def begin(self, depth: int, frontier: list[int]) -> None:
@@ -496,23 +497,6 @@ class BestFirstPlan:
         + j)."""
         base = (1 << depth) - 1
         self.ids = {base + j: i for j, i in enumerate(frontier)}
-
-    def _copy(self, b: int) -> None:
-        host, dev = self.bufs.host_copies[b]
-        event = self.bufs.events[b]
-        if event is None:  # the simulator: CPU tensors
-            host.copy_(dev)
-            return
-        host.copy_(dev, non_blocking=True)
-        event.record(self.be._torch.cuda.current_stream(self.be.device))
-
-    def _block(self, b: int) -> np.ndarray:
-        if not self._waited[b]:
-            event = self.bufs.events[b]
-            if event is not None:
-                event.synchronize()
-            self._waited[b] = True
-        return self.bufs.host_np[b]
 
     def step(self, parents: list[int], lefts: list[int], rights: list[int],
              feature_masks: np.ndarray | None, reg: np.ndarray | None
@@ -526,7 +510,7 @@ class BestFirstPlan:
         bufs = self.bufs
         if self.index >= self.steps:
             return None
-        block = self._block(self.index)
+        block = self._blocks.block(self.index)
         p = bufs.parents
         info = block[-1]
         status = int(info[INFO_STATUS])
