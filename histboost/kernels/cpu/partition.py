@@ -75,7 +75,7 @@ def _scatter(column, rows, start, end, threshold_bin, missing_bin, default_left,
 
 
 @nb.njit(cache=True, inline="always")
-def _copy(src, src_start, dst, dst_start, n):
+def copy_range(src, src_start, dst, dst_start, n):
     """dst[dst_start:dst_start + n] = src[src_start:src_start + n], as a loop: a slice
     assignment checks the shapes, and compiling its error message (string formatting) costs
     more than the rest of the kernel. Unsigned indices, as in `_scatter`."""
@@ -88,6 +88,39 @@ def _copy(src, src_start, dst, dst_start, n):
 # columns of a partition work item: node index, row range (a chunk of the node's range)
 PART_NODE, PART_LO, PART_HI = range(3)
 PART_WIDTH = 3
+
+
+@nb.njit(cache=True, nogil=True)
+def chunk_positions(items, starts, counts, positions, n_left):
+    """Where each chunk's lefts go in a chunked partition: positions int64 (m,) out, and
+    each node's lefts, n_left int64 (k,) out, from counts int64 (m,) the lefts of each chunk
+    of items int64 (m, PART_WIDTH) (a node's chunks are consecutive items, in row order);
+    starts: int64 (k,) each node's first row."""
+    for k in range(n_left.shape[0]):
+        n_left[k] = 0
+    for j in range(items.shape[0]):
+        k = items[j, PART_NODE]
+        positions[j] = starts[k] + n_left[k]
+        n_left[k] += counts[j]
+
+
+@nb.njit(inline="always")
+def place_chunk(j, items, rows, starts, scratch, counts, positions, n_left):
+    """The second pass of a chunked partition for chunk j: its lefts (parked in scratch
+    behind its rights, or already in place for a node's first chunk) and its rights (in
+    scratch at the chunk's place) to their final places in rows, the node's lefts in chunk
+    order, then its rights: the stable partition whatever the chunks. Reads scratch only and
+    writes places of rows no other chunk writes, so chunks run on several threads."""
+    k = items[j, PART_NODE]
+    lo = items[j, PART_LO]
+    hi = items[j, PART_HI]
+    c = counts[j]
+    lpos = positions[j]
+    n_right = hi - lo - c
+    if lo > starts[k]:
+        copy_range(scratch, lo + n_right, rows, lpos, c)
+    # rights of the node's earlier chunks: lo - lpos
+    copy_range(scratch, lo, rows, starts[k] + n_left[k] + (lo - lpos), n_right)
 
 
 @nb.njit(inline="always")
@@ -111,27 +144,12 @@ def _partition_items(columns, rows, starts, features, threshold_bins, missing_bi
                          np.int64(missing_bins[f]), default_left[k] != 0, scratch, lo, lo)
             counts[j] = c
             if lo > starts[k]:
-                _copy(rows, lo, scratch, hi - c, c)
-    # where each chunk's lefts go: a node's chunks are consecutive items, in row order
+                copy_range(rows, lo, scratch, hi - c, c)
     positions = np.empty(m, np.int64)
-    for k in range(n_left.shape[0]):
-        n_left[k] = 0
-    for j in range(m):
-        k = items[j, PART_NODE]
-        positions[j] = starts[k] + n_left[k]
-        n_left[k] += counts[j]
+    chunk_positions(items, starts, counts, positions, n_left)
     for w in nb.prange(workers):
         for j in range(w, m, workers):
-            k = items[j, PART_NODE]
-            lo = items[j, PART_LO]
-            hi = items[j, PART_HI]
-            c = counts[j]
-            lpos = positions[j]
-            n_right = hi - lo - c
-            if lo > starts[k]:
-                _copy(scratch, lo + n_right, rows, lpos, c)
-            # rights of the node's earlier chunks: lo - lpos
-            _copy(scratch, lo, rows, starts[k] + n_left[k] + (lo - lpos), n_right)
+            place_chunk(j, items, rows, starts, scratch, counts, positions, n_left)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -179,4 +197,4 @@ def partition_nodes_serial(columns, rows, starts, features, threshold_bins, miss
         n_left[k] += c
         n_right += items[j, PART_HI] - lo - c
         if j == m - 1 or items[j + 1, PART_NODE] != k:
-            _copy(scratch, start, rows, start + n_left[k], n_right)
+            copy_range(scratch, start, rows, start + n_left[k], n_right)

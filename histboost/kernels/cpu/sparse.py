@@ -27,6 +27,7 @@ from numba.extending import overload
 
 from . import split
 from ._intrinsics import add_pair, prefetch
+from .partition import PART_HI, PART_LO, PART_NODE, chunk_positions, copy_range, place_chunk
 
 _PREFETCH_DISTANCE = 16
 _LOW32 = np.int64(0xFFFFFFFF)
@@ -995,11 +996,6 @@ def partition_nodes_serial(col_ptr, col_rows, col_bins, rows, starts, ends, feat
                                     default_left[k] != 0, default_bins[f], scratch)
 
 
-# columns of a partition work item (`partition_scatter`): node index, row range (a chunk of
-# the node's range); a node's chunks are consecutive items in row order and cover its range
-PART_NODE, PART_LO, PART_HI = range(3)
-
-
 @nb.njit(cache=True, nogil=True)
 def partition_scatter(lo_item, hi_item, items, col_ptr, col_rows, col_bins, rows, starts,
                       features, threshold_bins, missing_bins, default_bins, default_left,
@@ -1025,20 +1021,7 @@ def partition_scatter(lo_item, hi_item, items, col_ptr, col_rows, col_bins, rows
                          missing_bins[f], default_left[k] != 0, default_bins[f], scratch)
             counts[j] = c
             if lo > starts[k]:
-                for i in range(c):
-                    scratch[hi - c + i] = rows[lo + i]
-
-
-@nb.njit(cache=True, nogil=True)
-def partition_positions(items, starts, counts, positions, n_left):
-    """Where each chunk's lefts go (positions int64 (m,)) and each node's lefts (n_left
-    int64 (k,) out), from `partition_scatter`'s counts."""
-    for k in range(n_left.shape[0]):
-        n_left[k] = 0
-    for j in range(items.shape[0]):
-        k = items[j, PART_NODE]
-        positions[j] = starts[k] + n_left[k]
-        n_left[k] += counts[j]
+                copy_range(rows, lo, scratch, hi - c, c)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -1047,21 +1030,9 @@ def partition_place(lo_item, hi_item, items, rows, starts, scratch, counts, posi
     (parked in scratch, or already in place for a node's first chunk) and rights to their
     final places, the node's lefts in chunk order, then its rights: the stable partition,
     whatever the chunks. Reads scratch only and writes disjoint places of rows, so ranges
-    of items run on several threads."""
+    of items run on several threads (`partition.place_chunk`)."""
     for j in range(lo_item, hi_item):
-        k = items[j, PART_NODE]
-        lo = items[j, PART_LO]
-        hi = items[j, PART_HI]
-        c = counts[j]
-        lpos = positions[j]
-        n_right = hi - lo - c
-        if lo > starts[k]:
-            for i in range(c):
-                rows[lpos + i] = scratch[hi - c + i]
-        # rights of the node's earlier chunks: lo - lpos
-        rpos = starts[k] + n_left[k] + (lo - lpos)
-        for i in range(n_right):
-            rows[rpos + i] = scratch[lo + i]
+        place_chunk(j, items, rows, starts, scratch, counts, positions, n_left)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -1069,14 +1040,14 @@ def partition_items(workers, items, col_ptr, col_rows, col_bins, rows, starts, f
                     threshold_bins, missing_bins, default_bins, default_left, scratch, counts,
                     positions, n_left):
     """A chunked partition on Numba's parallel loop: `partition_scatter` of `workers` ranges
-    of consecutive items, `partition_positions`, then `partition_place` of the same ranges
+    of consecutive items, `partition.chunk_positions`, then `partition_place` of the same ranges
     (arguments as theirs)."""
     m = items.shape[0]
     for w in nb.prange(workers):
         partition_scatter(m * w // workers, m * (w + 1) // workers, items, col_ptr, col_rows,
                           col_bins, rows, starts, features, threshold_bins, missing_bins,
                           default_bins, default_left, scratch, counts)
-    partition_positions(items, starts, counts, positions, n_left)
+    chunk_positions(items, starts, counts, positions, n_left)
     for w in nb.prange(workers):
         partition_place(m * w // workers, m * (w + 1) // workers, items, rows, starts,
                         scratch, counts, positions, n_left)

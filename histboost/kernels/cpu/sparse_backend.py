@@ -46,7 +46,7 @@ import numpy as np
 from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.tree import Tree
-from . import histogram, sparse, sparse_predict, split
+from . import histogram, partition, sparse, sparse_predict, split
 from ._threads import run_ranges
 from .backend import CPUBackend
 
@@ -212,7 +212,7 @@ class SparseCPUBackend(CPUBackend):
             sparse.partition_items(threads, *args, positions, n_left)
             return n_left
         run_ranges(sparse.partition_scatter, m, *args, threads=threads)
-        sparse.partition_positions(items_a, starts, counts, positions, n_left)
+        partition.chunk_positions(items_a, starts, counts, positions, n_left)
         run_ranges(sparse.partition_place, m, items_a, self.rows, starts, self._scratch,
                    counts, positions, n_left, threads=threads)
         return n_left
