@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: the synthetic data module and the AUC they report."""
+"""Helpers shared by the benchmark scripts: the synthetic data module, the AUC they report and
+the time stamps of training rounds."""
 
 from __future__ import annotations
 
@@ -27,3 +28,22 @@ def synth() -> ModuleType:
 def auc(y: np.ndarray, p: np.ndarray) -> float:
     from histboost.metrics import auc as histboost_auc
     return histboost_auc(y, p)
+
+
+def round_stamps():
+    """A histboost training callback keeping `time.perf_counter()` at the end of every round
+    in its list `t` (steady time a round: the median of np.diff(t) after the first rounds).
+    Imported when called, from whichever histboost is first on sys.path."""
+    import time
+
+    from histboost.callback import TrainingCallback
+
+    class RoundStamps(TrainingCallback):
+        def __init__(self) -> None:
+            self.t: list[float] = []
+
+        def after_iteration(self, model, epoch, log) -> bool:
+            self.t.append(time.perf_counter())
+            return False
+
+    return RoundStamps()

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import auc, synth
+from _common import auc, round_stamps, synth
 
 CONFIGS = ("histboost-depthwise", "histboost-depthwise-quantized", "histboost-lossguide",
            "xgboost-depthwise", "xgboost-lossguide", "catboost-depthwise", "histboost-root")
@@ -53,17 +53,7 @@ def _histboost(cfg: str, a: argparse.Namespace, data: str) -> dict:
     warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
     histboost.train({**params, "subsample": 0.5}, warm, 2, verbose_eval=False)
     histboost.train(params, warm, 2, verbose_eval=False).predict(Xt[:1000])
-    from histboost.callback import TrainingCallback
-
-    class Stamps(TrainingCallback):
-        def __init__(self) -> None:
-            self.t: list[float] = []
-
-        def after_iteration(self, model, epoch, log) -> bool:
-            self.t.append(time.perf_counter())
-            return False
-
-    stamps = Stamps()
+    stamps = round_stamps()
     t0 = time.perf_counter()
     d = histboost.Dataset(X, label=y, max_bin=a.bins)
     booster = histboost.train(params, d, a.rounds, verbose_eval=False, callbacks=[stamps])

@@ -49,17 +49,8 @@ def _data(a: argparse.Namespace) -> Path:
 
 def _train_ms(histboost, params: dict, d, rounds: int) -> tuple[float, float]:
     """(steady ms/round, (train - ingest) / rounds in ms) of one training on Dataset d."""
-    from histboost.callback import TrainingCallback
-
-    class Stamps(TrainingCallback):
-        def __init__(self) -> None:
-            self.t: list[float] = []
-
-        def after_iteration(self, model, epoch, log) -> bool:
-            self.t.append(time.perf_counter())
-            return False
-
-    stamps = Stamps()
+    from _common import round_stamps
+    stamps = round_stamps()
     t0 = time.perf_counter()
     booster = histboost.train(params, d, rounds, verbose_eval=False, callbacks=[stamps])
     total = time.perf_counter() - t0

@@ -132,19 +132,11 @@ def main() -> None:
     ap.add_argument("--timing-only", action="store_true", help="the wall times alone")
     a = ap.parse_args()
     import torch
+    from _common import round_stamps
     from synth import higgs_like
     from torch.profiler import ProfilerActivity, profile
 
     import histboost
-    from histboost.callback import TrainingCallback
-
-    class Stamps(TrainingCallback):
-        def __init__(self) -> None:
-            self.t: list[float] = []
-
-        def after_iteration(self, model, epoch, log) -> bool:
-            self.t.append(time.perf_counter())
-            return False
 
     X, y = higgs_like(a.rows, seed=0)
     d = histboost.Dataset(X, label=y, max_bin=256)
@@ -157,7 +149,7 @@ def main() -> None:
     print("== wall time a round (ms), modes alternating")
     for rep in range(a.reps):
         for m, p in modes.items():
-            s = Stamps()
+            s = round_stamps()
             t0 = time.perf_counter()
             b = histboost.train(p, d, a.rounds, verbose_eval=False, callbacks=[s])
             _sync(torch)
