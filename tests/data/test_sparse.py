@@ -474,23 +474,35 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
 
 @pytest.mark.parametrize("mcw", [0.0, 1.0])
 def test_split_gain_bound_holds_for_every_split(mcw):
-    """`split_gain_bound` is at least the gain of every valid split of a feature (every
-    threshold, its last bin as the missing one on either side), by brute force on random
-    rows mostly in the default bin; -inf only when no split is valid."""
+    """`split_gain_bound` over a feature's `child_box` is at least the gain of every valid
+    split of the feature (every threshold, its last bin as the missing one on either side,
+    the default bin anywhere, the missing slot too), by brute force on random rows mostly in
+    the default bin; -inf only when no split is valid. And it is tighter than the box of
+    |g| <= the sum of the bins' |g| and h >= min_child_weight (the earlier bound)."""
     from histboost.kernels.cpu import sparse as ksparse
 
     rng = np.random.default_rng(8)
     lam = 1.0
-    for _ in range(300):
-        w = int(rng.integers(2, 7))
+    tighter = 0
+    for _ in range(400):
+        w = int(rng.integers(2, 9))
         d = int(rng.integers(0, w))
         bins = np.where(rng.random(60) < 0.85, d, rng.integers(0, w, 60))
-        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0])
+        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0]) + rng.choice([0.0, 1.0])
         h = rng.random(60) * rng.choice([0.05, 1.0])
         G, H = g.sum(), h.sum()
-        A = np.abs(np.bincount(bins, g, w)[np.arange(w) != d]).sum()
-        bound = ksparse.split_gain_bound(ksparse.gain_bound_terms(G, H, lam, mcw), H, A,
-                                         h[bins != d].sum(), lam, mcw)
+        gs, hs = np.bincount(bins, g, w), np.bincount(bins, h, w)
+        stored = np.flatnonzero((np.arange(w) != d) & ((gs != 0) | (hs != 0)))
+        slots = stored.astype(np.int32)
+        vals = np.stack([gs[stored], hs[stored]], axis=1)
+        terms = ksparse.gain_bound_terms(G, H, lam, mcw)
+        g_lo, g_hi, h_min = ksparse.child_box(slots, vals, 0, slots.size, 0, d, w - 1)
+        # the rounding margin of the search (`tol`): the sums are taken in other orders
+        tol = 1e-9 * (H + 1.0)
+        h_off = h[bins != d].sum() + tol
+        bound = ksparse.split_gain_bound(terms, H, g_lo, g_hi, h_min - tol, h_off, lam, mcw)
+        A = np.abs(gs[np.arange(w) != d]).sum()
+        loose = ksparse.split_gain_bound(terms, H, -A, A, 0.0, h_off, lam, mcw)
         best = -np.inf
         for b in range(w - 1):
             for miss_left in (False, True):
@@ -503,6 +515,9 @@ def test_split_gain_bound_holds_for_every_split(mcw):
             assert best == -np.inf
         else:
             assert best <= bound + 1e-12 * (abs(bound) + 1)
+            assert bound <= loose + 1e-12 * (abs(loose) + 1)
+            tighter += bound < loose - 1e-9 * (abs(loose) + 1)
+    assert tighter > 100
 
 
 @pytest.mark.parametrize("quantised", [False, True])

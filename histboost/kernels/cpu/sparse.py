@@ -526,64 +526,121 @@ def _prefetch_features(slots, i, n, slot_feature, offsets, default_bins, mask, d
         prefetch(dead, g)
 
 
-def _abs_g(vals, i):
-    """|gradient| of sums vals[i] (m, C) in native units, as float64: packed int64 pairs
-    (C = 1, the gradient in the high 32 bits) or (gradient, hessian[, count])."""
+def _g_h(vals, i):
+    """(gradient, hessian) of sums vals[i] (m, C) in native units, as float64: packed int64
+    pairs (C = 1, the gradient in the high 32 bits) or (gradient, hessian[, count])."""
 
 
-@overload(_abs_g, inline="always")
-def _abs_g_impl(vals, i):
+@overload(_g_h, inline="always")
+def _g_h_impl(vals, i):
     if isinstance(vals.dtype, nb.types.Integer):
         def integer(vals, i):
             v = vals[i, 0]
             if vals.shape[1] == 1:
-                v = (v - (v & _LOW32)) >> 32
-            return abs(np.float64(v))
+                h = v & _LOW32
+                return np.float64((v - h) >> 32), np.float64(h)
+            return np.float64(v), np.float64(vals[i, 1])
         return integer
 
     def floating(vals, i):
-        return abs(np.float64(vals[i, 0]))
+        return np.float64(vals[i, 0]), np.float64(vals[i, 1])
     return floating
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def child_box(slots, vals, a, b, o, d, miss):
+    """The box (g_lo, g_hi, h_min) holding the sums of the child without the default bin's
+    rows of every split of one feature, from its run of a node's list (slots[a:b] ascending,
+    its bins slots - o, none the default bin d; sums vals (m, C) in native units; hessians
+    non-negative; miss its missing slot). That child holds a prefix of the value bins below
+    d or a suffix of those above it (all value bins when d is the missing slot), with or
+    without the missing slot: its gradient lies between the least and the largest such sum
+    (0 included), its hessian is at least the least of the first bin's below d, the last
+    bin's above d and the missing slot's (each candidate holds one of them whole)."""
+    top = d if d < miss else np.int64(-1)  # bins above `top` form the suffixes
+    below = 0.0
+    g_lo = 0.0
+    g_hi = 0.0
+    h_min = np.inf
+    first = True
+    above = 0.0
+    a_lo = 0.0
+    a_hi = 0.0
+    h_last = np.inf
+    any_above = False
+    gm = 0.0
+    hm = np.inf
+    for k in range(a, b):
+        bin_ = np.int64(slots[k]) - o
+        g, h = _g_h(vals, k)
+        if bin_ == miss:
+            gm = g
+            hm = h
+            continue
+        if bin_ < d:
+            below += g
+            g_lo = min(g_lo, below)
+            g_hi = max(g_hi, below)
+            if first:
+                h_min = h
+                first = False
+        if bin_ > top:
+            # suffix sums are the run's total above minus a prefix before a bin
+            a_lo = min(a_lo, above)
+            a_hi = max(a_hi, above)
+            above += g
+            h_last = h
+            any_above = True
+    if any_above:
+        g_lo = min(g_lo, above - a_hi)
+        g_hi = max(g_hi, above - a_lo)
+        h_min = min(h_min, h_last)
+    if hm < np.inf:
+        g_lo = min(g_lo, g_lo + gm)
+        g_hi = max(g_hi, g_hi + gm)
+        h_min = min(h_min, hm)
+    return g_lo, g_hi, h_min
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def gain_bound_terms(G, H, lam, mcw):
-    """What `split_gain_bound` needs of a node of sums (G, H) (float64 (5,)): |G|, the
-    lightest valid child hessian lo, 1 / (lo + lam), 1 / (H - lo + lam) and the parent's
-    score G^2 / (H + lam); NaN where a denominator is not positive (no finite bound)."""
-    lo = mcw if mcw > 0.0 else 0.0
-    out = np.empty(5)
-    out[0] = abs(G)
-    out[1] = lo
-    out[2] = 1.0 / (lo + lam) if lo + lam > 0.0 else np.nan
-    out[3] = 1.0 / (H - lo + lam) if H - lo + lam > 0.0 else np.nan
-    out[4] = G * G / (H + lam) if H + lam > 0.0 else np.nan
+    """What `split_gain_bound` needs of a node of sums (G, H) (float64 (3,)): G, the
+    lightest valid child hessian and the parent's score G^2 / (H + lam) (NaN when H + lam
+    is not positive: no finite bound)."""
+    out = np.empty(3)
+    out[0] = G
+    out[1] = mcw if mcw > 0.0 else 0.0
+    out[2] = G * G / (H + lam) if H + lam > 0.0 else np.nan
     return out
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def split_gain_bound(terms, H, A, h_off, lam, mcw):
+def split_gain_bound(terms, H, g_lo, g_hi, h_min, h_off, lam, mcw):
     """An upper bound of the closed-form gain (no L1, no max_delta_step) of any valid split
-    of a feature whose rows off the default bin carry hessian h_off and gradients of absolute
-    sum at most A, in a node of hessian sum H (hessians non-negative; terms: its
-    `gain_bound_terms`): -inf when no split of the feature can be valid, NaN when there is no
-    finite bound.
+    of a feature in a node of hessian sum H (hessians non-negative; terms: its
+    `gain_bound_terms`) whose child without the default bin's rows has its gradient sum in
+    [g_lo, g_hi] and its hessian sum at least h_min and at most h_off (the hessian off the
+    default bin; `child_box`): -inf when no split of the feature can be valid, NaN when
+    there is no finite bound.
 
-    One child of any split holds rows off the default bin only (the default bin is on one
-    side): its sums (g, h) have |g| <= A and lo <= h <= min(h_off, H - mcw), h > 0. The
-    children's score g^2 / (h + lam) + (G - g)^2 / (H - h + lam) is jointly convex in (g, h)
-    (two quadratic-over-linear terms), so its largest value over that box is at a corner,
-    where g = -sign(G) A gives the larger score; the gain is the score minus the parent's."""
+    Valid, that child's hessian h also lies in [min_child_weight, H - min_child_weight].
+    The children's score g^2 / (h + lam) + (G - g)^2 / (H - h + lam) is jointly convex in
+    (g, h) (two quadratic-over-linear terms), so its largest value over that box is at one
+    of its four corners; the gain is the score minus the parent's."""
+    lo = max(terms[1], h_min)
     hi = min(h_off, H - mcw)
-    if hi < terms[1] or hi <= 0.0:
+    if hi < lo or hi <= 0.0:
         return -np.inf
-    if H - hi + lam <= 0.0:
+    if lo + lam <= 0.0 or H - hi + lam <= 0.0:
         return np.nan
-    a2 = A * A
-    far = (terms[0] + A) * (terms[0] + A)
-    light = a2 * terms[2] + far * terms[3]
-    heavy = a2 / (hi + lam) + far / (H - hi + lam)
-    return max(light, heavy) - terms[4]
+    G = terms[0]
+    best = -np.inf
+    for h in (lo, hi):
+        a = 1.0 / (h + lam)
+        c = 1.0 / (H - h + lam)
+        for g in (g_lo, g_hi):
+            best = max(best, g * g * a + (G - g) * (G - g) * c)
+    return best - terms[2]
 
 
 def _bound_terms(G, H, reg, mcw):
@@ -594,29 +651,30 @@ def _bound_terms(G, H, reg, mcw):
 @overload(_bound_terms, inline="always")
 def _bound_terms_impl(G, H, reg, mcw):
     if isinstance(reg, nb.types.NoneType):
-        return lambda G, H, reg, mcw: np.empty(5)
+        return lambda G, H, reg, mcw: np.empty(3)
     return lambda G, H, reg, mcw: gain_bound_terms(G, H, reg[split.P_LAMBDA], mcw)
 
 
-def _outranked(terms, H, A, h_off, reg, mcw, general, rec, shared):
-    """Whether no split of a feature (`split_gain_bound`'s A, h_off) can gain more than the
-    best record so far, rec, or than shared[0], a gain another stretch of the node reached
-    (it would not be kept: ties keep the lower feature, and the margin makes the bound
-    strictly lower than either): the feature is then not scanned. The margin covers the
-    rounding of both gains; a NaN bound (none finite) is never below it. False without a
-    record, or with L1 / max_delta_step (general: not None), whose gains the bound does not
-    cover."""
+def _outranked(terms, H, box, h_off, reg, mcw, general, rec, shared):
+    """Whether no split of a feature (`split_gain_bound`'s box (g_lo, g_hi, h_min), h_off)
+    can gain more than the best record so far, rec, or than shared[0], a gain another
+    stretch of the node reached (it would not be kept: ties keep the lower feature, and the
+    margin makes the bound strictly lower than either): the feature is then not scanned.
+    The margin covers the rounding of both gains; a NaN bound (none finite) is never below
+    it. False without a record, or with L1 / max_delta_step (general: not None), whose gains
+    the bound does not cover."""
 
 
 @overload(_outranked, inline="always")
-def _outranked_impl(terms, H, A, h_off, reg, mcw, general, rec, shared):
+def _outranked_impl(terms, H, box, h_off, reg, mcw, general, rec, shared):
     if isinstance(rec, nb.types.NoneType) or not isinstance(general, nb.types.NoneType):
-        return lambda terms, H, A, h_off, reg, mcw, general, rec, shared: False
+        return lambda terms, H, box, h_off, reg, mcw, general, rec, shared: False
 
-    def check(terms, H, A, h_off, reg, mcw, general, rec, shared):
-        bound = split_gain_bound(terms, H, A, h_off, reg[split.P_LAMBDA], mcw)
+    def check(terms, H, box, h_off, reg, mcw, general, rec, shared):
+        bound = split_gain_bound(terms, H, box[0], box[1], box[2], h_off, reg[split.P_LAMBDA],
+                                 mcw)
         best = max(rec[split.REC_GAIN], shared[0])
-        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[4]) + 1.0) <= best
+        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[2]) + 1.0) <= best
     return check
 
 
@@ -670,9 +728,7 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
         w0 = w
         for c in range(C):
             fixed[0, c] = total[c] - total[c]
-        abs_g = 0.0
         while i < n and slots[i] < hi:
-            abs_g += _abs_g(vals, i)
             z = True
             for c in range(C):
                 v = vals[i, c]
@@ -702,9 +758,12 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                         dead[f] = 1
                         w = w0
                         continue
-                if searched and _outranked(terms, H, abs_g * g_scale, H - hd * h_scale + tol,
-                                           reg, mcw, general, rec, shared):
-                    searched = False
+                if searched and rec is not None:
+                    g_lo, g_hi, h_min = child_box(slots, vals, w0, w, o, d, nvb)
+                    if _outranked(terms, H, (g_lo * g_scale, g_hi * g_scale,
+                                             h_min * h_scale - tol),
+                                  H - hd * h_scale + tol, reg, mcw, general, rec, shared):
+                        searched = False
         if searched:
             out_ptr[nf] = pos
             out_features[nf] = f
@@ -811,19 +870,20 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
 
 
 @nb.njit(cache=True, nogil=True)
-def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
-                         dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
-                         totals, fixed, out, out_ptr, out_features, out_bins, reg, general,
+def search_stretch_range(lo, hi, step, bounds, slots, vals, offsets, slot_feature, default_bins,
+                         mask, dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data,
+                         tol, totals, fixed, out, out_ptr, out_features, out_bins, reg, general,
                          foff, frec, recs, shared, fbuf, lengths):
-    """`search_node` of stretches lo..hi-1 of a node's list (stretch c: slots[bounds[c]:
-    bounds[c + 1]], whole features, `feature_chunks`), each with its own scratch, row c of
-    totals (k, C) (the node total), fixed (k, 1, C), out (k, width, C), out_ptr (k, w),
-    out_features (k, w), out_bins (k, width), foff (k, 2), frec (k, REC_WIDTH), fbuf (k,
-    width, 2 or C), its record into recs[c] and its list's new length into lengths[c] (its
-    compacted slots stay at the stretch's start); shared: the best gain of all stretches (one
-    value, see `search_node`). Ranges of stretches run on several threads
-    (`_threads.run_ranges`, or `search_stretches`)."""
-    for c in range(lo, hi):
+    """`search_node` of stretches lo, lo + step, ... below hi of a node's list (stretch c:
+    slots[bounds[c]:bounds[c + 1]], whole features, `feature_chunks`), each with its own
+    scratch, row c of totals (k, C) (the node total), fixed (k, 1, C), out (k, width, C),
+    out_ptr (k, w), out_features (k, w), out_bins (k, width), foff (k, 2), frec (k,
+    REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
+    into lengths[c] (its compacted slots stay at the stretch's start); shared: the best gain
+    of all stretches (one value, see `search_node`). Ranges of stretches run on several
+    threads (`_threads.run_ranges`, or interleaved in `search_stretches`); `merge_stretches`
+    then puts the lists and records together."""
+    for c in range(lo, hi, step):
         a = bounds[c]
         b = bounds[c + 1]
         lengths[c] = search_node(
@@ -834,40 +894,99 @@ def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, def
 
 
 @nb.njit(cache=True, nogil=True)
-def merge_stretches(bounds, slots, vals, lengths, recs, rec):
-    """After `search_stretch_range` of every stretch: their compacted lists moved after one
-    another (returns the list's new length) and their records merged in order into rec (a
-    later one kept only when it gains strictly more: the lowest feature of equal gains)."""
-    w = lengths[0]
-    for c in range(1, lengths.shape[0]):
+def stretch_positions(bounds, lengths, positions):
+    """positions[c] (int64 (k,)) = where stretch c's compacted run goes in the node's list
+    (the lengths of the stretches before it). Returns (the first stretch that moves, k if
+    none; the list's new length): those before it stay where they are."""
+    k = lengths.shape[0]
+    first = k
+    w = 0
+    for c in range(k):
+        positions[c] = w
+        if first == k and w < bounds[c]:
+            first = c
+        w += lengths[c]
+    return first, w
+
+
+@nb.njit(cache=True, nogil=True)
+def move_stretches(lo, hi, step, bounds, lengths, positions, slots, vals, tmp_slots, tmp_vals):
+    """The compacted runs of stretches lo, lo + step, ... below hi copied to their places
+    (`stretch_positions`) in tmp_slots / tmp_vals (the list's size): stretches read and
+    write disjoint places, so ranges of them run on several threads."""
+    for c in range(lo, hi, step):
         a = bounds[c]
+        p = positions[c]
         for i in range(lengths[c]):
-            slots[w] = slots[a + i]
+            tmp_slots[p + i] = slots[a + i]
             for q in range(vals.shape[1]):
-                vals[w, q] = vals[a + i, q]
-            w += 1
+                tmp_vals[p + i, q] = vals[a + i, q]
+
+
+@nb.njit(cache=True, nogil=True)
+def copy_entries(lo, hi, src_slots, src_vals, dst_slots, dst_vals):
+    """dst[lo:hi] = src[lo:hi] of a list's slots and sums (ranges on several threads)."""
+    for i in range(lo, hi):
+        dst_slots[i] = src_slots[i]
+        for q in range(src_vals.shape[1]):
+            dst_vals[i, q] = src_vals[i, q]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_records(recs, rec):
+    """The stretches' records recs (k, REC_WIDTH) merged in order into rec (a later one kept
+    only when it gains strictly more: the lowest feature of equal gains)."""
     for c in range(recs.shape[0]):
         if recs[c, split.REC_FEATURE] >= 0.0 and recs[c, split.REC_GAIN] > rec[split.REC_GAIN]:
             for q in range(rec.shape[0]):
                 rec[q] = recs[c, q]
-    return w
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_stretches(bounds, slots, vals, lengths, positions, tmp_slots, tmp_vals, recs, rec):
+    """After `search_stretch_range` of every stretch, on the calling thread: their compacted
+    lists moved after one another (through tmp_slots / tmp_vals, the list's size) and their
+    records merged into rec; returns the list's new length (`search_stretches` runs the
+    same steps in parallel)."""
+    k = lengths.shape[0]
+    first, total = stretch_positions(bounds, lengths, positions)
+    if first < k:
+        move_stretches(first, k, 1, bounds, lengths, positions, slots, vals, tmp_slots,
+                       tmp_vals)
+        copy_entries(positions[first], total, tmp_slots, tmp_vals, slots, vals)
+    merge_records(recs, rec)
+    return total
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
                      dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
                      totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
-                     frec, recs, shared, fbuf, lengths, rec):
-    """`search_stretch_range` of all stretches on Numba's parallel loop, `workers` ranges of
-    consecutive stretches, then `merge_stretches` into rec; returns the list's new length."""
+                     frec, recs, shared, fbuf, lengths, positions, tmp_slots, tmp_vals, rec):
+    """`search_stretch_range` of all stretches on Numba's parallel loop, thread w taking
+    stretches w, w + workers, ... (several a thread, interleaved: uneven stretches even out,
+    and later ones are bounded by the gains the earlier ones reached), then
+    `merge_stretches`' steps, the moves and copies in parallel too; returns the list's new
+    length."""
     k = bounds.shape[0] - 1
     for w in nb.prange(workers):
-        search_stretch_range(k * w // workers, k * (w + 1) // workers, bounds, slots, vals,
-                             offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
-                             H, n_rows, g_scale, h_scale, mcw, min_data, tol, totals, fixed,
-                             out, out_ptr, out_features, out_bins, reg, general, foff, frec,
-                             recs, shared, fbuf, lengths)
-    return merge_stretches(bounds, slots, vals, lengths, recs, rec)
+        search_stretch_range(w, k, workers, bounds, slots, vals, offsets, slot_feature,
+                             default_bins, mask, dead, mark, prune, G, H, n_rows, g_scale,
+                             h_scale, mcw, min_data, tol, totals, fixed, out, out_ptr,
+                             out_features, out_bins, reg, general, foff, frec, recs, shared,
+                             fbuf, lengths)
+    first, total = stretch_positions(bounds, lengths, positions)
+    if first < k:
+        for w in nb.prange(workers):
+            move_stretches(first + w, k, workers, bounds, lengths, positions, slots, vals,
+                           tmp_slots, tmp_vals)
+        start = positions[first]
+        for w in nb.prange(workers):
+            copy_entries(start + (total - start) * w // workers,
+                         start + (total - start) * (w + 1) // workers, tmp_slots, tmp_vals,
+                         slots, vals)
+    merge_records(recs, rec)
+    return total
 
 
 @nb.njit(cache=True, nogil=True)

@@ -79,6 +79,10 @@ _POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
 _POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
 _LOOP_MIN_THREADS = 4
+# a node's search on the loops cuts its list into this many stretches a thread, taken in turn
+# (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
+# longest took 2x the mean)
+_STRETCHES_PER_THREAD = 4
 
 
 class _Pool:
@@ -147,6 +151,7 @@ class SparseCPUBackend(CPUBackend):
         # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
         self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._move_bufs = (np.empty(0, self._slot_dtype), np.empty((0, 0)))
         self._prune = False
         self._tol = 0.0
         # one of several workers (`share_layout`): the slots any worker's rows store, int
@@ -169,6 +174,7 @@ class SparseCPUBackend(CPUBackend):
         self._bitmaps = np.zeros((0, 0), np.uint64)
         self._hist = {}
         self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._move_bufs = (np.empty(0, np.int32), np.empty((0, 0)))
 
     def _loops(self) -> bool:
         """Whether parallel work runs on Numba's parallel loops (else on the thread pool)."""
@@ -588,38 +594,54 @@ class SparseCPUBackend(CPUBackend):
     def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
                           C: int, reg: np.ndarray, general: bool | None,
                           rec: np.ndarray) -> int:
-        """`sparse.search_node` of one node's list (args: its first arguments) in `team`
-        stretches of whole features (`sparse.feature_chunks`) on Numba's loops or the thread
-        pool, each with its own scratch and record; the stretches' compacted lists are then
-        moved after one another and their records merged in order into rec
+        """`sparse.search_node` of one node's list (args: its first arguments) on `team`
+        threads in stretches of whole features (`sparse.feature_chunks`): on Numba's loops
+        _STRETCHES_PER_THREAD a thread, interleaved, on the thread pool one a thread; each
+        with its own scratch and record; the stretches' compacted lists are then moved
+        after one another and their records merged in order into rec
         (`sparse.merge_stretches`: a later one kept only when it gains strictly more, the
-        lowest feature of equal gains). Record, list and dead flags
-        are one pass's whatever the stretches (each bounds its features by the best gain any
-        stretch has reached so far, which only a strictly better split can beat). Returns
-        the list's new length."""
+        lowest feature of equal gains). Record, list and dead flags are one pass's whatever
+        the stretches (each bounds its features by the best gain any stretch has reached so
+        far, which only a strictly better split can beat). Returns the list's new length."""
         slots, vals = args[0], args[1]
-        bounds = np.empty(team + 1, np.int64)
+        loops = self._loops()
+        k = team * (_STRETCHES_PER_THREAD if loops else 1)
+        bounds = np.empty(k + 1, np.int64)
         sparse.feature_chunks(slots, self._slot_feature, bounds)
         dtype = self.hist_dtype
         total = np.zeros(C, dtype)
         sparse.node_total(slots, vals, self.offsets, total)
-        recs = np.zeros((team, split.REC_WIDTH))
+        recs = np.zeros((k, split.REC_WIDTH))
         recs[:, split.REC_FEATURE] = -1.0
-        lengths = np.zeros(team, np.int64)
+        lengths = np.zeros(k, np.int64)
         width = self._widest + 4
         most = int((bounds[1:] - bounds[:-1]).max()) + 1
-        scratch = (np.repeat(total[None], team, axis=0), np.zeros((team, 1, C), dtype),
-                   np.empty((team, width, C), dtype), np.empty((team, most), np.int64),
-                   np.empty((team, most), np.int32), np.empty((team, width), np.int32), reg,
-                   general, np.zeros((team, 2), np.int64), np.zeros((team, split.REC_WIDTH)),
+        scratch = (np.repeat(total[None], k, axis=0), np.zeros((k, 1, C), dtype),
+                   np.empty((k, width, C), dtype), np.empty((k, most), np.int64),
+                   np.empty((k, most), np.int32), np.empty((k, width), np.int32), reg,
+                   general, np.zeros((k, 2), np.int64), np.zeros((k, split.REC_WIDTH)),
                    recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
-                   np.empty((team, width, 2 if C == 1 else C)), lengths)
-        if self._loops():
+                   np.empty((k, width, 2 if C == 1 else C)), lengths)
+        move = (np.empty(k, np.int64), *self._move_scratch(slots.shape[0], vals))
+        if loops:
             return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
-                                           rec)
-        run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
+                                           *move, rec)
+        run_ranges(sparse.search_stretch_range, k, 1, bounds, *args, *sums, *prune_args,
                    *scratch, threads=team)
-        return sparse.merge_stretches(bounds, slots, vals, lengths, recs, rec)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, *move, recs, rec)
+
+    def _move_scratch(self, size: int, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scratch of a list's moves: slots (size,) of the slot dtype and sums (size, C) of
+        vals' dtype, views of arrays kept and grown as needed (a fresh array would pay a
+        page fault per 4 KiB)."""
+        tmp_slots, tmp_vals = self._move_bufs
+        if tmp_slots.shape[0] < size or tmp_vals.shape[1:] != vals.shape[1:] or (
+                tmp_vals.dtype != vals.dtype):
+            cap = max(size, 2 * tmp_slots.shape[0])
+            tmp_slots = np.empty(cap, self._slot_dtype)
+            tmp_vals = np.empty((cap, *vals.shape[1:]), vals.dtype)
+            self._move_bufs = (tmp_slots, tmp_vals)
+        return tmp_slots[:size], tmp_vals[:size]
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
