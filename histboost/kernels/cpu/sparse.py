@@ -724,20 +724,34 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                 i += 1
             continue
         # one pass over the feature's run: its sums (rest) and the run compacted to
-        # [w0, w) (all-zero slots left out)
+        # [w0, w) (all-zero slots left out). The sums of the C <= 3 channels in locals, not
+        # in `fixed`: stores to memory in this loop would stall on one another and, with
+        # stretches on several threads, contend for the cache lines of their scratch
         w0 = w
-        for c in range(C):
-            fixed[0, c] = total[c] - total[c]
+        s0 = s1 = s2 = total[0] - total[0]
         while i < n and slots[i] < hi:
-            z = True
-            for c in range(C):
-                v = vals[i, c]
-                fixed[0, c] += v
-                vals[w, c] = v
+            v = vals[i, 0]
+            s0 += v
+            vals[w, 0] = v
+            z = v == 0
+            if C > 1:
+                v = vals[i, 1]
+                s1 += v
+                vals[w, 1] = v
+                z &= v == 0
+            if C > 2:
+                v = vals[i, 2]
+                s2 += v
+                vals[w, 2] = v
                 z &= v == 0
             slots[w] = slots[i]
             w += np.int64(not z)
             i += 1
+        fixed[0, 0] = s0
+        if C > 1:
+            fixed[0, 1] = s1
+        if C > 2:
+            fixed[0, 2] = s2
         o = offsets[f]
         nvb = hi - o - 1
         searched = mask[f]
@@ -854,10 +868,11 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
                 out_ptr, out_features, out_bins, reg, general, foff, frec, rec, shared, fbuf):
     """`searched_node` with each feature searched (the dense kernel's
     `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
-    bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
+    bins are in cache, the best record into rec[:REC_WIDTH] (gain 0, feature -1 on entry:
     kept when no split gains): one pass, `out` reused for every feature (size: the widest
     feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
-    fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
+    fbuf (float64 (size, 2 or 3)). foff: int64 (>= 2,) scratch, frec: (>= REC_WIDTH,)
+    scratch; fixed: (>= 1, C) (row 0 used; rows may be padded, see the backend)
     shared: float64 (1,), the best gain the node's stretches reached so far (0 on entry),
     read by the gain bound and raised by this call: stretches searched at once share it, so
     a feature another stretch outranks is not scanned (the records are the same).
@@ -876,9 +891,9 @@ def search_stretch_range(lo, hi, step, bounds, slots, vals, offsets, slot_featur
                          foff, frec, recs, shared, fbuf, lengths):
     """`search_node` of stretches lo, lo + step, ... below hi of a node's list (stretch c:
     slots[bounds[c]:bounds[c + 1]], whole features, `feature_chunks`), each with its own
-    scratch, row c of totals (k, C) (the node total), fixed (k, 1, C), out (k, width, C),
-    out_ptr (k, w), out_features (k, w), out_bins (k, width), foff (k, 2), frec (k,
-    REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
+    scratch, row c of totals (k, C) (the node total), fixed (k, >= 1, C), out (k, width,
+    C), out_ptr (k, w), out_features (k, w), out_bins (k, width), foff (k, >= 2), frec (k,
+    >= REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
     into lengths[c] (its compacted slots stay at the stretch's start); shared: the best gain
     of all stretches (one value, see `search_node`). Ranges of stretches run on several
     threads (`_threads.run_ranges`, or interleaved in `search_stretches`); `merge_stretches`
@@ -934,11 +949,11 @@ def copy_entries(lo, hi, src_slots, src_vals, dst_slots, dst_vals):
 
 @nb.njit(cache=True, nogil=True)
 def merge_records(recs, rec):
-    """The stretches' records recs (k, REC_WIDTH) merged in order into rec (a later one kept
+    """The stretches' records recs (k, >= REC_WIDTH) merged in order into rec (a later one kept
     only when it gains strictly more: the lowest feature of equal gains)."""
     for c in range(recs.shape[0]):
         if recs[c, split.REC_FEATURE] >= 0.0 and recs[c, split.REC_GAIN] > rec[split.REC_GAIN]:
-            for q in range(rec.shape[0]):
+            for q in range(split.REC_WIDTH):
                 rec[q] = recs[c, q]
 
 

@@ -85,6 +85,11 @@ _LOOP_MIN_THREADS = 4
 _STRETCHES_PER_THREAD = 4
 
 
+def _lines(items: int, itemsize: int) -> int:
+    """Items of `itemsize` bytes in a row of whole cache lines (64 bytes) holding `items`."""
+    return -(-items * itemsize // 64) * 64 // itemsize
+
+
 class _Pool:
     """Full-width scratch arrays for reuse. A sparse layout's histograms span every slot of a
     wide matrix (megabytes each); a fresh array of that size comes from mmap and pays a page
@@ -611,15 +616,20 @@ class SparseCPUBackend(CPUBackend):
         dtype = self.hist_dtype
         total = np.zeros(C, dtype)
         sparse.node_total(slots, vals, self.offsets, total)
-        recs = np.zeros((k, split.REC_WIDTH))
+        # each stretch's small scratch (records, the fixed bin's sums, the scan's offsets)
+        # in rows of whole cache lines (`_lines`): stretches on several threads write them
+        # for every feature they search, and rows sharing a line would bounce it between
+        # their cores
+        recs = np.zeros((k, _lines(split.REC_WIDTH, 8)))
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(k, np.int64)
         width = self._widest + 4
         most = int((bounds[1:] - bounds[:-1]).max()) + 1
-        scratch = (np.repeat(total[None], k, axis=0), np.zeros((k, 1, C), dtype),
+        scratch = (np.repeat(total[None], k, axis=0), np.zeros((k, _lines(1, 8 * C), C), dtype),
                    np.empty((k, width, C), dtype), np.empty((k, most), np.int64),
                    np.empty((k, most), np.int32), np.empty((k, width), np.int32), reg,
-                   general, np.zeros((k, 2), np.int64), np.zeros((k, split.REC_WIDTH)),
+                   general, np.zeros((k, _lines(2, 8)), np.int64),
+                   np.zeros((k, _lines(split.REC_WIDTH, 8))),
                    recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
                    np.empty((k, width, 2 if C == 1 else C)), lengths)
         move = (np.empty(k, np.int64), *self._move_scratch(slots.shape[0], vals))
