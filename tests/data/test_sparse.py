@@ -131,7 +131,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     calls: Counter = Counter()
     # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
     spied = ["feature_chunks", "search_stretches", "partition_items",
-             "accumulate_items_parallel", "root_parts_parallel"]
+             "accumulate_items_parallel", "root_parts_parallel", "emit_touched_parallel",
+             "subtract_parallel"]
     pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
@@ -156,6 +157,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_EMIT_THREAD_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_SUBTRACT_THREAD_MIN_SLOTS", 1)
             ref = _train({**params, "nthread": 1}, X_S, Y)
             for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
@@ -629,6 +632,54 @@ def test_subtraction_in_place_of_a_parent_without_some_slots():
     k = ksparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
     assert k == 1 and missing[0] == 1
     np.testing.assert_array_equal(p_vals, [[5.0, 2.0], [0.0, 0.0], [4.0, 3.0], [1.5, 1.0]])
+
+
+def test_parallel_subtraction_and_emit_equal_serial_ones():
+    """`subtract_parallel` (ranges of the child's entries, missing ones in order) and
+    `emit_touched_parallel` (ranges of bitmap words, counted then written) give the serial
+    kernels' sums, lists and missing indices for any number of ranges, against NumPy."""
+    rng = np.random.default_rng(12)
+    for trial in range(30):
+        total = int(rng.integers(50, 3000))
+        p_slots = np.sort(rng.choice(total, int(rng.integers(1, total)), replace=False))
+        s_slots = np.sort(rng.choice(total, int(rng.integers(1, total // 2 + 2)),
+                                     replace=False)).astype(np.int32)
+        p_vals = rng.normal(size=(p_slots.size, 2))
+        s_vals = rng.normal(size=(s_slots.size, 2))
+        where = np.searchsorted(p_slots, s_slots)
+        inside = (where < p_slots.size) & (p_slots[np.minimum(where, p_slots.size - 1)]
+                                           == s_slots)
+        want = p_vals.copy()
+        want[where[inside]] -= s_vals[inside]
+        got = p_vals.copy()
+        missing = np.empty(s_slots.size, np.int64)
+        workers = 1 + trial % 5
+        k = ksparse.subtract_parallel(workers, p_slots.astype(np.int32), got, s_slots, s_vals,
+                                      missing, np.empty(workers, np.int64))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(missing[:k], np.flatnonzero(~inside))
+        # emit: items marking random slots, some features dead
+        F = total // 3
+        slot_feature = np.minimum(np.arange(total) // 3, F - 1).astype(np.int32)
+        dead = (rng.random(F) < 0.2).astype(np.uint8)
+        items = 1 + trial % 3
+        accs = rng.normal(size=(items, total, 2))
+        bitmaps = np.zeros((items, (total + 63) >> 6), np.uint64)
+        marked = rng.random((items, total)) < 0.1
+        for i in range(items):
+            for s in np.flatnonzero(marked[i]):
+                bitmaps[i, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+        keep = np.flatnonzero(marked.any(axis=0) & (dead[slot_feature] == 0))
+        sums = np.zeros((keep.size, 2))
+        for i in range(items):  # in item order, as the kernels add them
+            sums += np.where(marked[i, keep, None], accs[i, keep], 0.0)
+        out = (np.empty(keep.size + 5, np.int32), np.empty((keep.size + 5, 2)))
+        blocks = 1 + trial % 6
+        m = ksparse.emit_touched_parallel(blocks, accs, bitmaps, 0, items, slot_feature, dead,
+                                          *out, np.empty(blocks + 1, np.int64))
+        assert m == keep.size and not bitmaps.any()
+        np.testing.assert_array_equal(out[0][:m], keep)
+        np.testing.assert_array_equal(out[1][:m], sums)
 
 
 @pytest.mark.parametrize("layout", ["float", "packed", "counted"])

@@ -374,15 +374,16 @@ def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, 
 
 
 @nb.njit(cache=True, nogil=True)
-def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
-    """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
-    of them marked, ascending, but those of the node's dead features (dead: uint8 (F,);
-    slot_feature: int32 (total_bins,) each slot's feature), into out_slots, its sums added
-    in item order (an item that did not mark it adds nothing: a zero) into out_vals (m, C);
-    clears their bitmaps. Returns m."""
+def emit_words(lo, hi, write, accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals, m):
+    """The slots of bitmap words lo..hi-1 that any of items a..b-1 (`accumulate_items`)
+    marked, ascending, but those of the node's dead features (dead: uint8 (F,);
+    slot_feature: int32 (total_bins,) each slot's feature). With `write`, from out_slots[m]
+    on, their sums added in item order (an item that did not mark a slot adds nothing: a
+    zero) into out_vals (k, C), and the words cleared in the items' bitmaps; else only
+    counted. Returns m plus their number. Ranges of words are disjoint: they run on several
+    threads (`emit_touched_parallel`)."""
     C = out_vals.shape[1]
-    m = 0
-    for w in range(bitmaps.shape[1]):
+    for w in range(lo, hi):
         word = bitmaps[a, w]
         for i in range(a + 1, b):
             word |= bitmaps[i, w]
@@ -392,35 +393,67 @@ def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
             s = (w << 6) + t
             if dead[slot_feature[s]]:
                 continue
-            bit = np.uint64(1) << np.uint64(t)
-            first = True
-            for i in range(a, b):
-                if bitmaps[i, w] & bit:
-                    if first:
-                        for c in range(C):
-                            out_vals[m, c] = accs[i, s, c]
-                        first = False
-                    else:
-                        for c in range(C):
-                            out_vals[m, c] += accs[i, s, c]
-            out_slots[m] = s
+            if write:
+                bit = np.uint64(1) << np.uint64(t)
+                first = True
+                for i in range(a, b):
+                    if bitmaps[i, w] & bit:
+                        if first:
+                            for c in range(C):
+                                out_vals[m, c] = accs[i, s, c]
+                            first = False
+                        else:
+                            for c in range(C):
+                                out_vals[m, c] += accs[i, s, c]
+                out_slots[m] = s
             m += 1
-        for i in range(a, b):
-            bitmaps[i, w] = 0
+        if write:
+            for i in range(a, b):
+                bitmaps[i, w] = 0
     return m
 
 
 @nb.njit(cache=True, nogil=True)
-def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
-    """The larger child's histogram in place of its parent's: p_vals[q] -= s_vals[i] where
-    p_slots[q] == s_slots[i] (both sorted; a galloping walk, so the cost follows the smaller
-    child's slots). The indices i of slots the parent does not hold (its all-zero slots left
-    out) go to missing; returns their count."""
+def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
+    """A node's sparse histogram from its items a..b-1 (`accumulate_items`): `emit_words` of
+    every word, written from the start; clears their bitmaps. Returns its length."""
+    return emit_words(0, bitmaps.shape[1], True, accs, bitmaps, a, b, slot_feature, dead,
+                      out_slots, out_vals, 0)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def emit_touched_parallel(blocks, accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals,
+                          starts):
+    """`emit_touched` on Numba's parallel loop: the words in `blocks` ranges, each counted
+    (`emit_words`), then written from the count of those before it (starts: int64
+    (blocks + 1,) scratch). The same list."""
+    n_words = bitmaps.shape[1]
+    for k in nb.prange(blocks):
+        starts[k + 1] = emit_words(n_words * k // blocks, n_words * (k + 1) // blocks, False,
+                                   accs, bitmaps, a, b, slot_feature, dead, out_slots,
+                                   out_vals, 0)
+    starts[0] = 0
+    for k in range(blocks):
+        starts[k + 1] += starts[k]
+    for k in nb.prange(blocks):
+        emit_words(n_words * k // blocks, n_words * (k + 1) // blocks, True, accs, bitmaps, a,
+                   b, slot_feature, dead, out_slots, out_vals, starts[k])
+    return starts[blocks]
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_range(lo, hi, p_slots, p_vals, s_slots, s_vals, missing):
+    """The larger child's histogram in place of its parent's, entries lo..hi-1 of the built
+    child's: p_vals[q] -= s_vals[i] where p_slots[q] == s_slots[i] (both sorted; a galloping
+    walk from the parent's start, so the cost follows the child's slots). The indices i of
+    slots the parent does not hold (its all-zero slots left out) go to missing from
+    missing[lo] on; returns their count. Ranges touch disjoint entries of the parent's (its
+    slots are distinct): they run on several threads (`subtract_parallel`)."""
     C = p_vals.shape[1]
     n = p_slots.shape[0]
     q = 0
-    k = 0
-    for i in range(s_slots.shape[0]):
+    k = lo
+    for i in range(lo, hi):
         s = s_slots[i]
         q = _seek(p_slots, q, n, s)
         if q < n and p_slots[q] == s:
@@ -428,6 +461,31 @@ def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
                 p_vals[q, c] -= s_vals[i, c]
         else:
             missing[k] = i
+            k += 1
+    return k - lo
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
+    """`subtract_range` of all the child's entries; returns the count of missing ones (from
+    missing[0] on)."""
+    return subtract_range(0, s_slots.shape[0], p_slots, p_vals, s_slots, s_vals, missing)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def subtract_parallel(workers, p_slots, p_vals, s_slots, s_vals, missing, counts):
+    """`subtract_in_place` on Numba's parallel loop, the child's entries in `workers` ranges
+    (counts: int64 (workers,) scratch); the missing indices then put one after another.
+    The same sums and indices."""
+    m = s_slots.shape[0]
+    for w in nb.prange(workers):
+        counts[w] = subtract_range(m * w // workers, m * (w + 1) // workers, p_slots, p_vals,
+                                   s_slots, s_vals, missing)
+    k = 0
+    for w in range(workers):
+        lo = m * w // workers
+        for i in range(counts[w]):
+            missing[k] = missing[lo + i]
             k += 1
     return k
 
