@@ -694,10 +694,12 @@ def split_gain_bound(terms, H, g_lo, g_hi, h_min, h_off, lam, mcw):
     G = terms[0]
     best = -np.inf
     for h in (lo, hi):
-        a = 1.0 / (h + lam)
-        c = 1.0 / (H - h + lam)
-        for g in (g_lo, g_hi):
-            best = max(best, g * g * a + (G - g) * (G - g) * c)
+        # both corners of this h over one denominator: one division
+        a = h + lam
+        c = H - h + lam
+        top = max(g_lo * g_lo * c + (G - g_lo) * (G - g_lo) * a,
+                  g_hi * g_hi * c + (G - g_hi) * (G - g_hi) * a)
+        best = max(best, top / (a * c))
     return best - terms[2]
 
 
