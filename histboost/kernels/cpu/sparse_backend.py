@@ -648,7 +648,8 @@ class SparseCPUBackend(CPUBackend):
                    np.empty((k, most), np.int32), np.empty((k, width), np.int32), reg,
                    general, np.zeros((k, _lines(2, 8)), np.int64),
                    np.zeros((k, _lines(split.REC_WIDTH, 8))),
-                   recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
+                   # the best gain any stretch reached (`search_node`), a line of its own
+                   recs, np.zeros(17)[8:9],
                    np.empty((k, width, 2 if C == 1 else C)), lengths)
         move = (np.empty(k, np.int64), *self._move_scratch(slots.shape[0], vals))
         if loops:
