@@ -987,8 +987,9 @@ def stretch_positions(bounds, lengths, positions):
 @nb.njit(cache=True, nogil=True)
 def move_stretches(lo, hi, step, bounds, lengths, positions, slots, vals, tmp_slots, tmp_vals):
     """The compacted runs of stretches lo, lo + step, ... below hi copied to their places
-    (`stretch_positions`) in tmp_slots / tmp_vals (the list's size): stretches read and
-    write disjoint places, so ranges of them run on several threads."""
+    (`stretch_positions`) in tmp_slots / tmp_vals (the list's size: then stretches read and
+    write disjoint places, so ranges of them run on several threads; or slots / vals
+    themselves, stretches in order on one thread)."""
     for c in range(lo, hi, step):
         a = bounds[c]
         p = positions[c]
@@ -1018,17 +1019,15 @@ def merge_records(recs, rec):
 
 
 @nb.njit(cache=True, nogil=True)
-def merge_stretches(bounds, slots, vals, lengths, positions, tmp_slots, tmp_vals, recs, rec):
+def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
     """After `search_stretch_range` of every stretch, on the calling thread: their compacted
-    lists moved after one another (through tmp_slots / tmp_vals, the list's size) and their
-    records merged into rec; returns the list's new length (`search_stretches` runs the
-    same steps in parallel)."""
+    lists moved after one another in place (in order: a stretch moves only to places before
+    its own, which those before it have left) and their records merged into rec; returns the
+    list's new length (`search_stretches` runs the same steps in parallel, through a
+    scratch)."""
     k = lengths.shape[0]
     first, total = stretch_positions(bounds, lengths, positions)
-    if first < k:
-        move_stretches(first, k, 1, bounds, lengths, positions, slots, vals, tmp_slots,
-                       tmp_vals)
-        copy_entries(positions[first], total, tmp_slots, tmp_vals, slots, vals)
+    move_stretches(first, k, 1, bounds, lengths, positions, slots, vals, slots, vals)
     merge_records(recs, rec)
     return total
 

@@ -651,13 +651,14 @@ class SparseCPUBackend(CPUBackend):
                    # the best gain any stretch reached (`search_node`), a line of its own
                    recs, np.zeros(17)[8:9],
                    np.empty((k, width, 2 if C == 1 else C)), lengths)
-        move = (np.empty(k, np.int64), *self._move_scratch(slots.shape[0], vals))
+        positions = np.empty(k, np.int64)
         if loops:
             return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
-                                           *move, rec)
+                                           positions,
+                                           *self._move_scratch(slots.shape[0], vals), rec)
         run_ranges(sparse.search_stretch_range, k, 1, bounds, *args, *sums, *prune_args,
                    *scratch, threads=team)
-        return sparse.merge_stretches(bounds, slots, vals, lengths, *move, recs, rec)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, positions, recs, rec)
 
     def _move_scratch(self, size: int, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Scratch of a list's moves: slots (size,) of the slot dtype and sums (size, C) of
