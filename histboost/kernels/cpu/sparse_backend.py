@@ -39,6 +39,7 @@ quantised models, are one process's.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -161,8 +162,7 @@ class SparseCPUBackend(CPUBackend):
         self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
         # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
         self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-        self._move_bufs = (np.empty(0, self._slot_dtype), np.empty((0, 0)))
+        self._kept_bufs: dict[str, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
         # one of several workers (`share_layout`): the slots any worker's rows store, int
@@ -184,8 +184,7 @@ class SparseCPUBackend(CPUBackend):
         self._pool_bufs = _Pool()
         self._bitmaps = np.zeros((0, 0), np.uint64)
         self._hist = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
-        self._move_bufs = (np.empty(0, np.int32), np.empty((0, 0)))
+        self._kept_bufs = {}
 
     def _loops(self) -> bool:
         """Whether parallel work runs on Numba's parallel loops (else on the thread pool)."""
@@ -251,16 +250,19 @@ class SparseCPUBackend(CPUBackend):
             pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
             pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
 
-    def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
-        """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
-        (size,), views of arrays kept and grown as needed."""
-        hist, bins = self._search_bufs
-        if hist.shape[0] < size or hist.shape[1] != C or hist.dtype != self.hist_dtype:
-            cap = max(size, 2 * hist.shape[0] if hist.shape[1:] == (C,) else 0)
-            hist = np.empty((cap, C), self.hist_dtype)
-            bins = np.empty(cap, np.int32)
-            self._search_bufs = (hist, bins)
-        return hist[:size], bins[:size]
+    def _kept(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Scratch of `shape` and `dtype` (C-contiguous, contents undefined): a view of a
+        flat array kept under `name` and grown as needed. A node's search takes several
+        arrays of up to its list's size; fresh ones would cost an mmap and munmap each (and
+        a page fault per 4 KiB touched) for every node."""
+        size = math.prod(shape)
+        dtype = np.dtype(dtype)
+        buf = self._kept_bufs.get(name)
+        if buf is None or buf.dtype != dtype or buf.shape[0] < size:
+            grown = 2 * buf.shape[0] if buf is not None and buf.dtype == dtype else 0
+            buf = np.empty(max(size, grown), dtype)
+            self._kept_bufs[name] = buf
+        return buf[:size].reshape(shape)
 
     @property
     def _channels_native(self) -> int:
@@ -564,8 +566,8 @@ class SparseCPUBackend(CPUBackend):
             slots, vals = self._hist[node]
             n = slots.shape[0]
             nf_max = min(n, self.n_features)
-            ptr = np.empty(nf_max + 1, np.int64)
-            features = np.empty(nf_max, np.int32)
+            ptr = self._kept("ptr", (nf_max + 1,), np.int64)
+            features = self._kept("features", (nf_max,), np.int32)
             scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype))
             args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
                     self._dead[node], True, self._prune)
@@ -582,7 +584,8 @@ class SparseCPUBackend(CPUBackend):
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
                         1.0 if q is None else float(q.g_scale), h_scale)
                 if team == 1:
-                    hist, bins = self._search_scratch(self._widest + 4, C)
+                    hist = self._kept("hist", (self._widest + 4, C), self.hist_dtype)
+                    bins = self._kept("bins", (self._widest + 4,), np.int32)
                     n_new = sparse.search_node(
                         *args, *sums, *prune_args, *scratch, hist, ptr, features, bins, reg,
                         general, np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec,
@@ -592,7 +595,8 @@ class SparseCPUBackend(CPUBackend):
                                                    general, rec)
                 self._after_search(node, n, n_new)
                 continue
-            hist, bins = self._search_scratch(size, C)
+            hist = self._kept("hist", (size, C), self.hist_dtype)
+            bins = self._kept("bins", (size,), np.int32)
             kept, nf, n_new = sparse.searched_node(
                 *args, float(totals[j, 1]), float(totals[j, 2]), h_scale, *prune_args,
                 *scratch, hist, ptr, features, bins)
@@ -644,34 +648,24 @@ class SparseCPUBackend(CPUBackend):
         width = self._widest + 4
         most = int((bounds[1:] - bounds[:-1]).max()) + 1
         scratch = (np.repeat(total[None], k, axis=0), np.zeros((k, _lines(1, 8 * C), C), dtype),
-                   np.empty((k, width, C), dtype), np.empty((k, most), np.int64),
-                   np.empty((k, most), np.int32), np.empty((k, width), np.int32), reg,
+                   self._kept("out", (k, width, C), dtype),
+                   self._kept("out_ptr", (k, most), np.int64),
+                   self._kept("out_features", (k, most), np.int32),
+                   self._kept("out_bins", (k, width), np.int32), reg,
                    general, np.zeros((k, _lines(2, 8)), np.int64),
                    np.zeros((k, _lines(split.REC_WIDTH, 8))),
                    # the best gain any stretch reached (`search_node`), a line of its own
                    recs, np.zeros(17)[8:9],
-                   np.empty((k, width, 2 if C == 1 else C)), lengths)
+                   self._kept("fbuf", (k, width, 2 if C == 1 else C), np.float64), lengths)
         positions = np.empty(k, np.int64)
         if loops:
+            n = slots.shape[0]
             return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
-                                           positions,
-                                           *self._move_scratch(slots.shape[0], vals), rec)
+                                           positions, self._kept("move_slots", (n,), slots.dtype),
+                                           self._kept("move_vals", (n, C), vals.dtype), rec)
         run_ranges(sparse.search_stretch_range, k, 1, bounds, *args, *sums, *prune_args,
                    *scratch, threads=team)
         return sparse.merge_stretches(bounds, slots, vals, lengths, positions, recs, rec)
-
-    def _move_scratch(self, size: int, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Scratch of a list's moves: slots (size,) of the slot dtype and sums (size, C) of
-        vals' dtype, views of arrays kept and grown as needed (a fresh array would pay a
-        page fault per 4 KiB)."""
-        tmp_slots, tmp_vals = self._move_bufs
-        if tmp_slots.shape[0] < size or tmp_vals.shape[1:] != vals.shape[1:] or (
-                tmp_vals.dtype != vals.dtype):
-            cap = max(size, 2 * tmp_slots.shape[0])
-            tmp_slots = np.empty(cap, self._slot_dtype)
-            tmp_vals = np.empty((cap, *vals.shape[1:]), vals.dtype)
-            self._move_bufs = (tmp_slots, tmp_vals)
-        return tmp_slots[:size], tmp_vals[:size]
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
