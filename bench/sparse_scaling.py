@@ -2,14 +2,16 @@
 (as `bench/sparse.py`), a few trees per run, each run in its own process.
 
     python bench/sparse_scaling.py [--threads 1,4,16] [--trees 10] [--rows 200000]
-        [--set _LOOP_MIN_THREADS=99 ...]
+        [--set _LOOP_MIN_THREADS=99 ...] [--kernels]
 
 For each thread count: wall and CPU seconds of training (after a warm-up on a slice, so no
 compilation is timed), `Booster.timings` (wall seconds per phase), and the wall seconds and
 call counts of the sparse backend's steps (builds, subtractions, searches, partitions, margin
 updates), with the mean size of their work (rows, nodes, list slots, rows). --set changes
 module constants of `histboost.kernels.cpu.sparse_backend` in the worker (for an A/B of two
-settings in one call). CPU time over wall time is the threads kept busy.
+settings in one call). --kernels also times each kernel of `histboost.kernels.cpu.sparse` the
+backend calls (a step's wall time less its kernels' is its Python and NumPy work). CPU time
+over wall time is the threads kept busy.
 """
 
 from __future__ import annotations
@@ -41,6 +43,25 @@ def worker(a: argparse.Namespace) -> dict:
     import histboost
     from histboost.kernels.cpu import sparse_backend
 
+    kernels: dict[str, list] = defaultdict(list)
+    if a.kernels:
+        # the backend's module reference replaced by a proxy whose kernels are timed (the
+        # kernels themselves untouched: they call one another as compiled globals)
+        from histboost.kernels.cpu import sparse
+
+        class Timed:
+            def __getattr__(self, name):
+                kernel = getattr(sparse, name)
+                if not hasattr(kernel, "py_func"):
+                    return kernel
+
+                def timed_kernel(*args, _kernel=kernel, _name=name):
+                    t0 = time.perf_counter()
+                    out = _kernel(*args)
+                    kernels[_name].append(time.perf_counter() - t0)
+                    return out
+                return timed_kernel
+        sparse_backend.sparse = Timed()
     for item in a.set:
         name, value = item.split("=")
         setattr(sparse_backend, name, int(value))
@@ -64,6 +85,7 @@ def worker(a: argparse.Namespace) -> dict:
     d = histboost.Dataset(X, label=y)
     d.construct()
     steps.clear()
+    kernels.clear()
     c0, t0 = time.process_time(), time.perf_counter()
     b = histboost.train(params, d, a.trees, verbose_eval=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -71,7 +93,8 @@ def worker(a: argparse.Namespace) -> dict:
             "phases": {k: round(v, 3) for k, v in b.timings.items()},
             "steps": {k: [len(v), round(sum(t for _, t in v), 3),
                           round(float(np.mean([s for s, _ in v])), 0) if v else 0]
-                      for k, v in steps.items()}}
+                      for k, v in steps.items()},
+            "kernels": {k: [len(v), round(sum(v), 3)] for k, v in kernels.items()}}
 
 
 def main() -> None:
@@ -83,6 +106,8 @@ def main() -> None:
     ap.add_argument("--threads", default="1,4,16")
     ap.add_argument("--set", action="append", default=[],
                     help="NAME=INT: a sparse_backend constant in the worker")
+    ap.add_argument("--kernels", action="store_true",
+                    help="time the sparse kernels the backend calls")
     ap.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -102,7 +127,7 @@ def main() -> None:
         for t in [int(x) for x in a.threads.split(",")]:
             cmd = [sys.executable, __file__, "--worker-threads", str(t), "--data", tmp,
                    "--trees", str(a.trees), "--leaves", str(a.leaves),
-                   *[f"--set={s}" for s in a.set]]
+                   *[f"--set={s}" for s in a.set], *(["--kernels"] if a.kernels else [])]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"{t} threads failed:\n{proc.stderr[-2000:]}")
@@ -113,6 +138,9 @@ def main() -> None:
             for name, (calls, secs, size) in r["steps"].items():
                 print(f"  {name:20s} {calls:5d} calls {secs:7.3f} s "
                       f"{1e3 * secs / max(calls, 1):7.3f} ms/call, mean size {size:,.0f}")
+            for name, (calls, secs) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][1]):
+                print(f"    kernel {name:26s} {calls:5d} calls {secs:7.3f} s "
+                      f"{1e3 * secs / max(calls, 1):7.3f} ms/call")
 
 
 if __name__ == "__main__":

@@ -131,7 +131,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     calls: Counter = Counter()
     # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
     spied = ["feature_chunks", "search_stretches", "partition_items",
-             "accumulate_items_parallel", "root_parts_parallel"]
+             "accumulate_items_parallel", "root_parts_parallel", "emit_touched_parallel",
+             "subtract_parallel"]
     pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
@@ -156,6 +157,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_EMIT_THREAD_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_SUBTRACT_THREAD_MIN_SLOTS", 1)
             ref = _train({**params, "nthread": 1}, X_S, Y)
             for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
@@ -474,23 +477,35 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
 
 @pytest.mark.parametrize("mcw", [0.0, 1.0])
 def test_split_gain_bound_holds_for_every_split(mcw):
-    """`split_gain_bound` is at least the gain of every valid split of a feature (every
-    threshold, its last bin as the missing one on either side), by brute force on random
-    rows mostly in the default bin; -inf only when no split is valid."""
+    """`split_gain_bound` over a feature's `child_box` is at least the gain of every valid
+    split of the feature (every threshold, its last bin as the missing one on either side,
+    the default bin anywhere, the missing slot too), by brute force on random rows mostly in
+    the default bin; -inf only when no split is valid. And it is tighter than the box of
+    |g| <= the sum of the bins' |g| and h >= min_child_weight (the earlier bound)."""
     from histboost.kernels.cpu import sparse as ksparse
 
     rng = np.random.default_rng(8)
     lam = 1.0
-    for _ in range(300):
-        w = int(rng.integers(2, 7))
+    tighter = 0
+    for _ in range(400):
+        w = int(rng.integers(2, 9))
         d = int(rng.integers(0, w))
         bins = np.where(rng.random(60) < 0.85, d, rng.integers(0, w, 60))
-        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0])
+        g = rng.normal(size=60) * rng.choice([0.1, 1.0, 10.0]) + rng.choice([0.0, 1.0])
         h = rng.random(60) * rng.choice([0.05, 1.0])
         G, H = g.sum(), h.sum()
-        A = np.abs(np.bincount(bins, g, w)[np.arange(w) != d]).sum()
-        bound = ksparse.split_gain_bound(ksparse.gain_bound_terms(G, H, lam, mcw), H, A,
-                                         h[bins != d].sum(), lam, mcw)
+        gs, hs = np.bincount(bins, g, w), np.bincount(bins, h, w)
+        stored = np.flatnonzero((np.arange(w) != d) & ((gs != 0) | (hs != 0)))
+        slots = stored.astype(np.int32)
+        vals = np.stack([gs[stored], hs[stored]], axis=1)
+        terms = ksparse.gain_bound_terms(G, H, lam, mcw)
+        g_lo, g_hi, h_min = ksparse.child_box(slots, vals, 0, slots.size, 0, d, w - 1)
+        # the rounding margin of the search (`tol`): the sums are taken in other orders
+        tol = 1e-9 * (H + 1.0)
+        h_off = h[bins != d].sum() + tol
+        bound = ksparse.split_gain_bound(terms, H, g_lo, g_hi, h_min - tol, h_off, lam, mcw)
+        A = np.abs(gs[np.arange(w) != d]).sum()
+        loose = ksparse.split_gain_bound(terms, H, -A, A, 0.0, h_off, lam, mcw)
         best = -np.inf
         for b in range(w - 1):
             for miss_left in (False, True):
@@ -503,6 +518,9 @@ def test_split_gain_bound_holds_for_every_split(mcw):
             assert best == -np.inf
         else:
             assert best <= bound + 1e-12 * (abs(bound) + 1)
+            assert bound <= loose + 1e-12 * (abs(loose) + 1)
+            tighter += bound < loose - 1e-9 * (abs(loose) + 1)
+    assert tighter > 100
 
 
 @pytest.mark.parametrize("quantised", [False, True])
@@ -614,6 +632,54 @@ def test_subtraction_in_place_of_a_parent_without_some_slots():
     k = ksparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
     assert k == 1 and missing[0] == 1
     np.testing.assert_array_equal(p_vals, [[5.0, 2.0], [0.0, 0.0], [4.0, 3.0], [1.5, 1.0]])
+
+
+def test_parallel_subtraction_and_emit_equal_serial_ones():
+    """`subtract_parallel` (ranges of the child's entries, missing ones in order) and
+    `emit_touched_parallel` (ranges of bitmap words, counted then written) give the serial
+    kernels' sums, lists and missing indices for any number of ranges, against NumPy."""
+    rng = np.random.default_rng(12)
+    for trial in range(30):
+        total = int(rng.integers(50, 3000))
+        p_slots = np.sort(rng.choice(total, int(rng.integers(1, total)), replace=False))
+        s_slots = np.sort(rng.choice(total, int(rng.integers(1, total // 2 + 2)),
+                                     replace=False)).astype(np.int32)
+        p_vals = rng.normal(size=(p_slots.size, 2))
+        s_vals = rng.normal(size=(s_slots.size, 2))
+        where = np.searchsorted(p_slots, s_slots)
+        inside = (where < p_slots.size) & (p_slots[np.minimum(where, p_slots.size - 1)]
+                                           == s_slots)
+        want = p_vals.copy()
+        want[where[inside]] -= s_vals[inside]
+        got = p_vals.copy()
+        missing = np.empty(s_slots.size, np.int64)
+        workers = 1 + trial % 5
+        k = ksparse.subtract_parallel(workers, p_slots.astype(np.int32), got, s_slots, s_vals,
+                                      missing, np.empty(workers, np.int64))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(missing[:k], np.flatnonzero(~inside))
+        # emit: items marking random slots, some features dead
+        F = total // 3
+        slot_feature = np.minimum(np.arange(total) // 3, F - 1).astype(np.int32)
+        dead = (rng.random(F) < 0.2).astype(np.uint8)
+        items = 1 + trial % 3
+        accs = rng.normal(size=(items, total, 2))
+        bitmaps = np.zeros((items, (total + 63) >> 6), np.uint64)
+        marked = rng.random((items, total)) < 0.1
+        for i in range(items):
+            for s in np.flatnonzero(marked[i]):
+                bitmaps[i, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+        keep = np.flatnonzero(marked.any(axis=0) & (dead[slot_feature] == 0))
+        sums = np.zeros((keep.size, 2))
+        for i in range(items):  # in item order, as the kernels add them
+            sums += np.where(marked[i, keep, None], accs[i, keep], 0.0)
+        out = (np.empty(keep.size + 5, np.int32), np.empty((keep.size + 5, 2)))
+        blocks = 1 + trial % 6
+        m = ksparse.emit_touched_parallel(blocks, accs, bitmaps, 0, items, slot_feature, dead,
+                                          *out, np.empty(blocks + 1, np.int64))
+        assert m == keep.size and not bitmaps.any()
+        np.testing.assert_array_equal(out[0][:m], keep)
+        np.testing.assert_array_equal(out[1][:m], sums)
 
 
 @pytest.mark.parametrize("layout", ["float", "packed", "counted"])

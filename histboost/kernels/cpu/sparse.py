@@ -374,15 +374,16 @@ def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, 
 
 
 @nb.njit(cache=True, nogil=True)
-def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
-    """A node's sparse histogram from its items a..b-1 (`accumulate_items`): every slot any
-    of them marked, ascending, but those of the node's dead features (dead: uint8 (F,);
-    slot_feature: int32 (total_bins,) each slot's feature), into out_slots, its sums added
-    in item order (an item that did not mark it adds nothing: a zero) into out_vals (m, C);
-    clears their bitmaps. Returns m."""
+def emit_words(lo, hi, write, accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals, m):
+    """The slots of bitmap words lo..hi-1 that any of items a..b-1 (`accumulate_items`)
+    marked, ascending, but those of the node's dead features (dead: uint8 (F,);
+    slot_feature: int32 (total_bins,) each slot's feature). With `write`, from out_slots[m]
+    on, their sums added in item order (an item that did not mark a slot adds nothing: a
+    zero) into out_vals (k, C), and the words cleared in the items' bitmaps; else only
+    counted. Returns m plus their number. Ranges of words are disjoint: they run on several
+    threads (`emit_touched_parallel`)."""
     C = out_vals.shape[1]
-    m = 0
-    for w in range(bitmaps.shape[1]):
+    for w in range(lo, hi):
         word = bitmaps[a, w]
         for i in range(a + 1, b):
             word |= bitmaps[i, w]
@@ -392,35 +393,67 @@ def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
             s = (w << 6) + t
             if dead[slot_feature[s]]:
                 continue
-            bit = np.uint64(1) << np.uint64(t)
-            first = True
-            for i in range(a, b):
-                if bitmaps[i, w] & bit:
-                    if first:
-                        for c in range(C):
-                            out_vals[m, c] = accs[i, s, c]
-                        first = False
-                    else:
-                        for c in range(C):
-                            out_vals[m, c] += accs[i, s, c]
-            out_slots[m] = s
+            if write:
+                bit = np.uint64(1) << np.uint64(t)
+                first = True
+                for i in range(a, b):
+                    if bitmaps[i, w] & bit:
+                        if first:
+                            for c in range(C):
+                                out_vals[m, c] = accs[i, s, c]
+                            first = False
+                        else:
+                            for c in range(C):
+                                out_vals[m, c] += accs[i, s, c]
+                out_slots[m] = s
             m += 1
-        for i in range(a, b):
-            bitmaps[i, w] = 0
+        if write:
+            for i in range(a, b):
+                bitmaps[i, w] = 0
     return m
 
 
 @nb.njit(cache=True, nogil=True)
-def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
-    """The larger child's histogram in place of its parent's: p_vals[q] -= s_vals[i] where
-    p_slots[q] == s_slots[i] (both sorted; a galloping walk, so the cost follows the smaller
-    child's slots). The indices i of slots the parent does not hold (its all-zero slots left
-    out) go to missing; returns their count."""
+def emit_touched(accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals):
+    """A node's sparse histogram from its items a..b-1 (`accumulate_items`): `emit_words` of
+    every word, written from the start; clears their bitmaps. Returns its length."""
+    return emit_words(0, bitmaps.shape[1], True, accs, bitmaps, a, b, slot_feature, dead,
+                      out_slots, out_vals, 0)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def emit_touched_parallel(blocks, accs, bitmaps, a, b, slot_feature, dead, out_slots, out_vals,
+                          starts):
+    """`emit_touched` on Numba's parallel loop: the words in `blocks` ranges, each counted
+    (`emit_words`), then written from the count of those before it (starts: int64
+    (blocks + 1,) scratch). The same list."""
+    n_words = bitmaps.shape[1]
+    for k in nb.prange(blocks):
+        starts[k + 1] = emit_words(n_words * k // blocks, n_words * (k + 1) // blocks, False,
+                                   accs, bitmaps, a, b, slot_feature, dead, out_slots,
+                                   out_vals, 0)
+    starts[0] = 0
+    for k in range(blocks):
+        starts[k + 1] += starts[k]
+    for k in nb.prange(blocks):
+        emit_words(n_words * k // blocks, n_words * (k + 1) // blocks, True, accs, bitmaps, a,
+                   b, slot_feature, dead, out_slots, out_vals, starts[k])
+    return starts[blocks]
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_range(lo, hi, p_slots, p_vals, s_slots, s_vals, missing):
+    """The larger child's histogram in place of its parent's, entries lo..hi-1 of the built
+    child's: p_vals[q] -= s_vals[i] where p_slots[q] == s_slots[i] (both sorted; a galloping
+    walk from the parent's start, so the cost follows the child's slots). The indices i of
+    slots the parent does not hold (its all-zero slots left out) go to missing from
+    missing[lo] on; returns their count. Ranges touch disjoint entries of the parent's (its
+    slots are distinct): they run on several threads (`subtract_parallel`)."""
     C = p_vals.shape[1]
     n = p_slots.shape[0]
     q = 0
-    k = 0
-    for i in range(s_slots.shape[0]):
+    k = lo
+    for i in range(lo, hi):
         s = s_slots[i]
         q = _seek(p_slots, q, n, s)
         if q < n and p_slots[q] == s:
@@ -428,6 +461,31 @@ def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
                 p_vals[q, c] -= s_vals[i, c]
         else:
             missing[k] = i
+            k += 1
+    return k - lo
+
+
+@nb.njit(cache=True, nogil=True)
+def subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing):
+    """`subtract_range` of all the child's entries; returns the count of missing ones (from
+    missing[0] on)."""
+    return subtract_range(0, s_slots.shape[0], p_slots, p_vals, s_slots, s_vals, missing)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def subtract_parallel(workers, p_slots, p_vals, s_slots, s_vals, missing, counts):
+    """`subtract_in_place` on Numba's parallel loop, the child's entries in `workers` ranges
+    (counts: int64 (workers,) scratch); the missing indices then put one after another.
+    The same sums and indices."""
+    m = s_slots.shape[0]
+    for w in nb.prange(workers):
+        counts[w] = subtract_range(m * w // workers, m * (w + 1) // workers, p_slots, p_vals,
+                                   s_slots, s_vals, missing)
+    k = 0
+    for w in range(workers):
+        lo = m * w // workers
+        for i in range(counts[w]):
+            missing[k] = missing[lo + i]
             k += 1
     return k
 
@@ -526,64 +584,123 @@ def _prefetch_features(slots, i, n, slot_feature, offsets, default_bins, mask, d
         prefetch(dead, g)
 
 
-def _abs_g(vals, i):
-    """|gradient| of sums vals[i] (m, C) in native units, as float64: packed int64 pairs
-    (C = 1, the gradient in the high 32 bits) or (gradient, hessian[, count])."""
+def _g_h(vals, i):
+    """(gradient, hessian) of sums vals[i] (m, C) in native units, as float64: packed int64
+    pairs (C = 1, the gradient in the high 32 bits) or (gradient, hessian[, count])."""
 
 
-@overload(_abs_g, inline="always")
-def _abs_g_impl(vals, i):
+@overload(_g_h, inline="always")
+def _g_h_impl(vals, i):
     if isinstance(vals.dtype, nb.types.Integer):
         def integer(vals, i):
             v = vals[i, 0]
             if vals.shape[1] == 1:
-                v = (v - (v & _LOW32)) >> 32
-            return abs(np.float64(v))
+                h = v & _LOW32
+                return np.float64((v - h) >> 32), np.float64(h)
+            return np.float64(v), np.float64(vals[i, 1])
         return integer
 
     def floating(vals, i):
-        return abs(np.float64(vals[i, 0]))
+        return np.float64(vals[i, 0]), np.float64(vals[i, 1])
     return floating
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def child_box(slots, vals, a, b, o, d, miss):
+    """The box (g_lo, g_hi, h_min) holding the sums of the child without the default bin's
+    rows of every split of one feature, from its run of a node's list (slots[a:b] ascending,
+    its bins slots - o, none the default bin d; sums vals (m, C) in native units; hessians
+    non-negative; miss its missing slot). That child holds a prefix of the value bins below
+    d or a suffix of those above it (all value bins when d is the missing slot), with or
+    without the missing slot: its gradient lies between the least and the largest such sum
+    (0 included), its hessian is at least the least of the first bin's below d, the last
+    bin's above d and the missing slot's (each candidate holds one of them whole)."""
+    top = d if d < miss else np.int64(-1)  # bins above `top` form the suffixes
+    below = 0.0
+    g_lo = 0.0
+    g_hi = 0.0
+    h_min = np.inf
+    first = True
+    above = 0.0
+    a_lo = 0.0
+    a_hi = 0.0
+    h_last = np.inf
+    any_above = False
+    gm = 0.0
+    hm = np.inf
+    for k in range(a, b):
+        bin_ = np.int64(slots[k]) - o
+        g, h = _g_h(vals, k)
+        if bin_ == miss:
+            gm = g
+            hm = h
+            continue
+        if bin_ < d:
+            below += g
+            g_lo = min(g_lo, below)
+            g_hi = max(g_hi, below)
+            if first:
+                h_min = h
+                first = False
+        if bin_ > top:
+            # suffix sums are the run's total above minus a prefix before a bin
+            a_lo = min(a_lo, above)
+            a_hi = max(a_hi, above)
+            above += g
+            h_last = h
+            any_above = True
+    if any_above:
+        g_lo = min(g_lo, above - a_hi)
+        g_hi = max(g_hi, above - a_lo)
+        h_min = min(h_min, h_last)
+    if hm < np.inf:
+        g_lo = min(g_lo, g_lo + gm)
+        g_hi = max(g_hi, g_hi + gm)
+        h_min = min(h_min, hm)
+    return g_lo, g_hi, h_min
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def gain_bound_terms(G, H, lam, mcw):
-    """What `split_gain_bound` needs of a node of sums (G, H) (float64 (5,)): |G|, the
-    lightest valid child hessian lo, 1 / (lo + lam), 1 / (H - lo + lam) and the parent's
-    score G^2 / (H + lam); NaN where a denominator is not positive (no finite bound)."""
-    lo = mcw if mcw > 0.0 else 0.0
-    out = np.empty(5)
-    out[0] = abs(G)
-    out[1] = lo
-    out[2] = 1.0 / (lo + lam) if lo + lam > 0.0 else np.nan
-    out[3] = 1.0 / (H - lo + lam) if H - lo + lam > 0.0 else np.nan
-    out[4] = G * G / (H + lam) if H + lam > 0.0 else np.nan
+    """What `split_gain_bound` needs of a node of sums (G, H) (float64 (3,)): G, the
+    lightest valid child hessian and the parent's score G^2 / (H + lam) (NaN when H + lam
+    is not positive: no finite bound)."""
+    out = np.empty(3)
+    out[0] = G
+    out[1] = mcw if mcw > 0.0 else 0.0
+    out[2] = G * G / (H + lam) if H + lam > 0.0 else np.nan
     return out
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def split_gain_bound(terms, H, A, h_off, lam, mcw):
+def split_gain_bound(terms, H, g_lo, g_hi, h_min, h_off, lam, mcw):
     """An upper bound of the closed-form gain (no L1, no max_delta_step) of any valid split
-    of a feature whose rows off the default bin carry hessian h_off and gradients of absolute
-    sum at most A, in a node of hessian sum H (hessians non-negative; terms: its
-    `gain_bound_terms`): -inf when no split of the feature can be valid, NaN when there is no
-    finite bound.
+    of a feature in a node of hessian sum H (hessians non-negative; terms: its
+    `gain_bound_terms`) whose child without the default bin's rows has its gradient sum in
+    [g_lo, g_hi] and its hessian sum at least h_min and at most h_off (the hessian off the
+    default bin; `child_box`): -inf when no split of the feature can be valid, NaN when
+    there is no finite bound.
 
-    One child of any split holds rows off the default bin only (the default bin is on one
-    side): its sums (g, h) have |g| <= A and lo <= h <= min(h_off, H - mcw), h > 0. The
-    children's score g^2 / (h + lam) + (G - g)^2 / (H - h + lam) is jointly convex in (g, h)
-    (two quadratic-over-linear terms), so its largest value over that box is at a corner,
-    where g = -sign(G) A gives the larger score; the gain is the score minus the parent's."""
+    Valid, that child's hessian h also lies in [min_child_weight, H - min_child_weight].
+    The children's score g^2 / (h + lam) + (G - g)^2 / (H - h + lam) is jointly convex in
+    (g, h) (two quadratic-over-linear terms), so its largest value over that box is at one
+    of its four corners; the gain is the score minus the parent's."""
+    lo = max(terms[1], h_min)
     hi = min(h_off, H - mcw)
-    if hi < terms[1] or hi <= 0.0:
+    if hi < lo or hi <= 0.0:
         return -np.inf
-    if H - hi + lam <= 0.0:
+    if lo + lam <= 0.0 or H - hi + lam <= 0.0:
         return np.nan
-    a2 = A * A
-    far = (terms[0] + A) * (terms[0] + A)
-    light = a2 * terms[2] + far * terms[3]
-    heavy = a2 / (hi + lam) + far / (H - hi + lam)
-    return max(light, heavy) - terms[4]
+    G = terms[0]
+    best = -np.inf
+    for h in (lo, hi):
+        # both corners of this h over one denominator: one division
+        a = h + lam
+        c = H - h + lam
+        top = max(g_lo * g_lo * c + (G - g_lo) * (G - g_lo) * a,
+                  g_hi * g_hi * c + (G - g_hi) * (G - g_hi) * a)
+        best = max(best, top / (a * c))
+    return best - terms[2]
 
 
 def _bound_terms(G, H, reg, mcw):
@@ -594,29 +711,30 @@ def _bound_terms(G, H, reg, mcw):
 @overload(_bound_terms, inline="always")
 def _bound_terms_impl(G, H, reg, mcw):
     if isinstance(reg, nb.types.NoneType):
-        return lambda G, H, reg, mcw: np.empty(5)
+        return lambda G, H, reg, mcw: np.empty(3)
     return lambda G, H, reg, mcw: gain_bound_terms(G, H, reg[split.P_LAMBDA], mcw)
 
 
-def _outranked(terms, H, A, h_off, reg, mcw, general, rec, shared):
-    """Whether no split of a feature (`split_gain_bound`'s A, h_off) can gain more than the
-    best record so far, rec, or than shared[0], a gain another stretch of the node reached
-    (it would not be kept: ties keep the lower feature, and the margin makes the bound
-    strictly lower than either): the feature is then not scanned. The margin covers the
-    rounding of both gains; a NaN bound (none finite) is never below it. False without a
-    record, or with L1 / max_delta_step (general: not None), whose gains the bound does not
-    cover."""
+def _outranked(terms, H, box, h_off, reg, mcw, general, rec, shared):
+    """Whether no split of a feature (`split_gain_bound`'s box (g_lo, g_hi, h_min), h_off)
+    can gain more than the best record so far, rec, or than shared[0], a gain another
+    stretch of the node reached (it would not be kept: ties keep the lower feature, and the
+    margin makes the bound strictly lower than either): the feature is then not scanned.
+    The margin covers the rounding of both gains; a NaN bound (none finite) is never below
+    it. False without a record, or with L1 / max_delta_step (general: not None), whose gains
+    the bound does not cover."""
 
 
 @overload(_outranked, inline="always")
-def _outranked_impl(terms, H, A, h_off, reg, mcw, general, rec, shared):
+def _outranked_impl(terms, H, box, h_off, reg, mcw, general, rec, shared):
     if isinstance(rec, nb.types.NoneType) or not isinstance(general, nb.types.NoneType):
-        return lambda terms, H, A, h_off, reg, mcw, general, rec, shared: False
+        return lambda terms, H, box, h_off, reg, mcw, general, rec, shared: False
 
-    def check(terms, H, A, h_off, reg, mcw, general, rec, shared):
-        bound = split_gain_bound(terms, H, A, h_off, reg[split.P_LAMBDA], mcw)
+    def check(terms, H, box, h_off, reg, mcw, general, rec, shared):
+        bound = split_gain_bound(terms, H, box[0], box[1], box[2], h_off, reg[split.P_LAMBDA],
+                                 mcw)
         best = max(rec[split.REC_GAIN], shared[0])
-        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[4]) + 1.0) <= best
+        return bound == -np.inf or bound + 1e-9 * (abs(bound) + abs(terms[2]) + 1.0) <= best
     return check
 
 
@@ -666,22 +784,34 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                 i += 1
             continue
         # one pass over the feature's run: its sums (rest) and the run compacted to
-        # [w0, w) (all-zero slots left out)
+        # [w0, w) (all-zero slots left out). The sums of the C <= 3 channels in locals, not
+        # in `fixed`: stores to memory in this loop would stall on one another and, with
+        # stretches on several threads, contend for the cache lines of their scratch
         w0 = w
-        for c in range(C):
-            fixed[0, c] = total[c] - total[c]
-        abs_g = 0.0
+        s0 = s1 = s2 = total[0] - total[0]
         while i < n and slots[i] < hi:
-            abs_g += _abs_g(vals, i)
-            z = True
-            for c in range(C):
-                v = vals[i, c]
-                fixed[0, c] += v
-                vals[w, c] = v
+            v = vals[i, 0]
+            s0 += v
+            vals[w, 0] = v
+            z = v == 0
+            if C > 1:
+                v = vals[i, 1]
+                s1 += v
+                vals[w, 1] = v
+                z &= v == 0
+            if C > 2:
+                v = vals[i, 2]
+                s2 += v
+                vals[w, 2] = v
                 z &= v == 0
             slots[w] = slots[i]
             w += np.int64(not z)
             i += 1
+        fixed[0, 0] = s0
+        if C > 1:
+            fixed[0, 1] = s1
+        if C > 2:
+            fixed[0, 2] = s2
         o = offsets[f]
         nvb = hi - o - 1
         searched = mask[f]
@@ -702,9 +832,12 @@ def _node_pass(slots, vals, offsets, slot_feature, default_bins, mask, dead, mar
                         dead[f] = 1
                         w = w0
                         continue
-                if searched and _outranked(terms, H, abs_g * g_scale, H - hd * h_scale + tol,
-                                           reg, mcw, general, rec, shared):
-                    searched = False
+                if searched and rec is not None:
+                    g_lo, g_hi, h_min = child_box(slots, vals, w0, w, o, d, nvb)
+                    if _outranked(terms, H, (g_lo * g_scale, g_hi * g_scale,
+                                             h_min * h_scale - tol),
+                                  H - hd * h_scale + tol, reg, mcw, general, rec, shared):
+                        searched = False
         if searched:
             out_ptr[nf] = pos
             out_features[nf] = f
@@ -795,10 +928,11 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
                 out_ptr, out_features, out_bins, reg, general, foff, frec, rec, shared, fbuf):
     """`searched_node` with each feature searched (the dense kernel's
     `split._best_split_feature`, totals G, H, n_rows, reg and general as there) while its
-    bins are in cache, the best record into rec (REC_WIDTH,) (gain 0, feature -1 on entry:
+    bins are in cache, the best record into rec[:REC_WIDTH] (gain 0, feature -1 on entry:
     kept when no split gains): one pass, `out` reused for every feature (size: the widest
     feature plus 4). Quantised sums are searched in gradient units (g_scale, h_scale) through
-    fbuf (float64 (size, 2 or 3)). foff: int64 (2,) scratch, frec: (REC_WIDTH,) scratch.
+    fbuf (float64 (size, 2 or 3)). foff: int64 (>= 2,) scratch, frec: (>= REC_WIDTH,)
+    scratch; fixed: (>= 1, C) (row 0 used; rows may be padded, see the backend)
     shared: float64 (1,), the best gain the node's stretches reached so far (0 on entry),
     read by the gain bound and raised by this call: stretches searched at once share it, so
     a feature another stretch outranks is not scanned (the records are the same).
@@ -811,19 +945,20 @@ def search_node(slots, vals, offsets, slot_feature, default_bins, mask, dead, ma
 
 
 @nb.njit(cache=True, nogil=True)
-def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
-                         dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
-                         totals, fixed, out, out_ptr, out_features, out_bins, reg, general,
+def search_stretch_range(lo, hi, step, bounds, slots, vals, offsets, slot_feature, default_bins,
+                         mask, dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data,
+                         tol, totals, fixed, out, out_ptr, out_features, out_bins, reg, general,
                          foff, frec, recs, shared, fbuf, lengths):
-    """`search_node` of stretches lo..hi-1 of a node's list (stretch c: slots[bounds[c]:
-    bounds[c + 1]], whole features, `feature_chunks`), each with its own scratch, row c of
-    totals (k, C) (the node total), fixed (k, 1, C), out (k, width, C), out_ptr (k, w),
-    out_features (k, w), out_bins (k, width), foff (k, 2), frec (k, REC_WIDTH), fbuf (k,
-    width, 2 or C), its record into recs[c] and its list's new length into lengths[c] (its
-    compacted slots stay at the stretch's start); shared: the best gain of all stretches (one
-    value, see `search_node`). Ranges of stretches run on several threads
-    (`_threads.run_ranges`, or `search_stretches`)."""
-    for c in range(lo, hi):
+    """`search_node` of stretches lo, lo + step, ... below hi of a node's list (stretch c:
+    slots[bounds[c]:bounds[c + 1]], whole features, `feature_chunks`), each with its own
+    scratch, row c of totals (k, C) (the node total), fixed (k, >= 1, C), out (k, width,
+    C), out_ptr (k, w), out_features (k, w), out_bins (k, width), foff (k, >= 2), frec (k,
+    >= REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
+    into lengths[c] (its compacted slots stay at the stretch's start); shared: the best gain
+    of all stretches (one value, see `search_node`). Ranges of stretches run on several
+    threads (`_threads.run_ranges`, or interleaved in `search_stretches`); `merge_stretches`
+    then puts the lists and records together."""
+    for c in range(lo, hi, step):
         a = bounds[c]
         b = bounds[c + 1]
         lengths[c] = search_node(
@@ -834,40 +969,98 @@ def search_stretch_range(lo, hi, bounds, slots, vals, offsets, slot_feature, def
 
 
 @nb.njit(cache=True, nogil=True)
-def merge_stretches(bounds, slots, vals, lengths, recs, rec):
-    """After `search_stretch_range` of every stretch: their compacted lists moved after one
-    another (returns the list's new length) and their records merged in order into rec (a
-    later one kept only when it gains strictly more: the lowest feature of equal gains)."""
-    w = lengths[0]
-    for c in range(1, lengths.shape[0]):
+def stretch_positions(bounds, lengths, positions):
+    """positions[c] (int64 (k,)) = where stretch c's compacted run goes in the node's list
+    (the lengths of the stretches before it). Returns (the first stretch that moves, k if
+    none; the list's new length): those before it stay where they are."""
+    k = lengths.shape[0]
+    first = k
+    w = 0
+    for c in range(k):
+        positions[c] = w
+        if first == k and w < bounds[c]:
+            first = c
+        w += lengths[c]
+    return first, w
+
+
+@nb.njit(cache=True, nogil=True)
+def move_stretches(lo, hi, step, bounds, lengths, positions, slots, vals, tmp_slots, tmp_vals):
+    """The compacted runs of stretches lo, lo + step, ... below hi copied to their places
+    (`stretch_positions`) in tmp_slots / tmp_vals (the list's size: then stretches read and
+    write disjoint places, so ranges of them run on several threads; or slots / vals
+    themselves, stretches in order on one thread)."""
+    for c in range(lo, hi, step):
         a = bounds[c]
+        p = positions[c]
         for i in range(lengths[c]):
-            slots[w] = slots[a + i]
+            tmp_slots[p + i] = slots[a + i]
             for q in range(vals.shape[1]):
-                vals[w, q] = vals[a + i, q]
-            w += 1
+                tmp_vals[p + i, q] = vals[a + i, q]
+
+
+@nb.njit(cache=True, nogil=True)
+def copy_entries(lo, hi, src_slots, src_vals, dst_slots, dst_vals):
+    """dst[lo:hi] = src[lo:hi] of a list's slots and sums (ranges on several threads)."""
+    for i in range(lo, hi):
+        dst_slots[i] = src_slots[i]
+        for q in range(src_vals.shape[1]):
+            dst_vals[i, q] = src_vals[i, q]
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_records(recs, rec):
+    """The stretches' records recs (k, >= REC_WIDTH) merged in order into rec (a later one kept
+    only when it gains strictly more: the lowest feature of equal gains)."""
     for c in range(recs.shape[0]):
         if recs[c, split.REC_FEATURE] >= 0.0 and recs[c, split.REC_GAIN] > rec[split.REC_GAIN]:
-            for q in range(rec.shape[0]):
+            for q in range(split.REC_WIDTH):
                 rec[q] = recs[c, q]
-    return w
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
+    """After `search_stretch_range` of every stretch, on the calling thread: their compacted
+    lists moved after one another in place (in order: a stretch moves only to places before
+    its own, which those before it have left) and their records merged into rec; returns the
+    list's new length (`search_stretches` runs the same steps in parallel, through a
+    scratch)."""
+    k = lengths.shape[0]
+    first, total = stretch_positions(bounds, lengths, positions)
+    move_stretches(first, k, 1, bounds, lengths, positions, slots, vals, slots, vals)
+    merge_records(recs, rec)
+    return total
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
                      dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
                      totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
-                     frec, recs, shared, fbuf, lengths, rec):
-    """`search_stretch_range` of all stretches on Numba's parallel loop, `workers` ranges of
-    consecutive stretches, then `merge_stretches` into rec; returns the list's new length."""
+                     frec, recs, shared, fbuf, lengths, positions, tmp_slots, tmp_vals, rec):
+    """`search_stretch_range` of all stretches on Numba's parallel loop, thread w taking
+    stretches w, w + workers, ... (several a thread, interleaved: uneven stretches even out,
+    and later ones are bounded by the gains the earlier ones reached), then
+    `merge_stretches`' steps, the moves and copies in parallel too; returns the list's new
+    length."""
     k = bounds.shape[0] - 1
     for w in nb.prange(workers):
-        search_stretch_range(k * w // workers, k * (w + 1) // workers, bounds, slots, vals,
-                             offsets, slot_feature, default_bins, mask, dead, mark, prune, G,
-                             H, n_rows, g_scale, h_scale, mcw, min_data, tol, totals, fixed,
-                             out, out_ptr, out_features, out_bins, reg, general, foff, frec,
-                             recs, shared, fbuf, lengths)
-    return merge_stretches(bounds, slots, vals, lengths, recs, rec)
+        search_stretch_range(w, k, workers, bounds, slots, vals, offsets, slot_feature,
+                             default_bins, mask, dead, mark, prune, G, H, n_rows, g_scale,
+                             h_scale, mcw, min_data, tol, totals, fixed, out, out_ptr,
+                             out_features, out_bins, reg, general, foff, frec, recs, shared,
+                             fbuf, lengths)
+    first, total = stretch_positions(bounds, lengths, positions)
+    if first < k:
+        for w in nb.prange(workers):
+            move_stretches(first + w, k, workers, bounds, lengths, positions, slots, vals,
+                           tmp_slots, tmp_vals)
+        start = positions[first]
+        for w in nb.prange(workers):
+            copy_entries(start + (total - start) * w // workers,
+                         start + (total - start) * (w + 1) // workers, tmp_slots, tmp_vals,
+                         slots, vals)
+    merge_records(recs, rec)
+    return total
 
 
 @nb.njit(cache=True, nogil=True)

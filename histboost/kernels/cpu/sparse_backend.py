@@ -39,6 +39,7 @@ quantised models, are one process's.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -72,13 +73,28 @@ _POOL_KEEP = 8
 # loops only) from this many stored values' worth of work, a node's split search in
 # stretches of whole features from this many slots a stretch, a partition in row chunks of
 # at least this many rows (one chunk a thread).
-_PARALLEL_MIN_VALUES = 1 << 16
+_PARALLEL_MIN_VALUES = 1 << 12
 _POOL_PARALLEL_MIN_VALUES = 1 << 20
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 12
 _POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
 _POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
 _LOOP_MIN_THREADS = 4
+# On the loops, a built node's list is emitted from its bitmaps in ranges of words from this
+# many slots a thread, and a subtraction in ranges of the built child's slots from this many
+# a thread (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on
+# one thread, subtractions not at all)
+_EMIT_THREAD_MIN_SLOTS = 1 << 13
+_SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
+# a node's search on the loops cuts its list into this many stretches a thread, taken in turn
+# (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
+# longest took 2x the mean)
+_STRETCHES_PER_THREAD = 4
+
+
+def _lines(items: int, itemsize: int) -> int:
+    """Items of `itemsize` bytes in a row of whole cache lines (64 bytes) holding `items`."""
+    return -(-items * itemsize // 64) * 64 // itemsize
 
 
 class _Pool:
@@ -146,7 +162,7 @@ class SparseCPUBackend(CPUBackend):
         self._bitmaps = np.zeros((0, (self.total_bins + 63) >> 6), np.uint64)
         # node -> its sparse histogram (slots (m,) ascending, sums (m, C) native dtype)
         self._hist: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._kept_bufs: dict[str, np.ndarray] = {}
         self._prune = False
         self._tol = 0.0
         # one of several workers (`share_layout`): the slots any worker's rows store, int
@@ -168,7 +184,7 @@ class SparseCPUBackend(CPUBackend):
         self._pool_bufs = _Pool()
         self._bitmaps = np.zeros((0, 0), np.uint64)
         self._hist = {}
-        self._search_bufs = (np.empty((0, 0)), np.empty(0, np.int32))
+        self._kept_bufs = {}
 
     def _loops(self) -> bool:
         """Whether parallel work runs on Numba's parallel loops (else on the thread pool)."""
@@ -234,16 +250,19 @@ class SparseCPUBackend(CPUBackend):
             pf.value, pf.node_ptr, pf.level_ptr, pf.obl_feature, pf.obl_bin,
             pf.obl_default_left, pf.leaf_ptr, pf.obl_leaf_value, self._margin)
 
-    def _search_scratch(self, size: int, C: int) -> tuple[np.ndarray, np.ndarray]:
-        """Scratch of a node's searched bins: sums (size, C) of the tree's dtype, bins int32
-        (size,), views of arrays kept and grown as needed."""
-        hist, bins = self._search_bufs
-        if hist.shape[0] < size or hist.shape[1] != C or hist.dtype != self.hist_dtype:
-            cap = max(size, 2 * hist.shape[0] if hist.shape[1:] == (C,) else 0)
-            hist = np.empty((cap, C), self.hist_dtype)
-            bins = np.empty(cap, np.int32)
-            self._search_bufs = (hist, bins)
-        return hist[:size], bins[:size]
+    def _kept(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Scratch of `shape` and `dtype` (C-contiguous, contents undefined): a view of a
+        flat array kept under `name` and grown as needed. A node's search takes several
+        arrays of up to its list's size; fresh ones would cost an mmap and munmap each (and
+        a page fault per 4 KiB touched) for every node."""
+        size = math.prod(shape)
+        dtype = np.dtype(dtype)
+        buf = self._kept_bufs.get(name)
+        if buf is None or buf.dtype != dtype or buf.shape[0] < size:
+            grown = 2 * buf.shape[0] if buf is not None and buf.dtype == dtype else 0
+            buf = np.empty(max(size, grown), dtype)
+            self._kept_bufs[name] = buf
+        return buf[:size].reshape(shape)
 
     @property
     def _channels_native(self) -> int:
@@ -479,8 +498,14 @@ class SparseCPUBackend(CPUBackend):
             bound = int(touched[a:b].sum())
             out_slots = np.empty(bound, self._slot_dtype)
             out_vals = np.empty((bound, C), self.hist_dtype)
-            size = sparse.emit_touched(accs, self._bitmaps, a, b, self._slot_feature,
-                                       self._dead[nodes[k]], out_slots, out_vals)
+            args = (accs, self._bitmaps, a, b, self._slot_feature, self._dead[nodes[k]],
+                    out_slots, out_vals)
+            blocks = self._team(bound // _EMIT_THREAD_MIN_SLOTS) if self._loops() else 1
+            if blocks > 1:
+                size = sparse.emit_touched_parallel(blocks, *args,
+                                                    np.empty(blocks + 1, np.int64))
+            else:
+                size = sparse.emit_touched(*args)
             if size < bound:
                 out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
             self._hist[nodes[k]] = (out_slots, out_vals)
@@ -494,7 +519,13 @@ class SparseCPUBackend(CPUBackend):
             p_slots, p_vals = self._hist.pop(p)
             s_slots, s_vals = self._hist[b]
             missing = np.empty(s_slots.shape[0], np.int64)
-            k = sparse.subtract_in_place(p_slots, p_vals, s_slots, s_vals, missing)
+            args = (p_slots, p_vals, s_slots, s_vals, missing)
+            workers = (self._team(s_slots.shape[0] // _SUBTRACT_THREAD_MIN_SLOTS)
+                       if self._loops() else 1)
+            if workers > 1:
+                k = sparse.subtract_parallel(workers, *args, np.empty(workers, np.int64))
+            else:
+                k = sparse.subtract_in_place(*args)
             if k:
                 # slots the parent left out as all-zero (rare): -child's sums there
                 slots = np.concatenate([p_slots, s_slots[missing[:k]]])
@@ -535,8 +566,8 @@ class SparseCPUBackend(CPUBackend):
             slots, vals = self._hist[node]
             n = slots.shape[0]
             nf_max = min(n, self.n_features)
-            ptr = np.empty(nf_max + 1, np.int64)
-            features = np.empty(nf_max, np.int32)
+            ptr = self._kept("ptr", (nf_max + 1,), np.int64)
+            features = self._kept("features", (nf_max,), np.int32)
             scratch = (np.zeros(C, self.hist_dtype), np.zeros((1, C), self.hist_dtype))
             args = (slots, vals, self.offsets, self._slot_feature, self.default_bins, masks[j],
                     self._dead[node], True, self._prune)
@@ -553,7 +584,8 @@ class SparseCPUBackend(CPUBackend):
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
                         1.0 if q is None else float(q.g_scale), h_scale)
                 if team == 1:
-                    hist, bins = self._search_scratch(self._widest + 4, C)
+                    hist = self._kept("hist", (self._widest + 4, C), self.hist_dtype)
+                    bins = self._kept("bins", (self._widest + 4,), np.int32)
                     n_new = sparse.search_node(
                         *args, *sums, *prune_args, *scratch, hist, ptr, features, bins, reg,
                         general, np.zeros(2, np.int64), np.zeros(split.REC_WIDTH), rec,
@@ -563,7 +595,8 @@ class SparseCPUBackend(CPUBackend):
                                                    general, rec)
                 self._after_search(node, n, n_new)
                 continue
-            hist, bins = self._search_scratch(size, C)
+            hist = self._kept("hist", (size, C), self.hist_dtype)
+            bins = self._kept("bins", (size,), np.int32)
             kept, nf, n_new = sparse.searched_node(
                 *args, float(totals[j, 1]), float(totals[j, 2]), h_scale, *prune_args,
                 *scratch, hist, ptr, features, bins)
@@ -588,38 +621,51 @@ class SparseCPUBackend(CPUBackend):
     def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
                           C: int, reg: np.ndarray, general: bool | None,
                           rec: np.ndarray) -> int:
-        """`sparse.search_node` of one node's list (args: its first arguments) in `team`
-        stretches of whole features (`sparse.feature_chunks`) on Numba's loops or the thread
-        pool, each with its own scratch and record; the stretches' compacted lists are then
-        moved after one another and their records merged in order into rec
+        """`sparse.search_node` of one node's list (args: its first arguments) on `team`
+        threads in stretches of whole features (`sparse.feature_chunks`): on Numba's loops
+        _STRETCHES_PER_THREAD a thread, interleaved, on the thread pool one a thread; each
+        with its own scratch and record; the stretches' compacted lists are then moved
+        after one another and their records merged in order into rec
         (`sparse.merge_stretches`: a later one kept only when it gains strictly more, the
-        lowest feature of equal gains). Record, list and dead flags
-        are one pass's whatever the stretches (each bounds its features by the best gain any
-        stretch has reached so far, which only a strictly better split can beat). Returns
-        the list's new length."""
+        lowest feature of equal gains). Record, list and dead flags are one pass's whatever
+        the stretches (each bounds its features by the best gain any stretch has reached so
+        far, which only a strictly better split can beat). Returns the list's new length."""
         slots, vals = args[0], args[1]
-        bounds = np.empty(team + 1, np.int64)
+        loops = self._loops()
+        k = team * (_STRETCHES_PER_THREAD if loops else 1)
+        bounds = np.empty(k + 1, np.int64)
         sparse.feature_chunks(slots, self._slot_feature, bounds)
         dtype = self.hist_dtype
         total = np.zeros(C, dtype)
         sparse.node_total(slots, vals, self.offsets, total)
-        recs = np.zeros((team, split.REC_WIDTH))
+        # each stretch's small scratch (records, the fixed bin's sums, the scan's offsets)
+        # in rows of whole cache lines (`_lines`): stretches on several threads write them
+        # for every feature they search, and rows sharing a line would bounce it between
+        # their cores
+        recs = np.zeros((k, _lines(split.REC_WIDTH, 8)))
         recs[:, split.REC_FEATURE] = -1.0
-        lengths = np.zeros(team, np.int64)
+        lengths = np.zeros(k, np.int64)
         width = self._widest + 4
         most = int((bounds[1:] - bounds[:-1]).max()) + 1
-        scratch = (np.repeat(total[None], team, axis=0), np.zeros((team, 1, C), dtype),
-                   np.empty((team, width, C), dtype), np.empty((team, most), np.int64),
-                   np.empty((team, most), np.int32), np.empty((team, width), np.int32), reg,
-                   general, np.zeros((team, 2), np.int64), np.zeros((team, split.REC_WIDTH)),
-                   recs, np.zeros(1),  # the best gain any stretch reached (`search_node`)
-                   np.empty((team, width, 2 if C == 1 else C)), lengths)
-        if self._loops():
+        scratch = (np.repeat(total[None], k, axis=0), np.zeros((k, _lines(1, 8 * C), C), dtype),
+                   self._kept("out", (k, width, C), dtype),
+                   self._kept("out_ptr", (k, most), np.int64),
+                   self._kept("out_features", (k, most), np.int32),
+                   self._kept("out_bins", (k, width), np.int32), reg,
+                   general, np.zeros((k, _lines(2, 8)), np.int64),
+                   np.zeros((k, _lines(split.REC_WIDTH, 8))),
+                   # the best gain any stretch reached (`search_node`), a line of its own
+                   recs, np.zeros(17)[8:9],
+                   self._kept("fbuf", (k, width, 2 if C == 1 else C), np.float64), lengths)
+        positions = np.empty(k, np.int64)
+        if loops:
+            n = slots.shape[0]
             return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
-                                           rec)
-        run_ranges(sparse.search_stretch_range, team, bounds, *args, *sums, *prune_args,
+                                           positions, self._kept("move_slots", (n,), slots.dtype),
+                                           self._kept("move_vals", (n, C), vals.dtype), rec)
+        run_ranges(sparse.search_stretch_range, k, 1, bounds, *args, *sums, *prune_args,
                    *scratch, threads=team)
-        return sparse.merge_stretches(bounds, slots, vals, lengths, recs, rec)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, positions, recs, rec)
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
