@@ -507,11 +507,13 @@ class _Training:
         `history`."""
         objective, obj, dist, comm = self.objective, self.custom_objective, self.dist, self.comm
         with self.timer("eval"):
-            new = PackedForest(self._new_trees)
+            new = None  # the round's trees packed, once a set needs them
             for i, es in enumerate(self.eval_sets):
                 if es.data is self.dtrain:
                     es.margin = self.backend.margin()
                 else:
+                    if new is None:
+                        new = PackedForest(self._new_trees)
                     new.add_margin(es.X, es.margin)
                 log = self.history.setdefault(es.name, {})
                 y_e, w_e = es.labels, es.data.weight

@@ -282,6 +282,7 @@ class CUDABackend:
         self._next: _NextTree | None = None
         self._taken: _NextTree | None = None
         self._taken_stage = ""
+        self._launching_ahead = False  # in `_launch_next_tree`
         # buffers of the tree launched ahead, besides the current tree's: margins (n, 1),
         # pairs (K, n, 2), bounds (pinned (K, 2), event) and level buffers
         self._margin_free = None
@@ -789,7 +790,7 @@ class CUDABackend:
         if bufs is None or bufs.depth != levels or bufs.n_rows != n:
             self._level_buffers = None
             bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
-        plan = ahead.LevelPlan(self, bufs, n, search_last)
+        plan = ahead.LevelPlan(self, bufs, n, search_last, at_once=self._launching_ahead)
         rate = learning_rate if self._uses_all_rows and not search_last else None
         plan.launch(feature_mask, reg, rate, self._output)
         self._ahead = plan
@@ -842,6 +843,7 @@ class CUDABackend:
                  "_level_buffers": self._level_buffers_free,
                  "_slot": {}, "_pending": {}, "_side": {}, "_ranges": NodeRanges()}
         current = {name: getattr(self, name) for name in _TREE_STATE}
+        self._launching_ahead = True
         try:
             for name, value in state.items():
                 setattr(self, name, value)
@@ -850,6 +852,7 @@ class CUDABackend:
             self.plan_levels(levels, feature_mask, reg, False, learning_rate)
             launched = {name: getattr(self, name) for name in _TREE_STATE}
         finally:
+            self._launching_ahead = False
             for name, value in current.items():
                 setattr(self, name, value)
         self._margin_free = self._pairs_free = None
