@@ -46,8 +46,9 @@ _RANGES = (
         "compute_gradients", "gradient_bounds", "begin_tree", "build_histograms", "plan_levels",
         "histogram_totals", "find_best_splits", "split_and_search", "apply_splits",
         "update_margin", "_launch_next_tree")),
-    ("histboost.kernels.cuda.ahead", "LevelPlan", ("launch", "launch_leaves", "_block",
-                                                   "leaves_match", "step")),
+    ("histboost.kernels.cuda.ahead", "LevelPlan", ("launch", "launch_leaves", "leaves_match",
+                                                   "step")),
+    ("histboost.kernels.cuda.ahead", "PinnedBlocks", ("block",)),
     ("histboost.booster", "Booster", ("append_round",)),
 )
 
