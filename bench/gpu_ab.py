@@ -11,9 +11,10 @@ once: about 25 s), every one pinned to the same cores (`--cpus`, through taskset
 missing): the root histogram kernel with builds queued back to back, the root read through
 the row-index buffer and an eighth of the rows at random through it (quantised pairs, as
 `bench/gpu.py`'s histboost-root), then float depth-8 depth-wise and 255-leaf lossguide
-training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) twice each: the
-steady ms/round (median interval between round ends from round 3 on) and (train - ingest) /
-rounds. The histboost package is the one of the checkout put first on PYTHONPATH (after
+training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) and quantised
+depth-wise training twice each, and each policy's peak device memory: the steady ms/round
+(median interval between round ends from round 3 on) and (train - ingest) / rounds. The
+histboost package is the one of the checkout put first on PYTHONPATH (after
 `--site`, e.g. the numpy tree the device host needs).
 """
 
@@ -70,6 +71,8 @@ def worker(a: argparse.Namespace) -> dict:
     base = {"objective": "binary:logistic", "learning_rate": 0.1, "max_bin": 256,
             "device": "cuda"}
     policies = {"depthwise": {"grow_policy": "depthwise", "max_depth": 8},
+                "depthwise_quantised": {"grow_policy": "depthwise", "max_depth": 8,
+                                        "quantized_grad": True},
                 "lossguide": {"grow_policy": "lossguide", "max_leaves": 255, "max_depth": 0}}
     warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=256)
     for policy in policies.values():
@@ -87,10 +90,13 @@ def worker(a: argparse.Namespace) -> dict:
         be.begin_tree(0, rows, quant)
         out[name] = _queued_ms(lambda b=be: b.build_histograms([0]))
     be.release()
+    import torch
     for name, policy in policies.items():
+        torch.cuda.reset_peak_memory_stats()
         runs = [_train_ms(histboost, {**base, **policy}, d, a.rounds) for _ in range(2)]
         out[f"{name}_steady"] = [round(r[0], 3) for r in runs]
         out[f"{name}_ms_round"] = [round(r[1], 3) for r in runs]
+        out[f"{name}_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     return out
 
 
@@ -136,12 +142,14 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     keys = ("root_ms", "root_via_rows_ms", "eighth_ms", "depthwise_steady",
-            "depthwise_ms_round", "lossguide_steady", "lossguide_ms_round")
+            "depthwise_ms_round", "depthwise_peak_mb", "depthwise_quantised_steady",
+            "depthwise_quantised_ms_round", "lossguide_steady",
+            "lossguide_ms_round", "lossguide_peak_mb")
     print(f"\nmedians over processes and runs, {a.rounds} rounds, pinned to cores {a.cpus}")
     print("| checkout | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for name, runs in results.items():
-        cells = [f"{np.median(np.ravel([r[k] for r in runs])):.3f}" if runs else "-"
-                 for k in keys]
+        cells = [f"{np.median(np.ravel([r.get(k, np.nan) for r in runs])):.3f}" if runs
+                 else "-" for k in keys]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 

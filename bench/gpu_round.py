@@ -1,7 +1,11 @@
 """Where a depth-wise GPU round's time goes, float against quantised trees in one process.
 
     python bench/gpu_round.py [--rows 10000000] [--rounds 30] [--reps 2] [--timing-only]
-                              [--trace-dir DIR]
+                              [--trace-dir DIR] [--modes float,quantised,float-serial,...]
+
+A mode ending in "-serial" trains with the backend's `next_round` hint ignored: no tree is
+launched ahead of its round (`CUDABackend._launch_next_tree`), the path before it, in the
+same process as the modes that launch them.
 
 1. Wall time per round, the two modes alternating (--reps times each, same process and
    data): the steady rate (median interval between the ends of rounds 3.., from a
@@ -41,9 +45,10 @@ _RANGES = (
     ("histboost.kernels.cuda.backend", "CUDABackend", (
         "compute_gradients", "gradient_bounds", "begin_tree", "build_histograms", "plan_levels",
         "histogram_totals", "find_best_splits", "split_and_search", "apply_splits",
-        "update_margin")),
-    ("histboost.kernels.cuda.ahead", "LevelPlan", ("launch", "launch_leaves", "_block",
-                                                   "leaves_match", "step")),
+        "update_margin", "_launch_next_tree")),
+    ("histboost.kernels.cuda.ahead", "LevelPlan", ("launch", "launch_leaves", "leaves_match",
+                                                   "step")),
+    ("histboost.kernels.cuda.ahead", "PinnedBlocks", ("block",)),
     ("histboost.booster", "Booster", ("append_round",)),
 )
 
@@ -142,13 +147,23 @@ def main() -> None:
     d = histboost.Dataset(X, label=y, max_bin=256)
     base = {"objective": "binary:logistic", "device": "cuda", "max_depth": 8,
             "learning_rate": 0.1, "max_bin": 256}
-    modes = {m: {**base, "quantized_grad": m == "quantised"} for m in a.modes.split(",")}
+    modes = {m: {**base, "quantized_grad": m.split("-")[0] == "quantised"}
+             for m in a.modes.split(",")}
+    from histboost.kernels.cuda.backend import CUDABackend
+    plain_hint = CUDABackend.next_round
+
+    def serial(mode: str) -> None:
+        """The backend's next-round hint ignored in "-serial" modes, taken in the others."""
+        CUDABackend.next_round = ((lambda self, quantise: None) if mode.endswith("-serial")
+                                  else plain_hint)
+
     small = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=256)
     for p in modes.values():
         histboost.train(p, small, 2, verbose_eval=False)
     print("== wall time a round (ms), modes alternating")
     for rep in range(a.reps):
         for m, p in modes.items():
+            serial(m)
             s = round_stamps()
             t0 = time.perf_counter()
             b = histboost.train(p, d, a.rounds, verbose_eval=False, callbacks=[s])
@@ -165,6 +180,7 @@ def main() -> None:
         return
     _annotate()
     for m, p in modes.items():
+        serial(m)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             histboost.train(p, d, 5, verbose_eval=False)
             _sync(torch)

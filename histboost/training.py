@@ -30,7 +30,7 @@ from .timer import PhaseTimer
 from .tree.constraints import TreeConstraints
 from .tree.grower import TreeGrower
 from .tree.predictor import PackedForest
-from .tree.quantize import make_quantisation, round_key, sample_key
+from .tree.quantize import Quantisation, make_quantisation, round_key, sample_key
 from .tree.split import regularisation_vector
 
 CustomObjectiveFn = Callable[[np.ndarray, Dataset], tuple[Any, Any]]
@@ -417,6 +417,7 @@ class _Training:
         self._metric_sets = metric_sets
         self.backend, self.grower, self.booster = backend, grower, booster
         self.start_round = booster.num_boosted_rounds()
+        self._end_round = self.start_round + num_boost_round  # past the run's last round
         self._params = dict(booster.params)  # what the run was set up with
         self._new_trees: list = []  # the last round's trees
         self.ctr = ctr
@@ -438,10 +439,29 @@ class _Training:
             self.p = dataclasses.replace(self.p, learning_rate=rate)
             self.grower.set_learning_rate(rate)
 
+    def _next_quantise(self, epoch: int) -> Callable[[float, float], Quantisation | None] | None:
+        """`Backend.next_round`'s hint for round epoch + 1: the rounding of its tree from its
+        gradient bounds (as `boost_round` makes it; float trees: None), where that round's
+        tree is foreseeable: one output over all rows, gradients of a built-in loss, no leaf
+        refresh or categorical columns, and not past the run's last round. Else None.
+        Whatever a callback changes before that round (the learning rate, a stop) the
+        backend finds in the round's calls."""
+        p, objective = self.p, self.objective
+        if (epoch + 1 >= self._end_round or objective.n_outputs != 1 or objective.loss is None
+                or objective.leaf_alpha is not None or p.subsample < 1.0
+                or self.ctr is not None):
+            return None
+        if not p.quantized_grad:
+            return lambda g_bound, h_bound: None
+        seed, bits = p.seed, p.grad_quant_bits
+        return lambda g_bound, h_bound: make_quantisation(g_bound, h_bound, bits,
+                                                          round_key(seed, epoch + 1, 0))
+
     def boost_round(self, epoch: int) -> None:
         """Grow round `epoch`'s trees (one per output) and append them to the model."""
         self._follow_params()
         p, backend, timer, objective = self.p, self.backend, self.timer, self.objective
+        backend.next_round(self._next_quantise(epoch))
         rng = np.random.default_rng([p.seed & 0xFFFFFFFF, epoch])
         with timer("gradient"):
             if objective.loss is None:
@@ -487,11 +507,13 @@ class _Training:
         `history`."""
         objective, obj, dist, comm = self.objective, self.custom_objective, self.dist, self.comm
         with self.timer("eval"):
-            new = PackedForest(self._new_trees)
+            new = None  # the round's trees packed, once a set needs them
             for i, es in enumerate(self.eval_sets):
                 if es.data is self.dtrain:
                     es.margin = self.backend.margin()
                 else:
+                    if new is None:
+                        new = PackedForest(self._new_trees)
                     new.add_margin(es.X, es.margin)
                 log = self.history.setdefault(es.name, {})
                 y_e, w_e = es.labels, es.data.weight

@@ -129,6 +129,19 @@ class Backend(Protocol):
         them, and hand any step it did not plan back to its own host-planned code. Returns
         whether it plans; `ComposedSteps` declines."""
 
+    def next_round(self, quantise: Callable[[float, float], Quantisation | None] | None
+                   ) -> None:
+        """A hint before a round's trees (`train`'s loop): the next round grows one tree, of
+        output 0 over all rows, from the gradients of the same loss on the margins this
+        round leaves, quantised by ``quantise(max |g|, max |h|)`` of those gradients (its
+        result; None: float pairs); None: no next round, or one that cannot be foretold. A
+        device backend may then launch the next tree behind this round's (its gradients,
+        rounding, root histogram and planned levels, when this round's tree is planned whole
+        on the device) while the host replays this one, and take that work when the next
+        round's calls are the ones foretold (a learning rate changed in between, margins
+        not kept, a stop: it is dropped, and the calls are made as usual). `ComposedSteps`
+        ignores it."""
+
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first
         feature's slots, which hold every row once), so they match the histogram exactly."""
@@ -231,6 +244,10 @@ class ComposedSteps:
                     search_last: bool, learning_rate: float | None = None,
                     best_first: tuple[int, int, int] | None = None) -> bool:
         return False
+
+    def next_round(self, quantise: Callable[[float, float], Quantisation | None] | None
+                   ) -> None:
+        pass
 
     def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
                         records: np.ndarray, child_sums: np.ndarray,

@@ -213,6 +213,72 @@ def check_margin_ahead_matches_cpu() -> None:
         CUDABackend.compute_gradients = plain_grad
 
 
+def check_next_tree_ahead_matches_cpu() -> None:
+    """The next round's tree launched behind a whole depth-wise tree
+    (`CUDABackend._launch_next_tree`, while the host replays the tree) is taken when the
+    next round is the one foretold and dropped otherwise, and the models are the CPU
+    engine's (quantised) or the serial path's (float, speculation off): every round after the
+    first taken ahead; a learning rate changed by a callback every round (each tree
+    launched ahead with the last rate, dropped at its plan and grown again); early stopping
+    (the last tree launched is never taken; the margins metrics read are the committed
+    ones); a row sample (nothing launched)."""
+    from histboost.callback import LearningRateScheduler
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    counts = []
+    plain, plain_round = CUDABackend.release, CUDABackend.next_round
+
+    def counted(self):
+        counts.append((self.trees_ahead_launched, self.trees_ahead_kept,
+                       self.trees_ahead_dropped))
+        return plain(self)
+    CUDABackend.release = counted
+    try:
+        X, y = make_classification(64, 3, n_classes=2, seed=9)
+        X[::7, 1] = np.nan
+        X_val, y_val = X[:32], 1.0 - y[:32]  # a metric that worsens: stops at round 2
+        base = {"objective": "binary:logistic", "max_depth": 3, "max_bin": 6, "nthread": 1,
+                "seed": 5}
+        rates = [0.3, 0.2, 0.1]
+        cases = [  # (params, train's keywords, (launched, kept, dropped))
+            ({"quantized_grad": True}, {}, (2, 2, 0)),
+            ({"quantized_grad": True}, {"callbacks": [LearningRateScheduler(rates)]},
+             (2, 0, 2)),
+            ({"quantized_grad": True, "eval_metric": "logloss"},
+             {"early_stopping_rounds": 1, "train_evals": True}, None),
+            ({"quantized_grad": True, "subsample": 0.8}, {}, (0, 0, 0)),
+            ({"quantized_grad": False}, {}, (2, 2, 0)),
+        ]
+        for params, kw, want in cases:
+            kw = dict(kw)
+            dval = histboost.Dataset(X_val, label=y_val)
+            on_train = kw.pop("train_evals", False)
+            raw = []
+            for dev in ("cpu", "cuda"):
+                counts.clear()
+                d = histboost.Dataset(X, label=y)
+                if params["quantized_grad"] is False and dev == "cpu":  # the serial path
+                    dev = "cuda"
+                    CUDABackend.next_round = lambda self, quantise: None
+                try:
+                    evals = [(d, "train"), (dval, "val")] if on_train else []
+                    model = histboost.train({**base, **params, "device": dev}, d, 3,
+                                            evals=evals, verbose_eval=False, **kw)
+                finally:
+                    CUDABackend.next_round = plain_round
+                raw.append(model.save_raw().replace(f'"device":"{dev}"'.encode(), b""))
+            assert raw[0] == raw[1], f"{params} {kw}: trees launched ahead change the model"
+            launched, kept, dropped = counts[-1]
+            if want is None:  # stopped early: one tree launched and never taken
+                rounds = model.num_boosted_rounds()
+                assert rounds < 3 and launched == rounds and kept == rounds - 1 \
+                    and dropped == 0, (rounds, counts)
+            else:
+                assert counts[-1] == want, (params, counts)
+    finally:
+        CUDABackend.release = plain
+
+
 def check_ranking_matches_cpu() -> None:
     """A ranking objective (gradient pairs computed on the host, copied to the device) grows
     the CPU engine's trees on the simulated GPU."""
@@ -417,6 +483,7 @@ def main() -> int:
     checks.append(("check_planned_levels_match_cpu", check_planned_levels_match_cpu))
     checks.append(("check_best_first_steps_match_cpu", check_best_first_steps_match_cpu))
     checks.append(("check_margin_ahead_matches_cpu", check_margin_ahead_matches_cpu))
+    checks.append(("check_next_tree_ahead_matches_cpu", check_next_tree_ahead_matches_cpu))
     checks.append(("check_ranking_matches_cpu", check_ranking_matches_cpu))
     checks.append(("check_constrained_records_match_cpu", check_constrained_records_match_cpu))
     checks.append(("check_constrained_training_matches_cpu",

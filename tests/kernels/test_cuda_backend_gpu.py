@@ -122,6 +122,48 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
     assert taken == [False] + [True] * (rounds - 1), taken
 
 
+@pytest.mark.parametrize("params, schedule", [
+    ({"quantized_grad": True}, False),
+    ({"quantized_grad": False}, False),  # fixed-point float sums
+    ({"quantized_grad": True}, True),  # a learning rate changed every round
+])
+def test_next_tree_launched_ahead(params, schedule, monkeypatch):
+    """The next round's tree launched behind each whole depth-wise tree
+    (`CUDABackend._launch_next_tree`) is taken by every round after the first, or, with a
+    learning rate a callback changes every round, dropped and grown again; the model is the
+    one without trees launched ahead (quantised: the CPU engine's; float: the GPU's with
+    the hint ignored), byte for byte."""
+    from histboost.callback import LearningRateScheduler
+    from histboost.kernels.cuda.backend import CUDABackend
+
+    counts = []
+    plain = CUDABackend.release
+
+    def counted(self):
+        counts.append((self.trees_ahead_launched, self.trees_ahead_kept,
+                       self.trees_ahead_dropped))
+        return plain(self)
+    monkeypatch.setattr(CUDABackend, "release", counted)
+    X, y = make_classification(20_000, 12, seed=11)
+    X[::9, 2] = np.nan
+    rounds = 5
+    base = {"objective": "binary:logistic", "max_depth": 6, "seed": 4, **params}
+    kw = {"callbacks": [LearningRateScheduler([0.3 - 0.05 * r for r in range(rounds)])]} \
+        if schedule else {}
+    ahead = histboost.train({**base, "device": "cuda"}, histboost.Dataset(X, label=y), rounds,
+                            verbose_eval=False, **kw)
+    assert counts == [(rounds - 1, 0, rounds - 1) if schedule else (rounds - 1,) * 2 + (0,)]
+    device = "cpu" if params["quantized_grad"] else "cuda"
+    if device == "cuda":
+        monkeypatch.setattr(CUDABackend, "next_round", lambda self, quantise: None)
+    serial = histboost.train({**base, "device": device}, histboost.Dataset(X, label=y),
+                             rounds, verbose_eval=False, **kw)
+    assert device == "cpu" or counts[-1] == (0, 0, 0)
+    a, b = (m.save_raw().replace(f'"device":"{d}"'.encode(), b"")
+            for m, d in ((ahead, "cuda"), (serial, device)))
+    assert a == b
+
+
 @pytest.mark.parametrize("params", [
     {"max_leaves": 255, "max_depth": 0},
     {"max_leaves": 100, "max_depth": 9, "subsample": 0.8},  # a depth limit, a row sample

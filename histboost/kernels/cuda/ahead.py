@@ -114,15 +114,26 @@ class PinnedBlocks:
     device buffer to its pinned host copy behind the block's event, `block` waits for that
     event once and returns the host block. bufs: `LevelBuffers` or
     `best_first.BestFirstBuffers` (host_copies: (host, device) tensor pairs; events: one CUDA
-    event a block, None under the simulator; host_np: the host blocks as NumPy)."""
+    event a block, None under the simulator; host_np: the host blocks as NumPy).
+    at_once (`LevelBuffers` only): the blocks are read once the whole plan is done (a tree
+    launched ahead of its round, `CUDABackend._launch_next_tree`, is replayed after the
+    host has waited for it): one copy of every block behind the last block's event, not a
+    copy and an event a block."""
 
-    def __init__(self, be: CUDABackend, bufs: LevelBuffers | BestFirstBuffers) -> None:
+    def __init__(self, be: CUDABackend, bufs: LevelBuffers | BestFirstBuffers,
+                 at_once: bool = False) -> None:
         self.be = be
         self.bufs = bufs
         self._waited = [False] * len(bufs.host_copies)
+        self._last = len(bufs.host_copies) - 1 if at_once else -1
 
     def copy(self, b: int) -> None:
-        host, dev = self.bufs.host_copies[b]
+        if self._last >= 0:  # at once: every block behind the last one's event
+            if b < self._last:
+                return
+            host, dev = self.bufs.host, self.bufs.out
+        else:
+            host, dev = self.bufs.host_copies[b]
         event = self.bufs.events[b]
         if event is None:  # the simulator: CPU tensors
             host.copy_(dev)
@@ -133,7 +144,7 @@ class PinnedBlocks:
     def block(self, b: int) -> np.ndarray:
         """Output block b (host, float64), once the device has written it."""
         if not self._waited[b]:
-            event = self.bufs.events[b]
+            event = self.bufs.events[max(b, self._last)]
             if event is not None:
                 event.synchronize()
             self._waited[b] = True
@@ -145,7 +156,9 @@ class LevelPlan:
     grower's calls level by level (`root_totals`, `root_records`, `step`)."""
 
     def __init__(self, be: CUDABackend, bufs: LevelBuffers, n_rows: int,
-                 search_last: bool) -> None:
+                 search_last: bool, at_once: bool = False) -> None:
+        """at_once: the host reads the levels only once they are all done
+        (`PinnedBlocks`)."""
         self.be = be
         self.bufs = bufs
         self.n_rows = n_rows
@@ -153,7 +166,7 @@ class LevelPlan:
         self.level = 0  # the next step's parents are at this depth
         self.frontier = [0]  # the grower's ids of the frontier at depth `level`
         self.root_read = False
-        self._blocks = PinnedBlocks(be, bufs)
+        self._blocks = PinnedBlocks(be, bufs, at_once)
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
         # margins added ahead (`launch_leaves`): the leaves of the levels stepped so far,

@@ -38,6 +38,8 @@ from ..backend import child_histograms, phase
 from ..nodes import NodeRanges
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...timer import PhaseTimer
     from .ahead import LevelPlan
     from .best_first import BestFirstPlan
@@ -48,6 +50,15 @@ _TORCH_DTYPE: dict[str, object] = {}
 _STAGING_RING = 4
 _STAGING_ALIGN = 512
 _MAX_CACHED_VIEWS = 4096
+# The backend's state of the tree being grown (host records, the plan answering it) and of
+# the margins and gradient pairs it grows from: a tree launched ahead (`_launch_next_tree`)
+# is launched with its own values of these, which the backend takes when the next round's
+# calls are the ones foretold.
+_TREE_STATE = ("_scales", "_wide", "_chunk_cap", "_uses_all_rows", "_growing", "_ahead",
+               "_best_first", "_margin_plan", "_spare_loss", "_output", "_used", "_slot",
+               "_pending", "_side", "_ranges", "_level_buffers", "_margin", "_margin_spare",
+               "_pairs", "_pairs_ahead", "_bounds_host", "_bounds_event", "_bounds_ready",
+               "_ahead_loss", "_loss")
 
 
 def _torch_dtypes(torch) -> None:
@@ -92,6 +103,40 @@ def sector_row_bytes(row_bytes: int) -> int:
     read, not two (28 one-byte bins: 28 -> 32 bytes, three rows in four straddled)."""
     padded = next(v for v in (4, 8, 16, *range(32, row_bytes + 32, 32)) if v >= row_bytes)
     return padded if 3 * padded <= 4 * row_bytes else row_bytes
+
+
+class _NextTree:
+    """The next round's tree, launched behind a tree planned whole on the device
+    (`CUDABackend._launch_next_tree`): the backend's `_TREE_STATE` values it was launched
+    with and left (`state`), its rounding (`quantisation`, a `Quantisation` or None) from
+    the gradient bounds (g, h) it read, and the arguments of its planned levels (`plan`:
+    levels, feature mask, reg, learning rate)."""
+
+    def __init__(self, state: dict[str, Any], quantisation: Quantisation | None,
+                 bounds: tuple[float, float], plan: tuple) -> None:
+        self.state = state
+        self.quantisation = quantisation
+        self.bounds = bounds
+        self.plan = plan
+
+    def foretold(self, be: CUDABackend, output: int, rows: np.ndarray | None,
+                 quantisation: Quantisation | None, bounds: tuple[float, float] | None) -> bool:
+        """Whether `be.begin_tree(output, rows, quantisation, bounds)` starts this tree: one
+        over all rows, rounded alike, from the margins it was launched on (the last tree's
+        margins added ahead were kept) and the gradients of those margins (taken ahead by
+        `compute_gradients`)."""
+        return (output == 0 and rows is None and bounds is None
+                and quantisation == self.quantisation
+                and be._margin is self.state["_margin"] and be._pairs is self.state["_pairs"])
+
+    def same_plan(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                  search_last: bool, learning_rate: float | None,
+                  best_first: tuple[int, int, int] | None) -> bool:
+        """Whether `plan_levels` with these arguments is the plan launched."""
+        plan_levels, mask, plan_reg, rate = self.plan
+        return (levels == plan_levels and not search_last and best_first is None
+                and learning_rate == rate and np.array_equal(feature_mask, mask)
+                and np.array_equal(reg, plan_reg))
 
 
 class CUDABackend:
@@ -230,6 +275,23 @@ class CUDABackend:
         self._best_first_last: BestFirstPlan | None = None  # the last tree's, for its steps
         # the grower's calls of best-first steps answered from steps planned on the device
         self.best_first_calls_answered = 0
+        # the next round's tree launched ahead (`_launch_next_tree`): the hint of
+        # `next_round`, the tree launched, and the one taken by `begin_tree` until the
+        # grower's root histogram ("root") and plan ("plan") confirm it
+        self._next_quantise = None
+        self._next: _NextTree | None = None
+        self._taken: _NextTree | None = None
+        self._taken_stage = ""
+        self._launching_ahead = False  # in `_launch_next_tree`
+        # buffers of the tree launched ahead, besides the current tree's: margins (n, 1),
+        # pairs (K, n, 2), bounds (pinned (K, 2), event) and level buffers
+        self._margin_free = None
+        self._pairs_free = None
+        self._bounds_free = None
+        self._level_buffers_free = None
+        self.trees_ahead_launched = 0  # next rounds' trees launched ahead
+        self.trees_ahead_kept = 0  # ... and taken
+        self.trees_ahead_dropped = 0  # ... and dropped (the next round was not as foretold)
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
                               blocks: int | None) -> None:
@@ -414,7 +476,7 @@ class CUDABackend:
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
                      "label", "weight", "_margin", "_margin_spare", "_pairs", "_pairs_ahead",
-                     "_bounds_host", "_ints", "_ints_words",
+                     "_bounds_host", "_margin_free", "_pairs_free", "_ints", "_ints_words",
                      "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
@@ -422,6 +484,8 @@ class CUDABackend:
             setattr(self, name, None)
         self._ahead = self._margin_plan = self._best_first = self._best_first_last = None
         self._ahead_loss = self._spare_loss = None
+        self._next = self._taken = self._next_quantise = None
+        self._bounds_free = self._level_buffers_free = None
         self._bounds_ready = False
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
@@ -457,6 +521,7 @@ class CUDABackend:
         else:
             self._margin.copy_(self._tensor(margin))
         self._ahead_loss = self._spare_loss = None
+        self._forget_next()
 
     def margin(self) -> np.ndarray:
         return self._margin.cpu().numpy().copy()
@@ -496,10 +561,7 @@ class CUDABackend:
         torch = self._torch
         if self._pairs_ahead is None:
             self._pairs_ahead = torch.empty_like(self._pairs)
-            on_gpu = self.device.type == "cuda"
-            self._bounds_host = torch.zeros((self.n_outputs, 2), dtype=torch.float32,
-                                            pin_memory=on_gpu)
-            self._bounds_event = torch.cuda.Event() if on_gpu else None
+            self._bounds_host, self._bounds_event = self._new_bounds()
         kernel = self._k["gradients"].PAIR_KERNELS[self._loss]
         grid = self._k["common"].grid(self.n_rows)
         kernel.launch(grid, self._k["common"].THREADS, self.device,
@@ -513,12 +575,20 @@ class CUDABackend:
             self._bounds_event.record(torch.cuda.current_stream(self.device))
         return self._loss
 
+    def _new_bounds(self) -> tuple:
+        """Pinned float32 (K, 2) host bounds and their event (None under the simulator)."""
+        torch = self._torch
+        on_gpu = self.device.type == "cuda"
+        return (torch.zeros((self.n_outputs, 2), dtype=torch.float32, pin_memory=on_gpu),
+                torch.cuda.Event() if on_gpu else None)
+
     def set_gradients(self, pairs: np.ndarray) -> None:
         if pairs.shape != tuple(self._pairs.shape):
             raise ValueError(f"gradient pairs must have shape {tuple(self._pairs.shape)}, got "
                              f"{pairs.shape}")
         self._pairs.copy_(self._tensor(np.asarray(pairs, np.float32)))
         self._loss = self._ahead_loss = None
+        self._forget_next()
         self._bounds_ready = False
 
     def gradients(self, output: int) -> np.ndarray:
@@ -541,6 +611,13 @@ class CUDABackend:
     def begin_tree(self, output: int, rows: np.ndarray | None,
                    quantisation: Quantisation | None,
                    bounds: tuple[float, float] | None = None) -> int:
+        nxt, self._next = self._next, None
+        self._taken = None
+        if nxt is not None:
+            if nxt.foretold(self, output, rows, quantisation, bounds):
+                self._take_next(nxt)
+                return self.n_rows
+            self._drop_next(nxt)
         top = float(self._k["histogram"].MAX_SHARED_VALUE)
         if quantisation is None:  # fixed point, rounded to nearest (module docstring)
             g_bound, h_bound = bounds if bounds is not None else self.gradient_bounds(output)
@@ -641,6 +718,11 @@ class CUDABackend:
         return first
 
     def build_histograms(self, nodes: list[int]):
+        if self._taken is not None:
+            if nodes == [0] and self._taken_stage == "root":  # built when launched ahead
+                self._taken_stage = "plan"
+                return self._pool[:1]
+            self._rewind()
         k = len(nodes)
         first = self._alloc_slots(k)
         for j, i in enumerate(nodes):
@@ -692,6 +774,15 @@ class CUDABackend:
         (`_plan_best_first`)."""
         from . import ahead
 
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            if self._taken_stage == "plan" and taken.same_plan(
+                    levels, feature_mask, reg, search_last, learning_rate, best_first):
+                self.trees_ahead_kept += 1
+                self._launch_next_tree(levels, feature_mask, reg, learning_rate)
+                return True
+            self._taken = taken
+            self._rewind()
         if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
             return False
         n = self._ranges.bounds([0])[0][1]
@@ -699,14 +790,116 @@ class CUDABackend:
         if bufs is None or bufs.depth != levels or bufs.n_rows != n:
             self._level_buffers = None
             bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
-        plan = ahead.LevelPlan(self, bufs, n, search_last)
+        plan = ahead.LevelPlan(self, bufs, n, search_last, at_once=self._launching_ahead)
         rate = learning_rate if self._uses_all_rows and not search_last else None
         plan.launch(feature_mask, reg, rate, self._output)
         self._ahead = plan
         self._margin_plan = plan if rate is not None else None
         if best_first is not None and search_last:
             self._best_first = self._plan_best_first(bufs, feature_mask, reg, *best_first)
+        elif rate is not None:
+            self._launch_next_tree(levels, feature_mask, reg, rate)
         return True
+
+    def next_round(self, quantise: Callable[[float, float], Quantisation | None] | None
+                   ) -> None:
+        """`Backend.next_round`: kept for the round's tree planned whole on the device, behind
+        which `_launch_next_tree` launches the next round's."""
+        self._next_quantise = quantise
+
+    def _launch_next_tree(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
+                          learning_rate: float) -> None:
+        """The next round's tree launched behind this one (`Backend.next_round`'s hint),
+        while the host replays this one: once the device has computed the next round's
+        gradient bounds (behind this tree's margins added ahead: the host waits for this
+        tree's kernels here, which its replay waits for anyway), the next round's
+        `begin_tree`, root histogram and `plan_levels` (with this tree's plan, and the
+        margin update and the following round's gradients behind it) run on the state the
+        next round will have (`_NextTree`): this tree's spare margins as the margins, the
+        gradients computed ahead as the pairs, and buffers of their own for what it writes
+        (the third margin and pairs buffers, a second set of bounds and level buffers). The
+        current tree's state is restored; `begin_tree` takes the launched one when the next
+        round is the one foretold (`_NextTree.foretold`), else it is dropped, having
+        changed nothing the model depends on. One output, all rows, and the tree's feature
+        mask all features (so the next tree's too), else nothing is launched."""
+        quantise, self._next_quantise = self._next_quantise, None
+        if (quantise is None or self.n_outputs != 1 or self._spare_loss is None
+                or not self._uses_all_rows or not bool(np.all(feature_mask))):
+            return
+        if self._bounds_event is not None:
+            self._bounds_event.synchronize()
+        g, h = (float(v) for v in self._bounds_host[0].tolist())
+        quantisation = quantise(g, h)
+        torch = self._torch
+        if self._margin_free is None:
+            self._margin_free = torch.empty_like(self._margin_spare)
+        if self._pairs_free is None:
+            self._pairs_free = torch.empty_like(self._pairs)
+        bounds_host, bounds_event = self._bounds_free or self._new_bounds()
+        state = {"_margin": self._margin_spare, "_margin_spare": self._margin_free,
+                 "_pairs": self._pairs_ahead, "_pairs_ahead": self._pairs_free,
+                 "_bounds_host": bounds_host, "_bounds_event": bounds_event,
+                 "_bounds_ready": False, "_ahead_loss": None,
+                 "_level_buffers": self._level_buffers_free,
+                 "_slot": {}, "_pending": {}, "_side": {}, "_ranges": NodeRanges()}
+        current = {name: getattr(self, name) for name in _TREE_STATE}
+        self._launching_ahead = True
+        try:
+            for name, value in state.items():
+                setattr(self, name, value)
+            self.begin_tree(0, None, quantisation, (g, h) if quantisation is None else None)
+            self.build_histograms([0])
+            self.plan_levels(levels, feature_mask, reg, False, learning_rate)
+            launched = {name: getattr(self, name) for name in _TREE_STATE}
+        finally:
+            self._launching_ahead = False
+            for name, value in current.items():
+                setattr(self, name, value)
+        self._margin_free = self._pairs_free = None
+        self._bounds_free = self._level_buffers_free = None
+        self.trees_ahead_launched += 1
+        self._next = _NextTree(launched, quantisation, (g, h), (
+            levels, np.asarray(feature_mask, bool).copy(), np.asarray(reg, np.float64).copy(),
+            learning_rate))
+
+    def _take_next(self, nxt: _NextTree) -> None:
+        """The tree launched ahead becomes the current tree (its root histogram built, its
+        levels planned); the current state's buffers it does not use become the free ones."""
+        self._margin_free = self._margin_spare
+        self._pairs_free = self._pairs_ahead
+        self._bounds_free = (self._bounds_host, self._bounds_event)
+        self._level_buffers_free = self._level_buffers
+        for name, value in nxt.state.items():
+            setattr(self, name, value)
+        self._taken, self._taken_stage = nxt, "root"
+
+    def _drop_next(self, nxt: _NextTree) -> None:
+        """The tree launched ahead is not the next round's: its buffers are free again (what
+        it wrote there and in the tree's shared buffers is overwritten by the next tree
+        before it is read; its pool slots are zeroed with the next tree's)."""
+        self._margin_free = nxt.state["_margin_spare"]
+        self._pairs_free = nxt.state["_pairs_ahead"]
+        self._bounds_free = (nxt.state["_bounds_host"], nxt.state["_bounds_event"])
+        self._level_buffers_free = nxt.state["_level_buffers"]
+        self._used = max(self._used, nxt.state["_used"])
+        self.trees_ahead_dropped += 1
+
+    def _forget_next(self) -> None:
+        """Drop the tree launched ahead (the margins or gradients it assumed changed)."""
+        nxt, self._next = self._next, None
+        if nxt is not None:
+            self._drop_next(nxt)
+
+    def _rewind(self) -> None:
+        """A tree taken from ahead that the grower grows otherwise (another learning rate or
+        plan): started again as `begin_tree` and `build_histograms([0])` start it (the same
+        rounding of the same pairs; every pool slot zeroed), so that the grower's calls are
+        made as usual."""
+        taken, self._taken = self._taken, None
+        self.trees_ahead_dropped += 1
+        self.begin_tree(0, None, taken.quantisation,
+                        taken.bounds if taken.quantisation is None else None)
+        self.build_histograms([0])
 
     def _plan_best_first(self, levels, feature_mask: np.ndarray, reg: np.ndarray,
                          max_leaves: int, max_depth: int, batch: int) -> BestFirstPlan | None:
@@ -762,6 +955,8 @@ class CUDABackend:
         return self._record_children(parents, lefts, rights, counts[:, 0]), recs
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
+        if self._taken is not None:  # the tree is not planned as foretold
+            self._rewind()
         if self._ahead is not None and not self._ahead.root_read and nodes == [0]:
             return self._ahead.root_totals()
         self._settle(nodes)
@@ -1033,6 +1228,7 @@ class CUDABackend:
                 self._ahead_loss = spare_loss
                 return
         else:
+            self._forget_next()  # launched on the spare margins, not kept
             self._add_margin(tree, output)
         if output == self.n_outputs - 1:  # the round's margins are complete
             self._ahead_loss = self._gradients_ahead()
