@@ -129,8 +129,9 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
-    spied = ["feature_chunks", "search_stretches", "partition_items",
+    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel); not
+    # the kernels those call (they would compile with the spies)
+    spied = ["partition_items",
              "accumulate_items_parallel", "root_parts_parallel", "emit_touched_parallel",
              "subtract_parallel"]
     pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
@@ -138,9 +139,17 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     emit = ksparse.emit_touched
     run_ranges = sparse_backend.run_ranges
 
+    search_nodes = ksparse.search_nodes
+
     def emit_chunks(accs, bitmaps, a, b, *rest):
         calls["emit_chunks"] += b - a > 1
         return emit(accs, bitmaps, a, b, *rest)
+
+    def search_steps(workers, first, *rest):
+        # several nodes in one parallel loop, several stretches of one node
+        calls["search_nodes_several"] += first.shape[0] > 2
+        calls["search_nodes_stretches"] += bool((np.diff(first) > 1).any())
+        return search_nodes(workers, first, *rest)
 
     def ranges(kernel, n, *args, **kwargs):
         calls[kernel.__name__] += 1
@@ -153,6 +162,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             for name in spied:
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
             mp.setattr(ksparse, "emit_touched", emit_chunks)
+            mp.setattr(ksparse, "search_nodes", _spy(calls, "search_nodes", search_steps))
             mp.setattr(sparse_backend, "run_ranges", ranges)
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
@@ -164,7 +174,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
-    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks"]), calls
+    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks", "search_nodes",
+                                  "search_nodes_several", "search_nodes_stretches"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():

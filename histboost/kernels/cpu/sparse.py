@@ -956,8 +956,8 @@ def search_stretch_range(lo, hi, step, bounds, slots, vals, offsets, slot_featur
     >= REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
     into lengths[c] (its compacted slots stay at the stretch's start); shared: the best gain
     of all stretches (one value, see `search_node`). Ranges of stretches run on several
-    threads (`_threads.run_ranges`, or interleaved in `search_stretches`); `merge_stretches`
-    then puts the lists and records together."""
+    threads (`_threads.run_ranges`; `search_nodes` runs the same searches for several
+    nodes at once); `merge_stretches` then puts the lists and records together."""
     for c in range(lo, hi, step):
         a = bounds[c]
         b = bounds[c + 1]
@@ -1023,7 +1023,7 @@ def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
     """After `search_stretch_range` of every stretch, on the calling thread: their compacted
     lists moved after one another in place (in order: a stretch moves only to places before
     its own, which those before it have left) and their records merged into rec; returns the
-    list's new length (`search_stretches` runs the same steps in parallel, through a
+    list's new length (`search_nodes` runs the same steps in parallel, through a
     scratch)."""
     k = lengths.shape[0]
     first, total = stretch_positions(bounds, lengths, positions)
@@ -1033,34 +1033,78 @@ def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
-                     dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
-                     totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
-                     frec, recs, shared, fbuf, lengths, positions, tmp_slots, tmp_vals, rec):
-    """`search_stretch_range` of all stretches on Numba's parallel loop, thread w taking
-    stretches w, w + workers, ... (several a thread, interleaved: uneven stretches even out,
-    and later ones are bounded by the gains the earlier ones reached), then
-    `merge_stretches`' steps, the moves and copies in parallel too; returns the list's new
-    length."""
-    k = bounds.shape[0] - 1
+def search_nodes(workers, first, bounds, node_slots, node_vals, node_dead, masks, totals,
+                 offsets, slot_feature, default_bins, mark, prune, g_scale, h_scale, mcw,
+                 min_data, tol, stretch_totals, fixed, out, out_ptr, out_features, out_bins, reg,
+                 general, foff, frec, recs, shared, fbuf, lengths, positions, tmp_slots,
+                 tmp_vals, node_recs, node_lengths):
+    """`search_node` of the lists of m nodes (a grower step's) in stretches of whole features,
+    all in one parallel loop: node j (j < m = len(first) - 1) of node_slots / node_vals /
+    node_dead (tuples of its list, sums and dead flags; longer tuples padded with anything
+    of the same types) is cut into stretches first[j] .. first[j + 1] - 1
+    (`feature_chunks`; its bounds into bounds[first[j] + j : first[j + 1] + j + 1], int64
+    (first[m] + m,) out), searched with masks[j], totals[j] (G, H, rows), shared[j] (its
+    stretches' best gain, a row of a cache line, zeros on entry); thread w takes stretches
+    w, w + workers, ... of all nodes (uneven stretches even out). Each stretch c has the
+    scratch rows c of `search_stretch_range`'s arrays (stretch_totals (K, C) out: its node's
+    total), its record into recs[c] (feature -1 on entry). Then each node's compacted
+    stretches are put one after another (moved through tmp_slots / tmp_vals, at least the
+    nodes' slots together, and copied back, both in parallel) and its stretches' records
+    merged into node_recs[j] (`merge_records`; gain 0, feature -1 on entry), its list's new
+    length into node_lengths[j]. Records, lists and dead flags are one pass's whatever the
+    stretches and threads."""
+    m = first.shape[0] - 1
+    k = first[m]
+    stretch_node = np.empty(k, np.int64)
+    base = np.empty(m + 1, np.int64)  # node j's place in tmp
+    base[0] = 0
+    for j in range(m):
+        slots = node_slots[j]
+        feature_chunks(slots, slot_feature, bounds[first[j] + j:first[j + 1] + j + 1])
+        total = stretch_totals[first[j]]
+        total[:] = 0
+        node_total(slots, node_vals[j], offsets, total)
+        for c in range(first[j], first[j + 1]):
+            stretch_totals[c] = total
+            stretch_node[c] = j
+        base[j + 1] = base[j] + slots.shape[0]
     for w in nb.prange(workers):
-        search_stretch_range(w, k, workers, bounds, slots, vals, offsets, slot_feature,
-                             default_bins, mask, dead, mark, prune, G, H, n_rows, g_scale,
-                             h_scale, mcw, min_data, tol, totals, fixed, out, out_ptr,
-                             out_features, out_bins, reg, general, foff, frec, recs, shared,
-                             fbuf, lengths)
-    first, total = stretch_positions(bounds, lengths, positions)
-    if first < k:
+        for c in range(w, k, workers):
+            j = stretch_node[c]
+            a = bounds[c + j]
+            b = bounds[c + j + 1]
+            lengths[c] = search_node(
+                node_slots[j][a:b], node_vals[j][a:b], offsets, slot_feature, default_bins,
+                masks[j], node_dead[j], mark, prune, totals[j, 0], totals[j, 1], totals[j, 2],
+                g_scale, h_scale, mcw, min_data, tol, stretch_totals[c], fixed[c], out[c],
+                out_ptr[c], out_features[c], out_bins[c], reg, general, foff[c], frec[c],
+                recs[c], shared[j], fbuf[c])[2]
+    moving = np.empty(m, np.int64)  # each node's first stretch that moves
+    any_moves = False
+    for j in range(m):
+        c0, c1 = first[j], first[j + 1]
+        f, node_lengths[j] = stretch_positions(bounds[c0 + j:c1 + j + 1], lengths[c0:c1],
+                                               positions[c0:c1])
+        moving[j] = c0 + f
+        any_moves |= moving[j] < c1
+        merge_records(recs[c0:c1], node_recs[j])
+    if any_moves:
         for w in nb.prange(workers):
-            move_stretches(first + w, k, workers, bounds, lengths, positions, slots, vals,
-                           tmp_slots, tmp_vals)
-        start = positions[first]
+            for c in range(w, k, workers):
+                j = stretch_node[c]
+                if c >= moving[j]:
+                    c0 = first[j]
+                    move_stretches(c - c0, c - c0 + 1, 1, bounds[c0 + j:], lengths[c0:],
+                                   positions[c0:], node_slots[j], node_vals[j],
+                                   tmp_slots[base[j]:], tmp_vals[base[j]:])
         for w in nb.prange(workers):
-            copy_entries(start + (total - start) * w // workers,
-                         start + (total - start) * (w + 1) // workers, tmp_slots, tmp_vals,
-                         slots, vals)
-    merge_records(recs, rec)
-    return total
+            for j in range(m):
+                if moving[j] < first[j + 1]:
+                    start = positions[moving[j]]
+                    n = node_lengths[j] - start
+                    copy_entries(start + n * w // workers, start + n * (w + 1) // workers,
+                                 tmp_slots[base[j]:], tmp_vals[base[j]:], node_slots[j],
+                                 node_vals[j])
 
 
 @nb.njit(cache=True, nogil=True)
