@@ -632,6 +632,95 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
     assert skipped > 0
 
 
+def test_search_of_several_nodes_in_one_loop_equals_one_pass_each():
+    """`search_nodes` (a step's nodes in one parallel loop, each in 1-4 stretches, on 1-3
+    workers, tuples padded) gives each node the record, compacted list and dead flags of
+    `search_node`'s one pass over it alone (which equals the search over every bin:
+    `test_one_pass_search_equals_search_on_all_bins`)."""
+    from histboost.kernels.cpu import split
+
+    rng = np.random.default_rng(12)
+    F = 80
+    widths = rng.integers(2, 7, F)
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    defaults = np.array([rng.integers(0, w) for w in widths], np.int32)
+    slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
+    widest = int(widths.max()) + 4
+    reg = np.array([1.0, 0.0, 0.0, 2.0, 0.0])
+    general = split.gain_path(reg)
+
+    def node(n_rows):
+        # a node's sparse list (slots off their default bin, feature 0's all), its totals
+        bins = np.where(rng.random((n_rows, F)) < rng.uniform(0.6, 0.99, F), defaults,
+                        rng.integers(0, widths, (n_rows, F)))
+        g = rng.normal(size=n_rows)
+        g[bins[:, 1 + rng.integers(F - 1)] != 0] += 1.0
+        h = rng.uniform(0.1, 1.0, n_rows)
+        full = np.zeros((int(offsets[-1]), 2))
+        for f in range(F):
+            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
+            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
+        stored = np.ones(full.shape[0], bool)
+        stored[(offsets[:-1] + defaults)[1:]] = False
+        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
+                                        | (np.arange(full.shape[0]) < offsets[1])))
+        return keep.astype(np.int32), full[keep], np.array([g.sum(), h.sum(), n_rows])
+
+    found = marked = 0
+    for trial in range(6):
+        m = 1 + trial % 4
+        nodes = [node(int(rng.integers(5, 300))) for _ in range(m)]
+        masks = rng.random((m, F)) < 0.9
+        totals = np.array([t for _, _, t in nodes])
+        want = []
+        for j, (slots, vals, t) in enumerate(nodes):
+            slots, vals, dead = slots.copy(), vals.copy(), np.zeros(F, np.uint8)
+            rec = np.zeros(split.REC_WIDTH)
+            rec[split.REC_FEATURE] = -1.0
+            n = ksparse.search_node(
+                slots, vals, offsets, slot_feature, defaults, masks[j], dead, True, True, *t,
+                1.0, 1.0, reg[split.P_MCW], 0.0, 1e-9, np.zeros(2), np.zeros((1, 2)),
+                np.empty((widest, 2)), np.empty(F + 1, np.int64), np.empty(F, np.int32),
+                np.empty(widest, np.int32), reg, general, np.zeros(2, np.int64),
+                np.zeros(split.REC_WIDTH), rec, np.zeros(1), np.empty((widest, 2)))[2]
+            want.append((rec, slots[:n], vals[:n], dead))
+            found += rec[split.REC_FEATURE] >= 0
+            marked += int(dead.sum())
+        for workers in (1, 2, 3):
+            counts = rng.integers(1, 5, m)
+            first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            k = int(first[-1])
+            lists = [(s.copy(), v.copy(), np.zeros(F, np.uint8)) for s, v, _ in nodes]
+            pad = 4 - m
+            recs = np.zeros((k, 8))
+            recs[:, split.REC_FEATURE] = -1.0
+            out = np.zeros((m, split.REC_WIDTH))
+            out[:, split.REC_FEATURE] = -1.0
+            lengths = np.empty(m, np.int64)
+            most = F + 1
+            total = sum(s.size for s, _, _ in lists)
+            ksparse.search_nodes(
+                workers, first, np.empty(k + m, np.int64),
+                tuple(s for s, _, _ in lists) + (np.empty(0, np.int32),) * pad,
+                tuple(v for _, v, _ in lists) + (np.empty((0, 2)),) * pad,
+                tuple(d for _, _, d in lists) + (lists[0][2],) * pad, masks, totals,
+                offsets, slot_feature, defaults, True, True, 1.0, 1.0, reg[split.P_MCW], 0.0,
+                1e-9, np.empty((k, 2)), np.zeros((k, 4, 2)), np.empty((k, widest, 2)),
+                np.empty((k, most), np.int64), np.empty((k, most), np.int32),
+                np.empty((k, widest), np.int32), reg, general, np.zeros((k, 8), np.int64),
+                np.zeros((k, 8)), recs, np.zeros((m, 8)), np.empty((k, widest, 2)),
+                np.empty(k, np.int64), np.empty(k, np.int64), np.empty(total, np.int32),
+                np.empty((total, 2)), out, lengths)
+            for j, (rec, slots, vals, dead) in enumerate(want):
+                msg = f"trial {trial}, {workers} workers, node {j}"
+                np.testing.assert_array_equal(out[j], rec, err_msg=msg)
+                s, v, d = lists[j]
+                np.testing.assert_array_equal(s[:lengths[j]], slots, err_msg=msg)
+                np.testing.assert_array_equal(v[:lengths[j]], vals, err_msg=msg)
+                np.testing.assert_array_equal(d, dead, err_msg=msg)
+    assert found > 5 and marked > 10, (found, marked)
+
+
 def test_subtraction_in_place_of_a_parent_without_some_slots():
     """The larger child in place of the parent: slots the parent left out (all-zero) but the
     built child holds are reported, for the backend to insert their negated sums."""
