@@ -81,10 +81,13 @@ _PARTITION_THREAD_MIN_ROWS = 1 << 13
 _POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
 _LOOP_MIN_THREADS = 4
 # On the loops, a built node's list is emitted from its bitmaps in ranges of words from this
-# many slots a thread, and a subtraction in ranges of the built child's slots from this many
-# a thread (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on
-# one thread, subtractions not at all)
+# many slots it touched a thread, or this many words a thread (the scan of every word costs
+# a small node more than its slots: 0.18 ms a node on one thread of the 16-core host, 200k x
+# 100k), and a subtraction in ranges of the built child's slots from this many a thread
+# (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on one
+# thread, subtractions not at all)
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
+_EMIT_THREAD_MIN_WORDS = 1 << 11
 _SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
 # a node's search on the loops cuts its list into this many stretches a thread, taken in turn
 # (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
@@ -503,7 +506,9 @@ class SparseCPUBackend(CPUBackend):
             out_vals = np.empty((bound, C), self.hist_dtype)
             args = (accs, self._bitmaps, a, b, self._slot_feature, self._dead[nodes[k]],
                     out_slots, out_vals)
-            blocks = self._team(bound // _EMIT_THREAD_MIN_SLOTS) if self._loops() else 1
+            blocks = (self._team(max(bound // _EMIT_THREAD_MIN_SLOTS,
+                                     self._bitmaps.shape[1] // _EMIT_THREAD_MIN_WORDS))
+                      if self._loops() else 1)
             if blocks > 1:
                 size = sparse.emit_touched_parallel(blocks, *args,
                                                     np.empty(blocks + 1, np.int64))
