@@ -131,8 +131,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     calls: Counter = Counter()
     # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel); not
     # the kernels those call (they would compile with the spies)
-    spied = ["partition_items",
-             "accumulate_items_parallel", "root_parts_parallel", "emit_touched_parallel",
+    spied = ["partition_items", "root_parts_parallel", "emit_touched_parallel",
              "subtract_parallel"]
     pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
@@ -140,6 +139,7 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     run_ranges = sparse_backend.run_ranges
 
     search_nodes = ksparse.search_nodes
+    accumulate = ksparse.accumulate_items_parallel
 
     def emit_chunks(accs, bitmaps, a, b, *rest):
         calls["emit_chunks"] += b - a > 1
@@ -150,6 +150,11 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
         calls["search_nodes_several"] += first.shape[0] > 2
         calls["search_nodes_stretches"] += bool((np.diff(first) > 1).any())
         return search_nodes(workers, first, *rest)
+
+    def accumulate_ranges(workers, indptr, slots, gh, rows, starts, *rest):
+        calls["accumulate_items_parallel"] += 1
+        calls["accumulate_slot_ranges"] += starts.shape[0] < workers  # items cut by slots
+        return accumulate(workers, indptr, slots, gh, rows, starts, *rest)
 
     def ranges(kernel, n, *args, **kwargs):
         calls[kernel.__name__] += 1
@@ -163,11 +168,13 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
             mp.setattr(ksparse, "emit_touched", emit_chunks)
             mp.setattr(ksparse, "search_nodes", _spy(calls, "search_nodes", search_steps))
+            mp.setattr(ksparse, "accumulate_items_parallel", accumulate_ranges)
             mp.setattr(sparse_backend, "run_ranges", ranges)
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_EMIT_THREAD_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_BUILD_MIN_VALUES", 1)
             mp.setattr(sparse_backend, "_SUBTRACT_THREAD_MIN_SLOTS", 1)
             ref = _train({**params, "nthread": 1}, X_S, Y)
             for threads in (2, 3, 16):
@@ -175,7 +182,8 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
     assert all(calls[n] for n in [*spied, *pooled, "emit_chunks", "search_nodes",
-                                  "search_nodes_several", "search_nodes_stretches"]), calls
+                                  "search_nodes_several", "search_nodes_stretches",
+                                  "accumulate_items_parallel", "accumulate_slot_ranges"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():

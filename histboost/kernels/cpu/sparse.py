@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
@@ -144,18 +145,21 @@ def csr_to_csc(indptr, indices, data, n_cols, col_ptr, col_rows, col_data):
 # Feature 0's slots are all there (every row stores it), so their sum is the node total; every
 # other feature's default bin is left out and recovered from that total when it is read
 # ("fix histogram"). See `kernels.cpu.sparse_backend`.
-def _accumulate_marked(indptr, slots, gh, rows, start, end, acc, bitmap):
+def _accumulate_marked(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
     """acc += sums of gh over the stored slots of rows[start:end], in row order, where a
     slot's first value is written (not added) and its bit set in bitmap (uint64 words, zero
     for every slot not yet touched): acc needs no zeroing. Returns the slots newly touched.
     Layout chosen at compile time by gh.ndim: packed int64 pairs into acc (total_bins, 1),
-    else pairs into acc (total_bins, C), C = 3 counting rows."""
+    else pairs into acc (total_bins, C), C = 3 counting rows. lo, hi: None (every slot), or
+    only slots in [lo, hi) added (multiples of 64: ranges of bitmap words, so that ranges
+    of one item run on several threads)."""
 
 
 @overload(_accumulate_marked, inline="always")
-def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
+def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
+    ranged = not isinstance(lo, types.NoneType)
     if gh.ndim == 1:
-        def packed(indptr, slots, gh, rows, start, end, acc, bitmap):
+        def packed(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
             touched = 0
             for k in range(start, end):
                 if k + _PREFETCH_DISTANCE < end:
@@ -166,6 +170,8 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
                 v = gh[r]
                 for j in range(indptr[r], indptr[r + 1]):
                     s = np.int64(slots[j])
+                    if ranged and (s < lo or s >= hi):
+                        continue
                     w = s >> 6
                     bit = np.uint64(1) << np.uint64(s & 63)
                     word = bitmap[w]
@@ -178,7 +184,7 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
             return touched
         return packed
 
-    def pairs(indptr, slots, gh, rows, start, end, acc, bitmap):
+    def pairs(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
         counted = acc.shape[1] == 3
         touched = 0
         for k in range(start, end):
@@ -191,6 +197,8 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
             h = gh[r, 1]
             for j in range(indptr[r], indptr[r + 1]):
                 s = np.int64(slots[j])
+                if ranged and (s < lo or s >= hi):
+                    continue
                 w = s >> 6
                 bit = np.uint64(1) << np.uint64(s & 63)
                 word = bitmap[w]
@@ -220,20 +228,37 @@ def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touch
     more than the loops saved)."""
     for i in range(starts.shape[0]):
         touched[i] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
-                                        bitmaps[i])
+                                        bitmaps[i], None, None)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def accumulate_items_parallel(workers, indptr, slots, gh, rows, starts, ends, accs, bitmaps,
                               touched):
-    """`accumulate_items` on Numba's parallel loop, `workers` ranges of consecutive items
-    (each item its own scratch: the same sums)."""
+    """`accumulate_items` on Numba's parallel loop in `workers` units: ranges of consecutive
+    items when there are at least as many items as workers; else each item in workers //
+    items ranges of its slots (of bitmap words), each unit reading all of its item's rows
+    and adding only its range's slots (a small node's build is mostly cache misses in its
+    full-width scratch, which the ranges share out). Every slot's sums in row order: the
+    same sums."""
     m = starts.shape[0]
-    for w in nb.prange(workers):
-        lo = m * w // workers
-        hi = m * (w + 1) // workers
-        accumulate_items(indptr, slots, gh, rows, starts[lo:hi], ends[lo:hi], accs[lo:hi],
-                         bitmaps[lo:hi], touched[lo:hi])
+    if m >= workers:
+        for w in nb.prange(workers):
+            lo = m * w // workers
+            hi = m * (w + 1) // workers
+            accumulate_items(indptr, slots, gh, rows, starts[lo:hi], ends[lo:hi], accs[lo:hi],
+                             bitmaps[lo:hi], touched[lo:hi])
+        return
+    parts = workers // m
+    n_words = bitmaps.shape[1]
+    counts = np.zeros(m * parts, np.int64)
+    for u in nb.prange(m * parts):
+        i = u // parts
+        r = u % parts
+        counts[u] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
+                                       bitmaps[i], (n_words * r // parts) << 6,
+                                       (n_words * (r + 1) // parts) << 6)
+    for i in range(m):
+        touched[i] = counts[i * parts:(i + 1) * parts].sum()
 
 
 def _row_into(out, m, gh, r, first):

@@ -69,12 +69,18 @@ _POOL_KEEP = 8
 # cores: ~10 ms a loop), and on 200k x 100k with 2 threads the loops' spinning threads once
 # took 111 s of wall time (one thread: the whole training about 50 s). Sizes from which the
 # work is split, on the loops / on the pool (coarser: a pool launch costs more on a loaded
-# machine): a step's builds (items in parallel, the root in parts of the features on the
-# loops only) from this many stored values' worth of work, a node's split search in
-# stretches of whole features from this many slots a stretch, a partition in row chunks of
-# at least this many rows (one chunk a thread).
+# machine): the root's build in parts of the features (on the loops) / a step's builds
+# (items in parallel) from this many stored values' worth of work (the loops' other builds:
+# _BUILD_MIN_VALUES), a node's split search in stretches of whole features from this many
+# slots a stretch, a partition in row chunks of at least this many rows (one chunk a
+# thread).
 _PARALLEL_MIN_VALUES = 1 << 12
 _POOL_PARALLEL_MIN_VALUES = 1 << 20
+# On the loops, a step's builds from this many stored values a thread, fewer items than
+# threads in ranges of the items' slots (`sparse.accumulate_items_parallel`: a small node's
+# build, a few thousand values, is mostly cache misses in its full-width scratch, 0.4 ms on
+# one thread of the 16-core host, 200k x 100k)
+_BUILD_MIN_VALUES = 1 << 9
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 12
 _POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
@@ -484,8 +490,8 @@ class SparseCPUBackend(CPUBackend):
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
         values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
-        threads = self._team(min(m, values // (_PARALLEL_MIN_VALUES if self._loops()
-                                               else _POOL_PARALLEL_MIN_VALUES)))
+        threads = (self._team(values // _BUILD_MIN_VALUES) if self._loops()
+                   else self._team(min(m, values // _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
         bitmaps = self._bitmaps
 
