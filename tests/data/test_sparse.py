@@ -181,6 +181,11 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
+            # best-first steps (a step's four children searched together), packed
+            # quantised sums
+            steps = {"grow_policy": "lossguide", "max_leaves": 12, "quantized_grad": True}
+            ref = _train({**steps, "nthread": 1}, X_S, Y)
+            assert _trees(_train({**steps, "nthread": 16}, X_S, Y)) == _trees(ref)
     assert all(calls[n] for n in [*spied, *pooled, "emit_chunks", "search_nodes",
                                   "search_nodes_several", "search_nodes_stretches",
                                   "accumulate_items_parallel", "accumulate_slot_ranges"]), calls
