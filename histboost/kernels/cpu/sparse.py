@@ -1073,11 +1073,11 @@ def search_nodes(workers, first, bounds, node_slots, node_vals, node_dead, masks
     w, w + workers, ... of all nodes (uneven stretches even out). Each stretch c has the
     scratch rows c of `search_stretch_range`'s arrays (stretch_totals (K, C) out: its node's
     total), its record into recs[c] (feature -1 on entry). Then each node's compacted
-    stretches are put one after another (moved through tmp_slots / tmp_vals, at least the
-    nodes' slots together, and copied back, both in parallel) and its stretches' records
-    merged into node_recs[j] (`merge_records`; gain 0, feature -1 on entry), its list's new
-    length into node_lengths[j]. Records, lists and dead flags are one pass's whatever the
-    stretches and threads."""
+    stretches are put one after another (moved into tmp_slots / tmp_vals, which hold the
+    nodes' lists one after another, and copied back, both in parallel) and its stretches'
+    records merged into node_recs[j] (`merge_records`; gain 0, feature -1 on entry), its
+    list's new length into node_lengths[j]. Records, lists and dead flags are one pass's
+    whatever the stretches and threads."""
     m = first.shape[0] - 1
     k = first[m]
     stretch_node = np.empty(k, np.int64)
