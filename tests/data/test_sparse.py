@@ -129,18 +129,32 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
     if nb.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
     calls: Counter = Counter()
-    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel)
-    spied = ["feature_chunks", "search_stretches", "partition_items",
-             "accumulate_items_parallel", "root_parts_parallel", "emit_touched_parallel",
+    # the parallel-loop kernels, and the pool's range kernels (by run_ranges' kernel); not
+    # the kernels those call (they would compile with the spies)
+    spied = ["partition_items", "root_parts_parallel", "emit_touched_parallel",
              "subtract_parallel"]
     pooled = ["search_stretch_range", "partition_scatter", "partition_place", "items"]
     params = {"grow_policy": "depthwise", "max_depth": 5}
     emit = ksparse.emit_touched
     run_ranges = sparse_backend.run_ranges
 
+    search_nodes = ksparse.search_nodes
+    accumulate = ksparse.accumulate_items_parallel
+
     def emit_chunks(accs, bitmaps, a, b, *rest):
         calls["emit_chunks"] += b - a > 1
         return emit(accs, bitmaps, a, b, *rest)
+
+    def search_steps(workers, first, *rest):
+        # several nodes in one parallel loop, several stretches of one node
+        calls["search_nodes_several"] += first.shape[0] > 2
+        calls["search_nodes_stretches"] += bool((np.diff(first) > 1).any())
+        return search_nodes(workers, first, *rest)
+
+    def accumulate_ranges(workers, indptr, slots, gh, rows, starts, *rest):
+        calls["accumulate_items_parallel"] += 1
+        calls["accumulate_slot_ranges"] += starts.shape[0] < workers  # items cut by slots
+        return accumulate(workers, indptr, slots, gh, rows, starts, *rest)
 
     def ranges(kernel, n, *args, **kwargs):
         calls[kernel.__name__] += 1
@@ -153,18 +167,28 @@ def test_thread_count_and_parallel_paths_do_not_change_the_sparse_model():
             for name in spied:
                 mp.setattr(ksparse, name, _spy(calls, name, getattr(ksparse, name)))
             mp.setattr(ksparse, "emit_touched", emit_chunks)
+            mp.setattr(ksparse, "search_nodes", _spy(calls, "search_nodes", search_steps))
+            mp.setattr(ksparse, "accumulate_items_parallel", accumulate_ranges)
             mp.setattr(sparse_backend, "run_ranges", ranges)
             mp.setattr(sparse_backend, "_VALUES_PER_CHUNK_SLOT", 0)
             mp.setattr(sparse_backend, "_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_POOL_SEARCH_STRETCH_MIN_SLOTS", 1)
             mp.setattr(sparse_backend, "_EMIT_THREAD_MIN_SLOTS", 1)
+            mp.setattr(sparse_backend, "_BUILD_MIN_VALUES", 1)
             mp.setattr(sparse_backend, "_SUBTRACT_THREAD_MIN_SLOTS", 1)
             ref = _train({**params, "nthread": 1}, X_S, Y)
             for threads in (2, 3, 16):
                 got = _train({**params, "nthread": threads}, X_S, Y)
                 assert _trees(got) == _trees(ref), threads
             assert _train(params, X_D, Y).save_raw() == ref.save_raw()
-    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks"]), calls
+            # best-first steps (a step's four children searched together), packed
+            # quantised sums
+            steps = {"grow_policy": "lossguide", "max_leaves": 12, "quantized_grad": True}
+            ref = _train({**steps, "nthread": 1}, X_S, Y)
+            assert _trees(_train({**steps, "nthread": 16}, X_S, Y)) == _trees(ref)
+    assert all(calls[n] for n in [*spied, *pooled, "emit_chunks", "search_nodes",
+                                  "search_nodes_several", "search_nodes_stretches",
+                                  "accumulate_items_parallel", "accumulate_slot_ranges"]), calls
 
 
 def test_csc_coo_unsorted_duplicates_and_explicit_zeros_give_the_same_model():
@@ -619,6 +643,95 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
         np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), vals[:n_new])
         np.testing.assert_array_equal(dead_k, dead)
     assert skipped > 0
+
+
+def test_search_of_several_nodes_in_one_loop_equals_one_pass_each():
+    """`search_nodes` (a step's nodes in one parallel loop, each in 1-4 stretches, on 1-3
+    workers, tuples padded) gives each node the record, compacted list and dead flags of
+    `search_node`'s one pass over it alone (which equals the search over every bin:
+    `test_one_pass_search_equals_search_on_all_bins`)."""
+    from histboost.kernels.cpu import split
+
+    rng = np.random.default_rng(12)
+    F = 80
+    widths = rng.integers(2, 7, F)
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    defaults = np.array([rng.integers(0, w) for w in widths], np.int32)
+    slot_feature = np.repeat(np.arange(F, dtype=np.int32), widths)
+    widest = int(widths.max()) + 4
+    reg = np.array([1.0, 0.0, 0.0, 2.0, 0.0])
+    general = split.gain_path(reg)
+
+    def node(n_rows):
+        # a node's sparse list (slots off their default bin, feature 0's all), its totals
+        bins = np.where(rng.random((n_rows, F)) < rng.uniform(0.6, 0.99, F), defaults,
+                        rng.integers(0, widths, (n_rows, F)))
+        g = rng.normal(size=n_rows)
+        g[bins[:, 1 + rng.integers(F - 1)] != 0] += 1.0
+        h = rng.uniform(0.1, 1.0, n_rows)
+        full = np.zeros((int(offsets[-1]), 2))
+        for f in range(F):
+            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
+            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
+        stored = np.ones(full.shape[0], bool)
+        stored[(offsets[:-1] + defaults)[1:]] = False
+        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
+                                        | (np.arange(full.shape[0]) < offsets[1])))
+        return keep.astype(np.int32), full[keep], np.array([g.sum(), h.sum(), n_rows])
+
+    found = marked = 0
+    for trial in range(6):
+        m = 1 + trial % 4
+        nodes = [node(int(rng.integers(5, 300))) for _ in range(m)]
+        masks = rng.random((m, F)) < 0.9
+        totals = np.array([t for _, _, t in nodes])
+        want = []
+        for j, (slots, vals, t) in enumerate(nodes):
+            slots, vals, dead = slots.copy(), vals.copy(), np.zeros(F, np.uint8)
+            rec = np.zeros(split.REC_WIDTH)
+            rec[split.REC_FEATURE] = -1.0
+            n = ksparse.search_node(
+                slots, vals, offsets, slot_feature, defaults, masks[j], dead, True, True, *t,
+                1.0, 1.0, reg[split.P_MCW], 0.0, 1e-9, np.zeros(2), np.zeros((1, 2)),
+                np.empty((widest, 2)), np.empty(F + 1, np.int64), np.empty(F, np.int32),
+                np.empty(widest, np.int32), reg, general, np.zeros(2, np.int64),
+                np.zeros(split.REC_WIDTH), rec, np.zeros(1), np.empty((widest, 2)))[2]
+            want.append((rec, slots[:n], vals[:n], dead))
+            found += rec[split.REC_FEATURE] >= 0
+            marked += int(dead.sum())
+        for workers in (1, 2, 3):
+            counts = rng.integers(1, 5, m)
+            first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            k = int(first[-1])
+            lists = [(s.copy(), v.copy(), np.zeros(F, np.uint8)) for s, v, _ in nodes]
+            pad = 4 - m
+            recs = np.zeros((k, 8))
+            recs[:, split.REC_FEATURE] = -1.0
+            out = np.zeros((m, split.REC_WIDTH))
+            out[:, split.REC_FEATURE] = -1.0
+            lengths = np.empty(m, np.int64)
+            most = F + 1
+            total = sum(s.size for s, _, _ in lists)
+            ksparse.search_nodes(
+                workers, first, np.empty(k + m, np.int64),
+                tuple(s for s, _, _ in lists) + (np.empty(0, np.int32),) * pad,
+                tuple(v for _, v, _ in lists) + (np.empty((0, 2)),) * pad,
+                tuple(d for _, _, d in lists) + (lists[0][2],) * pad, masks, totals,
+                offsets, slot_feature, defaults, True, True, 1.0, 1.0, reg[split.P_MCW], 0.0,
+                1e-9, np.empty((k, 2)), np.zeros((k, 4, 2)), np.empty((k, widest, 2)),
+                np.empty((k, most), np.int64), np.empty((k, most), np.int32),
+                np.empty((k, widest), np.int32), reg, general, np.zeros((k, 8), np.int64),
+                np.zeros((k, 8)), recs, np.zeros((m, 8)), np.empty((k, widest, 2)),
+                np.empty(k, np.int64), np.empty(k, np.int64), np.empty(total, np.int32),
+                np.empty((total, 2)), out, lengths)
+            for j, (rec, slots, vals, dead) in enumerate(want):
+                msg = f"trial {trial}, {workers} workers, node {j}"
+                np.testing.assert_array_equal(out[j], rec, err_msg=msg)
+                s, v, d = lists[j]
+                np.testing.assert_array_equal(s[:lengths[j]], slots, err_msg=msg)
+                np.testing.assert_array_equal(v[:lengths[j]], vals, err_msg=msg)
+                np.testing.assert_array_equal(d, dead, err_msg=msg)
+    assert found > 5 and marked > 10, (found, marked)
 
 
 def test_subtraction_in_place_of_a_parent_without_some_slots():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from numba import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
@@ -144,18 +145,21 @@ def csr_to_csc(indptr, indices, data, n_cols, col_ptr, col_rows, col_data):
 # Feature 0's slots are all there (every row stores it), so their sum is the node total; every
 # other feature's default bin is left out and recovered from that total when it is read
 # ("fix histogram"). See `kernels.cpu.sparse_backend`.
-def _accumulate_marked(indptr, slots, gh, rows, start, end, acc, bitmap):
+def _accumulate_marked(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
     """acc += sums of gh over the stored slots of rows[start:end], in row order, where a
     slot's first value is written (not added) and its bit set in bitmap (uint64 words, zero
     for every slot not yet touched): acc needs no zeroing. Returns the slots newly touched.
     Layout chosen at compile time by gh.ndim: packed int64 pairs into acc (total_bins, 1),
-    else pairs into acc (total_bins, C), C = 3 counting rows."""
+    else pairs into acc (total_bins, C), C = 3 counting rows. lo, hi: None (every slot), or
+    only slots in [lo, hi) added (multiples of 64: ranges of bitmap words, so that ranges
+    of one item run on several threads)."""
 
 
 @overload(_accumulate_marked, inline="always")
-def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
+def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
+    ranged = not isinstance(lo, types.NoneType)
     if gh.ndim == 1:
-        def packed(indptr, slots, gh, rows, start, end, acc, bitmap):
+        def packed(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
             touched = 0
             for k in range(start, end):
                 if k + _PREFETCH_DISTANCE < end:
@@ -166,6 +170,8 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
                 v = gh[r]
                 for j in range(indptr[r], indptr[r + 1]):
                     s = np.int64(slots[j])
+                    if ranged and (s < lo or s >= hi):
+                        continue
                     w = s >> 6
                     bit = np.uint64(1) << np.uint64(s & 63)
                     word = bitmap[w]
@@ -178,7 +184,7 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
             return touched
         return packed
 
-    def pairs(indptr, slots, gh, rows, start, end, acc, bitmap):
+    def pairs(indptr, slots, gh, rows, start, end, acc, bitmap, lo, hi):
         counted = acc.shape[1] == 3
         touched = 0
         for k in range(start, end):
@@ -191,6 +197,8 @@ def _accumulate_marked_impl(indptr, slots, gh, rows, start, end, acc, bitmap):
             h = gh[r, 1]
             for j in range(indptr[r], indptr[r + 1]):
                 s = np.int64(slots[j])
+                if ranged and (s < lo or s >= hi):
+                    continue
                 w = s >> 6
                 bit = np.uint64(1) << np.uint64(s & 63)
                 word = bitmap[w]
@@ -220,20 +228,37 @@ def accumulate_items(indptr, slots, gh, rows, starts, ends, accs, bitmaps, touch
     more than the loops saved)."""
     for i in range(starts.shape[0]):
         touched[i] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
-                                        bitmaps[i])
+                                        bitmaps[i], None, None)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def accumulate_items_parallel(workers, indptr, slots, gh, rows, starts, ends, accs, bitmaps,
                               touched):
-    """`accumulate_items` on Numba's parallel loop, `workers` ranges of consecutive items
-    (each item its own scratch: the same sums)."""
+    """`accumulate_items` on Numba's parallel loop in `workers` units: ranges of consecutive
+    items when there are at least as many items as workers; else each item in workers //
+    items ranges of its slots (of bitmap words), each unit reading all of its item's rows
+    and adding only its range's slots (a small node's build is mostly cache misses in its
+    full-width scratch, which the ranges share out). Every slot's sums in row order: the
+    same sums."""
     m = starts.shape[0]
-    for w in nb.prange(workers):
-        lo = m * w // workers
-        hi = m * (w + 1) // workers
-        accumulate_items(indptr, slots, gh, rows, starts[lo:hi], ends[lo:hi], accs[lo:hi],
-                         bitmaps[lo:hi], touched[lo:hi])
+    if m >= workers:
+        for w in nb.prange(workers):
+            lo = m * w // workers
+            hi = m * (w + 1) // workers
+            accumulate_items(indptr, slots, gh, rows, starts[lo:hi], ends[lo:hi], accs[lo:hi],
+                             bitmaps[lo:hi], touched[lo:hi])
+        return
+    parts = workers // m
+    n_words = bitmaps.shape[1]
+    counts = np.zeros(m * parts, np.int64)
+    for u in nb.prange(m * parts):
+        i = u // parts
+        r = u % parts
+        counts[u] = _accumulate_marked(indptr, slots, gh, rows, starts[i], ends[i], accs[i],
+                                       bitmaps[i], (n_words * r // parts) << 6,
+                                       (n_words * (r + 1) // parts) << 6)
+    for i in range(m):
+        touched[i] = counts[i * parts:(i + 1) * parts].sum()
 
 
 def _row_into(out, m, gh, r, first):
@@ -956,8 +981,8 @@ def search_stretch_range(lo, hi, step, bounds, slots, vals, offsets, slot_featur
     >= REC_WIDTH), fbuf (k, width, 2 or C), its record into recs[c] and its list's new length
     into lengths[c] (its compacted slots stay at the stretch's start); shared: the best gain
     of all stretches (one value, see `search_node`). Ranges of stretches run on several
-    threads (`_threads.run_ranges`, or interleaved in `search_stretches`); `merge_stretches`
-    then puts the lists and records together."""
+    threads (`_threads.run_ranges`; `search_nodes` runs the same searches for several
+    nodes at once); `merge_stretches` then puts the lists and records together."""
     for c in range(lo, hi, step):
         a = bounds[c]
         b = bounds[c + 1]
@@ -1023,7 +1048,7 @@ def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
     """After `search_stretch_range` of every stretch, on the calling thread: their compacted
     lists moved after one another in place (in order: a stretch moves only to places before
     its own, which those before it have left) and their records merged into rec; returns the
-    list's new length (`search_stretches` runs the same steps in parallel, through a
+    list's new length (`search_nodes` runs the same steps in parallel, through a
     scratch)."""
     k = lengths.shape[0]
     first, total = stretch_positions(bounds, lengths, positions)
@@ -1033,34 +1058,78 @@ def merge_stretches(bounds, slots, vals, lengths, positions, recs, rec):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def search_stretches(workers, bounds, slots, vals, offsets, slot_feature, default_bins, mask,
-                     dead, mark, prune, G, H, n_rows, g_scale, h_scale, mcw, min_data, tol,
-                     totals, fixed, out, out_ptr, out_features, out_bins, reg, general, foff,
-                     frec, recs, shared, fbuf, lengths, positions, tmp_slots, tmp_vals, rec):
-    """`search_stretch_range` of all stretches on Numba's parallel loop, thread w taking
-    stretches w, w + workers, ... (several a thread, interleaved: uneven stretches even out,
-    and later ones are bounded by the gains the earlier ones reached), then
-    `merge_stretches`' steps, the moves and copies in parallel too; returns the list's new
-    length."""
-    k = bounds.shape[0] - 1
+def search_nodes(workers, first, bounds, node_slots, node_vals, node_dead, masks, totals,
+                 offsets, slot_feature, default_bins, mark, prune, g_scale, h_scale, mcw,
+                 min_data, tol, stretch_totals, fixed, out, out_ptr, out_features, out_bins, reg,
+                 general, foff, frec, recs, shared, fbuf, lengths, positions, tmp_slots,
+                 tmp_vals, node_recs, node_lengths):
+    """`search_node` of the lists of m nodes (a grower step's) in stretches of whole features,
+    all in one parallel loop: node j (j < m = len(first) - 1) of node_slots / node_vals /
+    node_dead (tuples of its list, sums and dead flags; longer tuples padded with anything
+    of the same types) is cut into stretches first[j] .. first[j + 1] - 1
+    (`feature_chunks`; its bounds into bounds[first[j] + j : first[j + 1] + j + 1], int64
+    (first[m] + m,) out), searched with masks[j], totals[j] (G, H, rows), shared[j] (its
+    stretches' best gain, a row of a cache line, zeros on entry); thread w takes stretches
+    w, w + workers, ... of all nodes (uneven stretches even out). Each stretch c has the
+    scratch rows c of `search_stretch_range`'s arrays (stretch_totals (K, C) out: its node's
+    total), its record into recs[c] (feature -1 on entry). Then each node's compacted
+    stretches are put one after another (moved into tmp_slots / tmp_vals, which hold the
+    nodes' lists one after another, and copied back, both in parallel) and its stretches'
+    records merged into node_recs[j] (`merge_records`; gain 0, feature -1 on entry), its
+    list's new length into node_lengths[j]. Records, lists and dead flags are one pass's
+    whatever the stretches and threads."""
+    m = first.shape[0] - 1
+    k = first[m]
+    stretch_node = np.empty(k, np.int64)
+    base = np.empty(m + 1, np.int64)  # node j's place in tmp
+    base[0] = 0
+    for j in range(m):
+        slots = node_slots[j]
+        feature_chunks(slots, slot_feature, bounds[first[j] + j:first[j + 1] + j + 1])
+        total = stretch_totals[first[j]]
+        total[:] = 0
+        node_total(slots, node_vals[j], offsets, total)
+        for c in range(first[j], first[j + 1]):
+            stretch_totals[c] = total
+            stretch_node[c] = j
+        base[j + 1] = base[j] + slots.shape[0]
     for w in nb.prange(workers):
-        search_stretch_range(w, k, workers, bounds, slots, vals, offsets, slot_feature,
-                             default_bins, mask, dead, mark, prune, G, H, n_rows, g_scale,
-                             h_scale, mcw, min_data, tol, totals, fixed, out, out_ptr,
-                             out_features, out_bins, reg, general, foff, frec, recs, shared,
-                             fbuf, lengths)
-    first, total = stretch_positions(bounds, lengths, positions)
-    if first < k:
+        for c in range(w, k, workers):
+            j = stretch_node[c]
+            a = bounds[c + j]
+            b = bounds[c + j + 1]
+            lengths[c] = search_node(
+                node_slots[j][a:b], node_vals[j][a:b], offsets, slot_feature, default_bins,
+                masks[j], node_dead[j], mark, prune, totals[j, 0], totals[j, 1], totals[j, 2],
+                g_scale, h_scale, mcw, min_data, tol, stretch_totals[c], fixed[c], out[c],
+                out_ptr[c], out_features[c], out_bins[c], reg, general, foff[c], frec[c],
+                recs[c], shared[j], fbuf[c])[2]
+    moving = np.empty(m, np.int64)  # each node's first stretch that moves
+    any_moves = False
+    for j in range(m):
+        c0, c1 = first[j], first[j + 1]
+        f, node_lengths[j] = stretch_positions(bounds[c0 + j:c1 + j + 1], lengths[c0:c1],
+                                               positions[c0:c1])
+        moving[j] = c0 + f
+        any_moves |= moving[j] < c1
+        merge_records(recs[c0:c1], node_recs[j])
+    if any_moves:
         for w in nb.prange(workers):
-            move_stretches(first + w, k, workers, bounds, lengths, positions, slots, vals,
-                           tmp_slots, tmp_vals)
-        start = positions[first]
+            for c in range(w, k, workers):
+                j = stretch_node[c]
+                if c >= moving[j]:
+                    c0 = first[j]
+                    move_stretches(c - c0, c - c0 + 1, 1, bounds[c0 + j:], lengths[c0:],
+                                   positions[c0:], node_slots[j], node_vals[j],
+                                   tmp_slots[base[j]:], tmp_vals[base[j]:])
         for w in nb.prange(workers):
-            copy_entries(start + (total - start) * w // workers,
-                         start + (total - start) * (w + 1) // workers, tmp_slots, tmp_vals,
-                         slots, vals)
-    merge_records(recs, rec)
-    return total
+            for j in range(m):
+                if moving[j] < first[j + 1]:
+                    start = positions[moving[j]]
+                    n = node_lengths[j] - start
+                    copy_entries(start + n * w // workers, start + n * (w + 1) // workers,
+                                 tmp_slots[base[j]:], tmp_vals[base[j]:], node_slots[j],
+                                 node_vals[j])
 
 
 @nb.njit(cache=True, nogil=True)

@@ -69,27 +69,39 @@ _POOL_KEEP = 8
 # cores: ~10 ms a loop), and on 200k x 100k with 2 threads the loops' spinning threads once
 # took 111 s of wall time (one thread: the whole training about 50 s). Sizes from which the
 # work is split, on the loops / on the pool (coarser: a pool launch costs more on a loaded
-# machine): a step's builds (items in parallel, the root in parts of the features on the
-# loops only) from this many stored values' worth of work, a node's split search in
-# stretches of whole features from this many slots a stretch, a partition in row chunks of
-# at least this many rows (one chunk a thread).
+# machine): the root's build in parts of the features (on the loops) / a step's builds
+# (items in parallel) from this many stored values' worth of work (the loops' other builds:
+# _BUILD_MIN_VALUES), a node's split search in stretches of whole features from this many
+# slots a stretch, a partition in row chunks of at least this many rows (one chunk a
+# thread).
 _PARALLEL_MIN_VALUES = 1 << 12
 _POOL_PARALLEL_MIN_VALUES = 1 << 20
+# On the loops, a step's builds from this many stored values a thread, fewer items than
+# threads in ranges of the items' slots (`sparse.accumulate_items_parallel`: a small node's
+# build, a few thousand values, is mostly cache misses in its full-width scratch, 0.4 ms on
+# one thread of the 16-core host, 200k x 100k)
+_BUILD_MIN_VALUES = 1 << 9
 _SEARCH_STRETCH_MIN_SLOTS = 1 << 12
 _POOL_SEARCH_STRETCH_MIN_SLOTS = 1 << 14
 _PARTITION_THREAD_MIN_ROWS = 1 << 13
 _POOL_PARTITION_THREAD_MIN_ROWS = 1 << 19
 _LOOP_MIN_THREADS = 4
 # On the loops, a built node's list is emitted from its bitmaps in ranges of words from this
-# many slots a thread, and a subtraction in ranges of the built child's slots from this many
-# a thread (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on
-# one thread, subtractions not at all)
+# many slots it touched a thread, or this many words a thread (the scan of every word costs
+# a small node more than its slots: 0.18 ms a node on one thread of the 16-core host, 200k x
+# 100k), and a subtraction in ranges of the built child's slots from this many a thread
+# (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on one
+# thread, subtractions not at all)
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
+_EMIT_THREAD_MIN_WORDS = 1 << 11
 _SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
 # a node's search on the loops cuts its list into this many stretches a thread, taken in turn
 # (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
 # longest took 2x the mean)
 _STRETCHES_PER_THREAD = 4
+# On the loops, the nodes of a step (up to this many at a time) are searched in one parallel
+# loop, their stretches interleaved over the threads (`_search_nodes`)
+_SEARCH_GROUP = 4
 
 
 def _lines(items: int, itemsize: int) -> int:
@@ -478,8 +490,8 @@ class SparseCPUBackend(CPUBackend):
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
         values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
-        threads = self._team(min(m, values // (_PARALLEL_MIN_VALUES if self._loops()
-                                               else _POOL_PARALLEL_MIN_VALUES)))
+        threads = (self._team(values // _BUILD_MIN_VALUES) if self._loops()
+                   else self._team(min(m, values // _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
         bitmaps = self._bitmaps
 
@@ -500,7 +512,9 @@ class SparseCPUBackend(CPUBackend):
             out_vals = np.empty((bound, C), self.hist_dtype)
             args = (accs, self._bitmaps, a, b, self._slot_feature, self._dead[nodes[k]],
                     out_slots, out_vals)
-            blocks = self._team(bound // _EMIT_THREAD_MIN_SLOTS) if self._loops() else 1
+            blocks = (self._team(max(bound // _EMIT_THREAD_MIN_SLOTS,
+                                     self._bitmaps.shape[1] // _EMIT_THREAD_MIN_WORDS))
+                      if self._loops() else 1)
             if blocks > 1:
                 size = sparse.emit_touched_parallel(blocks, *args,
                                                     np.empty(blocks + 1, np.int64))
@@ -560,6 +574,13 @@ class SparseCPUBackend(CPUBackend):
         h_scale = 1.0 if q is None else float(q.h_scale)
         out = np.zeros((len(nodes), split.REC_WIDTH), np.float64)
         general = split.gain_path(reg)
+        if monotone is None and self._loops():
+            # a step's nodes searched together, in stretches on the loops (`_search_nodes`)
+            for j in range(0, len(nodes), _SEARCH_GROUP):
+                self._search_nodes(nodes[j:j + _SEARCH_GROUP], totals[j:j + _SEARCH_GROUP],
+                                   masks[j:j + _SEARCH_GROUP], reg, general,
+                                   out[j:j + _SEARCH_GROUP])
+            return out
         # a feature's sums in gradient units (quantised trees), channels as the search reads
         fbuf = np.empty((self._widest + 4, 2 if C == 1 else C), np.float64)
         for j, node in enumerate(nodes):
@@ -577,8 +598,7 @@ class SparseCPUBackend(CPUBackend):
             if monotone is None:
                 # one pass: each feature searched as its bins are written; a long list in
                 # stretches of whole features on several threads (the same records)
-                team = self._team(n // (_SEARCH_STRETCH_MIN_SLOTS if self._loops()
-                                        else _POOL_SEARCH_STRETCH_MIN_SLOTS))
+                team = self._team(n // _POOL_SEARCH_STRETCH_MIN_SLOTS)
                 rec = out[j]
                 rec[split.REC_FEATURE] = -1.0
                 sums = (float(totals[j, 0]), float(totals[j, 1]), float(totals[j, 2]),
@@ -618,30 +638,83 @@ class SparseCPUBackend(CPUBackend):
             out[j] = rec
         return out
 
+    def _search_nodes(self, nodes: list[int], totals: np.ndarray, masks: np.ndarray,
+                      reg: np.ndarray, general: bool | None, out: np.ndarray) -> None:
+        """`sparse.search_nodes` of up to _SEARCH_GROUP nodes on Numba's loops, in one
+        parallel loop: each node's list in stretches of whole features (one for a short
+        list, else _STRETCHES_PER_THREAD for each thread its length is worth), the stretches
+        of all nodes interleaved over the threads; totals float64 (m, 3) (G, H, rows), masks
+        bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records, lists and
+        dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
+        m = len(nodes)
+        C = self._channels_native
+        dtype = self.hist_dtype
+        lists = [(np.ascontiguousarray(s), np.ascontiguousarray(v))
+                 for s, v in (self._hist[node] for node in nodes)]
+        sizes = [s.shape[0] for s, _ in lists]
+        counts = [1 if t == 1 else t * _STRETCHES_PER_THREAD
+                  for t in (self._team(n // _SEARCH_STRETCH_MIN_SLOTS) for n in sizes)]
+        first = np.zeros(m + 1, np.int64)
+        first[1:] = np.cumsum(counts)
+        k = int(first[m])
+        total = sum(sizes)
+        width = self._widest + 4
+        # a stretch holds at most its share of the list and one feature's run more
+        # (`feature_chunks`), so at most that many features
+        most = max(n // c for n, c in zip(sizes, counts, strict=True)) + width
+        # the tuples are padded to _SEARCH_GROUP (one compiled kernel for any m)
+        pad = _SEARCH_GROUP - m
+        node_slots = tuple(s for s, _ in lists) + (np.empty(0, self._slot_dtype),) * pad
+        node_vals = tuple(v for _, v in lists) + (np.empty((0, C), dtype),) * pad
+        dead = self._dead[nodes[0]]
+        node_dead = tuple(self._dead[node] for node in nodes) + (dead,) * pad
+        q = self._quantisation
+        scales = (1.0, 1.0) if q is None else (float(q.g_scale), float(q.h_scale))
+        out[:, split.REC_FEATURE] = -1.0
+        # each stretch's small scratch (records, the fixed bin's sums, the scan's offsets)
+        # in rows of whole cache lines (`_lines`), and each node's shared best gain in a
+        # line of its own: stretches on several threads write them for every feature they
+        # search, and rows sharing a line would bounce it between their cores
+        recs = np.zeros((k, _lines(split.REC_WIDTH, 8)))
+        recs[:, split.REC_FEATURE] = -1.0
+        lengths = np.empty(m, np.int64)
+        sparse.search_nodes(
+            self._team(max(m, total // _SEARCH_STRETCH_MIN_SLOTS)), first,
+            np.empty(k + m, np.int64), node_slots, node_vals, node_dead, masks, totals,
+            self.offsets, self._slot_feature, self.default_bins, True, self._prune, *scales,
+            float(reg[split.P_MCW]), float(reg[split.P_MIN_DATA]), self._tol,
+            np.empty((k, C), dtype), np.zeros((k, _lines(1, 8 * C), C), dtype),
+            self._kept("out", (k, width, C), dtype), self._kept("out_ptr", (k, most), np.int64),
+            self._kept("out_features", (k, most), np.int32),
+            self._kept("out_bins", (k, width), np.int32), reg, general,
+            np.zeros((k, _lines(2, 8)), np.int64), np.zeros((k, _lines(split.REC_WIDTH, 8))),
+            recs, np.zeros((m, 8)),
+            self._kept("fbuf", (k, width, 2 if C == 1 else C), np.float64),
+            np.empty(k, np.int64), np.empty(k, np.int64),
+            self._kept("move_slots", (total,), self._slot_dtype),
+            self._kept("move_vals", (total, C), dtype), out, lengths)
+        for node, (slots, vals), n in zip(nodes, lists, lengths, strict=True):
+            self._hist[node] = (slots[:n], vals[:n])
+
     def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
                           C: int, reg: np.ndarray, general: bool | None,
                           rec: np.ndarray) -> int:
-        """`sparse.search_node` of one node's list (args: its first arguments) on `team`
-        threads in stretches of whole features (`sparse.feature_chunks`): on Numba's loops
-        _STRETCHES_PER_THREAD a thread, interleaved, on the thread pool one a thread; each
-        with its own scratch and record; the stretches' compacted lists are then moved
-        after one another and their records merged in order into rec
+        """`sparse.search_node` of one node's list (args: its first arguments) on the thread
+        pool, one stretch of whole features (`sparse.feature_chunks`) on each of `team`
+        threads, each with its own scratch and record; the stretches' compacted lists are
+        then moved after one another and their records merged in order into rec
         (`sparse.merge_stretches`: a later one kept only when it gains strictly more, the
         lowest feature of equal gains). Record, list and dead flags are one pass's whatever
         the stretches (each bounds its features by the best gain any stretch has reached so
         far, which only a strictly better split can beat). Returns the list's new length."""
         slots, vals = args[0], args[1]
-        loops = self._loops()
-        k = team * (_STRETCHES_PER_THREAD if loops else 1)
+        k = team
         bounds = np.empty(k + 1, np.int64)
         sparse.feature_chunks(slots, self._slot_feature, bounds)
         dtype = self.hist_dtype
         total = np.zeros(C, dtype)
         sparse.node_total(slots, vals, self.offsets, total)
-        # each stretch's small scratch (records, the fixed bin's sums, the scan's offsets)
-        # in rows of whole cache lines (`_lines`): stretches on several threads write them
-        # for every feature they search, and rows sharing a line would bounce it between
-        # their cores
+        # rows of whole cache lines, as in `_search_nodes`
         recs = np.zeros((k, _lines(split.REC_WIDTH, 8)))
         recs[:, split.REC_FEATURE] = -1.0
         lengths = np.zeros(k, np.int64)
@@ -657,15 +730,10 @@ class SparseCPUBackend(CPUBackend):
                    # the best gain any stretch reached (`search_node`), a line of its own
                    recs, np.zeros(17)[8:9],
                    self._kept("fbuf", (k, width, 2 if C == 1 else C), np.float64), lengths)
-        positions = np.empty(k, np.int64)
-        if loops:
-            n = slots.shape[0]
-            return sparse.search_stretches(team, bounds, *args, *sums, *prune_args, *scratch,
-                                           positions, self._kept("move_slots", (n,), slots.dtype),
-                                           self._kept("move_vals", (n, C), vals.dtype), rec)
         run_ranges(sparse.search_stretch_range, k, 1, bounds, *args, *sums, *prune_args,
                    *scratch, threads=team)
-        return sparse.merge_stretches(bounds, slots, vals, lengths, positions, recs, rec)
+        return sparse.merge_stretches(bounds, slots, vals, lengths, np.empty(k, np.int64),
+                                      recs, rec)
 
     def _after_search(self, node: int, n: int, n_new: int) -> None:
         """A searched node's list compacted to n_new slots (its dead features' left out)."""
