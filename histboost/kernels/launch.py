@@ -284,12 +284,13 @@ class CudaKernel:
         kept; the kernel is loaded on device `index` and allowed the shared memory."""
         dims = []
         for what, d in (("grid", grid), ("block", block)):
-            d = (d,) if isinstance(d, int) else tuple(d)
-            if not 1 <= len(d) <= 3 or not all(isinstance(x, int) and x >= 1 for x in d):
+            d = tuple(map(operator.index, d if isinstance(d, tuple) else (d,)))
+            if not 1 <= len(d) <= 3 or min(d) < 1:
                 raise ValueError(f"{self.name}: {what} must be 1 to 3 positive ints, got {d}")
             dims += [*d, *(1,) * (3 - len(d))]
-        if not isinstance(shared_bytes, int) or shared_bytes < 0:
-            raise ValueError(f"{self.name}: shared_bytes must be an int >= 0")
+        shared_bytes = operator.index(shared_bytes)
+        if shared_bytes < 0:
+            raise ValueError(f"{self.name}: shared_bytes must be >= 0, got {shared_bytes}")
         self._cufunc(index)
         self._allow_shared(index, shared_bytes)
         out = (*dims, shared_bytes)
