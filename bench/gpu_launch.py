@@ -1,30 +1,29 @@
-"""Host cost of a kernel launch, and the launches of a tree (a CUDA device needed).
+"""Host cost of a kernel launch by launch path (a CUDA device needed).
 
-    python bench/gpu_launch.py [--launches 20000] [--rows 2000000] [--rounds 12]
-        [--label NAME] [--micro-only] [--json PATH]
+    python bench/gpu_launch.py [--launches 20000] [--graph-launches 121] [--label NAME]
+        [--json PATH]
 
-1. Host microseconds per launch of a one-block kernel taking the split search's mix of
-   arguments (12 arrays of 1-3 dimensions, 3 scalars: 15 arguments, 91 flattened
-   parameters), in batches of 100 launches (the host's time in the batch, the device
-   synchronised between batches; median over batches) through
-   (a) `CudaKernel.launch` of the histboost package first on PYTHONPATH, the same tensors
-       every launch, and (a') one of them a new view every launch (the view's own cost
-       included: row (v) alone);
-   (b) `cuda.core.launch` with the parameters flattened once (Kernel, LaunchConfig and
-       Stream made once);
-   (c) the driver's `cuLaunchKernel` through `cuda.bindings` with a parameter buffer packed
-       once (handle and stream read once);
-   (d) a torch operator (`add_` of a scalar to a 1-element tensor), for scale;
-   and the launcher's pieces alone: `flatten_args` on kept tensors (f), torch's current
-   stream as a `Stream` object (s1) and as a raw handle (s2).
-2. (unless --micro-only) Per grow policy (depth-8 depth-wise, 255-leaf lossguide, float
-   gradients as `bench/gpu_ab.py`), `--rounds` rounds on `higgs_like` (`--rows`) with
-   `CudaKernel.launch` wrapped by a clock: launches a tree, host milliseconds a tree inside
-   `CudaKernel.launch`, and the steady ms/round (median interval between round ends from round
-   3 on; the clock's own cost, about 0.2 us a launch, included).
+Host microseconds per launch of a one-block kernel taking the split search's mix of arguments
+(12 arrays of 1-3 dimensions, 3 scalars: 15 arguments, 91 flattened parameters), in batches
+of 100 launches (the host's time in the batch, the device synchronised between batches;
+median over batches; the second of two passes) through
+  (a) `CudaKernel.launch` of the histboost package first on PYTHONPATH, the same tensors
+      every launch, and (a') one of them a new view every launch (the view's own cost
+      included: row (v) alone);
+  (b) `cuda.core.launch` with the parameters flattened once (Kernel, LaunchConfig and Stream
+      made once);
+  (c) the driver's `cuLaunchKernel` through `cuda.bindings` with a parameter buffer packed
+      once (handle and stream read once);
+  (d) a torch operator (`add_` of a scalar to a 1-element tensor), for scale;
+the launcher's pieces alone: `flatten_args` on kept tensors (f), torch's current stream as a
+`Stream` object (s1) and as a raw handle (s2); and (g) `--graph-launches` launches of (a)
+captured once in a CUDA graph and replayed (host us per launch replayed; (g'): the capture
+with its instantiation, per launch). The kernel counts its launches: the last row checks that
+every launch made ran.
 
 Compare packages by running this script with each first on PYTHONPATH, alternating processes
-(`docs/gpu.md`: processes differ).
+(`docs/gpu.md`: processes differ). The launches and host launch time of a tree come from
+`bench/gpu_ab.py --launch-clock` (`LaunchClock` below), beside its ms/round.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ import ctypes
 import json
 import sys
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -67,22 +67,45 @@ def _args(torch, dev) -> tuple:
             z(8, 28, 10), z(17, 10), z(8, dtype=torch.int32))
 
 
-def _per_launch_us(torch, fn, launches: int, batch: int = 100) -> float:
-    """Median host microseconds per call of fn over batches of `batch` calls."""
+def _per_call_us(torch, fn, calls: int, batch: int = 100) -> tuple[float, int]:
+    """Median host microseconds per call of fn over batches of `batch` calls (one batch to
+    warm up; the device synchronised between batches, outside the clock), and the calls
+    made."""
     for _ in range(batch):
         fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(max(1, launches // batch)):
+    for _ in range(max(1, calls // batch)):
         t0 = time.perf_counter()
         for _ in range(batch):
             fn()
         times.append((time.perf_counter() - t0) / batch)
         torch.cuda.synchronize()
-    return 1e6 * float(np.median(times))
+    return 1e6 * float(np.median(times)), batch * (1 + len(times))
 
 
-def micro(launches: int) -> dict:
+def _graph(torch, launch_one, n: int) -> tuple[float, int, float]:
+    """launch_one called n times (a planned tree's launches), captured once in a CUDA graph
+    on a side stream, then the graph replayed on torch's stream: host us per replay and the
+    replays made, and the median seconds of a capture with its instantiation (3 captures)."""
+    side = torch.cuda.Stream()
+    capture = []
+    for _ in range(3):
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.cuda.stream(side):
+            graph.capture_begin()
+            for _ in range(n):
+                launch_one()
+            graph.capture_end()
+        capture.append(time.perf_counter() - t0)
+    us, calls = _per_call_us(torch, graph.replay, 10 * 20, batch=10)
+    return us, calls, float(np.median(capture))
+
+
+def micro(launches: int, graph_launches: int, out: dict) -> None:
+    """Rows (a)-(g) of the module docstring into `out` (host us per call), as measured."""
     import torch
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, Stream, launch
@@ -128,112 +151,120 @@ def micro(launches: int) -> dict:
         launch(stream, config, cufunc.kernel, *flat)
 
     def c():
-        cu_launch(fn_handle, 1, 1, 1, 32, 1, 1, 0, handle, address, 0)
+        return cu_launch(fn_handle, 1, 1, 1, 32, 1, 1, 0, handle, address, 0)
 
-    rows = {"(a) CudaKernel.launch": a, "(a') CudaKernel.launch, a new view a launch": a_new_view,
-            "(b) cuda.core.launch, flattened once": b,
-            "(c) cuLaunchKernel, packed once": c,
-            "(d) torch add_ (1 element)": lambda: x.add_(1.0),
-            "(v) a view alone": lambda: view_of.view(64, 28, 2),
+    err, = c()
+    assert not err, f"cuLaunchKernel: {err!r}"
+    made = 1
+    # rows: name -> (function, kernel launches a call)
+    rows = {"(a) CudaKernel.launch": (a, 1),
+            "(a') CudaKernel.launch, a new view a launch": (a_new_view, 1),
+            "(b) cuda.core.launch, flattened once": (b, 1),
+            "(c) cuLaunchKernel, packed once": (c, 1),
+            "(d) torch add_ (1 element)": (lambda: x.add_(1.0), 0),
+            "(v) a view alone": (lambda: view_of.view(64, 28, 2), 0),
             "(f) flatten_args alone (kept tensors)":
-                lambda: flatten_args("fifteen", SPEC, args, dev),
+                (lambda: flatten_args("fifteen", SPEC, args, dev), 0),
             "(s1) torch.cuda.current_stream(0).cuda_stream":
-                lambda: torch.cuda.current_stream(0).cuda_stream}
+                (lambda: torch.cuda.current_stream(0).cuda_stream, 0)}
     if hasattr(torch._C, "_cuda_getCurrentRawStream"):
         rows["(s2) torch._C._cuda_getCurrentRawStream(0)"] = (
-            lambda: torch._C._cuda_getCurrentRawStream(0))
-    before = int(done.item())
-    out = {}
+            lambda: torch._C._cuda_getCurrentRawStream(0), 0)
+    before = int(done[0].item()) - 1
     for _ in range(2):  # the second pass is kept
-        for name, fn in rows.items():
-            out[name] = round(_per_launch_us(torch, fn, launches), 3)
+        for name, (fn, kernels) in rows.items():
+            us, calls = _per_call_us(torch, fn, launches)
+            out[name] = round(us, 3)
+            made += kernels * calls
+    try:
+        us, calls, capture_s = _graph(torch, a, graph_launches)
+        out[f"(g) CUDA graph of {graph_launches} launches, replayed (per launch)"] = round(
+            us / graph_launches, 3)
+        out["(g') capturing and instantiating that graph (per launch)"] = round(
+            1e6 * capture_s / graph_launches, 3)
+        made += graph_launches * calls
+    except Exception as e:  # reported, the rows above kept
+        out["(g) CUDA graph"] = f"failed: {e!r}"[:300]
     torch.cuda.synchronize()
-    # every kernel launch of the rows above ran (the kernel counts them)
-    launched = int(done.item()) - before
-    out["kernel launches counted / made"] = f"{launched} / {_made(launches, 4 * 2)}"
-    return out
+    # every kernel launch above ran: the kernel counts its launches
+    out["kernel launches counted / made"] = f"{int(done[0].item()) - before} / {made}"
 
 
-def _made(launches: int, rows: int) -> int:
-    batch = 100
-    return rows * (batch + max(1, launches // batch) * batch)
+class LaunchClock:
+    """Counts the calls of `CudaKernel.launch` (of the histboost first on sys.path) and the
+    host seconds spent in them, per kernel, while `on`: the method is wrapped (about 0.2 us a
+    launch of its own); and, where the launcher packs parameters (`launch._Packed`), the
+    launches that packed them afresh. Used by `bench/gpu_ab.py --launch-clock`."""
 
+    def __init__(self) -> None:
+        from histboost.kernels import launch
+        self.on = False
+        self.launches = 0
+        self.seconds = 0.0
+        self.kernels: Counter = Counter()
+        plain = launch.CudaKernel.launch
+        clock = self
 
-def trees(rows: int, rounds: int) -> dict:
-    import torch
-    from _common import round_stamps, synth
+        def timed(kernel, *args, **kwargs):
+            if not clock.on:
+                return plain(kernel, *args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                return plain(kernel, *args, **kwargs)
+            finally:
+                clock.seconds += time.perf_counter() - t0
+                clock.launches += 1
+                clock.kernels[kernel.name] += 1
+        launch.CudaKernel.launch = timed
+        self.packs: int | None = None
+        packed = getattr(launch, "_Packed", None)
+        if packed is not None:
+            self.packs = 0
+            plain_init = packed.__init__
 
-    import histboost
-    from histboost.kernels import launch
-    X, y = synth().higgs_like(rows, seed=0)
-    clock = {"on": False, "n": 0, "s": 0.0, "names": Counter()}
-    plain = launch.CudaKernel.launch
+            def counted(obj, *args, **kwargs):
+                clock.packs += clock.on
+                plain_init(obj, *args, **kwargs)
+            packed.__init__ = counted
 
-    def timed(kernel, *a, **k):
-        if not clock["on"]:
-            return plain(kernel, *a, **k)
-        t0 = time.perf_counter()
-        try:
-            return plain(kernel, *a, **k)
-        finally:
-            clock["s"] += time.perf_counter() - t0
-            clock["n"] += 1
-            clock["names"][kernel.name] += 1
-    launch.CudaKernel.launch = timed
-    base = {"objective": "binary:logistic", "learning_rate": 0.1, "max_bin": 256,
-            "device": "cuda"}
-    policies = {"depthwise": {"grow_policy": "depthwise", "max_depth": 8},
-                "lossguide": {"grow_policy": "lossguide", "max_leaves": 255, "max_depth": 0}}
-    warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=256)
-    for p in policies.values():
-        histboost.train({**base, **p}, warm, 2, verbose_eval=False)
-    d = histboost.Dataset(X, label=y, max_bin=256).construct()
-    out = {}
-    for name, p in policies.items():
-        histboost.train({**base, **p}, d, 2, verbose_eval=False)
-        clock.update(on=True, n=0, s=0.0, names=Counter())
-        stamps = round_stamps()
-        histboost.train({**base, **p}, d, rounds, verbose_eval=False, callbacks=[stamps])
-        torch.cuda.synchronize()
-        clock["on"] = False
-        out[name] = {"launches_a_tree": round(clock["n"] / rounds, 1),
-                     "launch_ms_a_tree": round(1e3 * clock["s"] / rounds, 3),
-                     "us_a_launch": round(1e6 * clock["s"] / max(1, clock["n"]), 2),
-                     "steady_ms_round": round(1e3 * float(np.median(np.diff(stamps.t)[2:])), 3),
-                     "kernels_a_tree": {k: round(v / rounds, 1)
-                                        for k, v in clock["names"].most_common(12)}}
-    return out
+    def start(self) -> None:
+        self.on, self.launches, self.seconds = True, 0, 0.0
+        self.packs = None if self.packs is None else 0
+        self.kernels.clear()
+
+    def stop(self, trees: int) -> dict:
+        """Launches a tree, host ms a tree in them, us a launch, launches a tree that packed
+        their parameters afresh (None: a launcher without packing), and the kernels launched
+        a tree (the most frequent 12), over `trees` trees since `start`."""
+        self.on = False
+        return {"launches_a_tree": round(self.launches / trees, 1),
+                "packs_a_tree": None if self.packs is None else round(self.packs / trees, 1),
+                "launch_ms_a_tree": round(1e3 * self.seconds / trees, 3),
+                "us_a_launch": round(1e6 * self.seconds / max(1, self.launches), 2),
+                "kernels_a_tree": {k: round(v / trees, 1)
+                                   for k, v in self.kernels.most_common(12)}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20_000)
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--graph-launches", type=int, default=121,
+                    help="launches captured in row (g)'s CUDA graph")
     ap.add_argument("--label", default="this package")
-    ap.add_argument("--micro-only", action="store_true")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     import histboost
-    res = {"label": a.label, "package": str(Path(histboost.__file__).parent),
-           "micro_us": micro(a.launches)}
-    if not a.micro_only:
-        res["trees"] = trees(a.rows, a.rounds)
+    res = {"label": a.label, "package": str(Path(histboost.__file__).parent), "micro_us": {}}
+    try:
+        micro(a.launches, a.graph_launches, res["micro_us"])
+    except Exception:  # the rows measured are still reported
+        traceback.print_exc()
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print(f"\n== {a.label} ({res['package']}): host us a launch (median of batches of 100)")
     print("| launch path | us |\n|---|---|")
     for k, v in res["micro_us"].items():
         print(f"| {k} | {v} |")
-    if "trees" in res:
-        print(f"\n== {a.label}: {a.rounds} rounds on higgs_like {a.rows} rows")
-        print("| policy | launches a tree | host ms a tree in launch | us a launch | "
-              "steady ms/round |\n|---|---|---|---|---|")
-        for name, r in res["trees"].items():
-            print(f"| {name} | {r['launches_a_tree']} | {r['launch_ms_a_tree']} | "
-                  f"{r['us_a_launch']} | {r['steady_ms_round']} |")
-        for name, r in res["trees"].items():
-            print(f"{name} kernels a tree: {json.dumps(r['kernels_a_tree'])}")
 
 
 if __name__ == "__main__":

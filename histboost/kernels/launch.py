@@ -5,23 +5,23 @@ each tensor in a Numba device array through ``__cuda_array_interface__`` and bui
 object: about 0.1-0.5 ms of host time per launch, measured on an H100 host, against a few
 microseconds for a torch operator. A training step of a few milliseconds with several launches
 becomes host-bound. :class:`CudaKernel` compiles a kernel once per device for one fixed
-signature and launches it through ``cuda.core`` with the arguments flattened as Numba's own
-launcher flattens them (array: meminfo, parent, size, itemsize, data pointer, shape, strides
-in bytes), from the tensors' pointers and shapes alone. Each tensor is checked against the
-signature (dtype, rank, C-contiguity, device) so a wrong argument raises instead of reading
-garbage. A tensor's checked, flattened parameters are kept (by object, while it lives, its data
-pointer and shape unchanged).
+signature and launches it through the driver's ``cuLaunchKernel`` (``cuda.bindings``) with
+the arguments flattened as Numba's own launcher flattens them (array: meminfo, parent, size,
+itemsize, data pointer, shape, strides in bytes), from the tensors' pointers and shapes
+alone. Each tensor is checked against the signature (dtype, rank, C-contiguity, device) so a
+wrong argument raises instead of reading garbage.
 
-A launch then costs the host a few microseconds (`bench/gpu_launch.py`): per kernel, the
-parameters of each tuple of tensor arguments are packed once into a buffer the driver reads
-(`_Packed`, Numba's layout), kept while those tensors live (a weak reference's callback drops
-the buffer when one dies, so an object's id in the key is always that object), and reused
-after a cheap check (the same objects, data pointers and shapes: a tensor resized or re-set in
-place is checked and packed again); only the scalar arguments are written per launch. The
-kernel goes to the driver's `cuLaunchKernel` with the packed buffer's address, as Numba's own
-launcher does, without the per-launch packing of `cuda.core.launch`. Launch dimensions and
-the kernel's handle are kept per configuration and device, and the stream is torch's current
-one, read as a raw handle.
+Most launches pass the same persistent buffers tree after tree, so the checked parameters are
+kept: per kernel, those of each tuple of tensor arguments are packed once into the buffer the
+driver reads (`_Packed`: one slot a parameter, and the array of their addresses), kept while
+those tensors live (a weak reference's callback drops the buffer when one of them dies, so an
+object's id in the key is always that object) and reused after a cheap check (the same
+objects with the same data pointers and shapes: a tensor resized or re-set in place is checked
+and packed again); only the scalar arguments are written per launch. The launch dimensions and
+the kernel's handle are kept per configuration and device, and torch's current stream is read
+as a raw handle. A launch over kept tensors costs the host a few microseconds instead of the
+tens that checking, flattening and `cuda.core.launch`'s own packing took
+(`bench/gpu_launch.py`, `docs/gpu.md`).
 
 Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
 float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
@@ -38,6 +38,7 @@ import functools
 import itertools
 import operator
 import os
+import struct
 import sys
 import threading
 import weakref
@@ -176,9 +177,22 @@ def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torc
     return out
 
 
-def _flat_sizes(spec: tuple[ArgSpec, ...]) -> list[int]:
-    """How many flattened parameters each argument of `spec` takes (`flatten_args`)."""
-    return [5 + 2 * arg[1] if isinstance(arg, tuple) else 1 for arg in spec]
+class _Layout:
+    """Where a spec's arguments lie among its flattened parameters (`flatten_args`): `n`
+    parameters; each scalar's (argument position, parameter index, ctypes type); `packer`:
+    the struct of 2n int64 (the parameters' addresses, then their 8-byte slots)."""
+
+    def __init__(self, spec: tuple[ArgSpec, ...]) -> None:
+        self.scalars: list[tuple[int, int, Any]] = []
+        k = 0
+        for i, arg in enumerate(spec):
+            if isinstance(arg, tuple):
+                k += 5 + 2 * arg[1]
+            else:
+                self.scalars.append((i, k, _SCALARS[arg] or ctypes.c_bool))
+                k += 1
+        self.n = k
+        self.packer = struct.Struct(f"<{2 * k}q")
 
 
 def _forget(bound: dict, key: tuple, _ref: weakref.ref) -> None:
@@ -192,32 +206,28 @@ _shape = operator.attrgetter("shape")
 
 class _Packed:
     """A kernel's parameters for one tuple of tensor arguments, packed once as the driver
-    reads them: one 8-byte slot per flattened parameter (`flatten_args`'s order; a scalar of
-    fewer bytes at the start of its slot) and the array of the slots' addresses (``void**``
-    at `address`). The scalars' slots (`scalars`: argument position, ctypes view of the
+    reads them, in one buffer: the n parameters' addresses (``void**`` at `address`), then
+    one 8-byte slot a parameter in `flatten_args`'s order (a scalar of fewer bytes at the
+    start of its slot). The scalars' slots (`scalars`: argument position, ctypes view of the
     slot) are written per launch. `ptrs`, `shapes`: the tensors' data pointers and shapes
     when packed; `refs`: their weak references (whose callbacks drop this entry)."""
 
-    __slots__ = ("ptrs", "shapes", "scalars", "refs", "address", "_values", "_addresses")
+    __slots__ = ("ptrs", "shapes", "scalars", "refs", "address", "_buffer")
 
-    def __init__(self, spec: tuple[ArgSpec, ...], flat: list, tensors: tuple,
-                 refs: list) -> None:
-        n = len(flat)
-        self._values = values = (ctypes.c_int64 * n)()
-        base = ctypes.addressof(values)
-        self._addresses = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
-        self.address = ctypes.addressof(self._addresses)
-        self.scalars: list[tuple[int, Any]] = []
-        k = 0
-        for i, (arg, size) in enumerate(zip(spec, _flat_sizes(spec), strict=True)):
-            if isinstance(arg, tuple):
-                values[k:k + size] = flat[k:k + size]
-            else:
-                ctype = _SCALARS[arg]
-                slot = (ctype or ctypes.c_bool).from_buffer(values, 8 * k)
-                slot.value = flat[k] if ctype is None else flat[k].value
-                self.scalars.append((i, slot))
-            k += size
+    def __init__(self, layout: _Layout, flat: list, tensors: tuple, refs: list) -> None:
+        n = layout.n
+        self._buffer = ctypes.create_string_buffer(16 * n)
+        self.address = base = ctypes.addressof(self._buffer)
+        ints = flat.copy()
+        for _, k, _ in layout.scalars:
+            ints[k] = 0
+        ctypes.memmove(base, layout.packer.pack(*range(base + 8 * n, base + 16 * n, 8), *ints),
+                       16 * n)
+        self.scalars = []
+        for i, k, ctype in layout.scalars:
+            slot = ctype.from_buffer(self._buffer, 8 * (n + k))
+            slot.value = flat[k] if ctype is ctypes.c_bool else flat[k].value
+            self.scalars.append((i, slot))
         self.ptrs = tuple(map(_data_ptr, tensors))
         self.shapes = tuple(map(_shape, tensors))
         self.refs = refs
@@ -240,6 +250,7 @@ class CudaKernel:
         self.spec = spec
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
         self._is_tensor = tuple(isinstance(arg, tuple) for arg in spec)
+        self._layout = _Layout(spec)
         # (device, ids of the tensor arguments) -> their packed parameters
         self._packed: dict[tuple, _Packed] = {}
         # the packed buffers' scalar slots are written, then read by the driver, under it
@@ -313,7 +324,7 @@ class CudaKernel:
                 or packed.shapes != tuple(map(_shape, tensors))):
             flat = flatten_args(self.name, self.spec, args, device)
             forget = functools.partial(_forget, self._packed, key)
-            packed = _Packed(self.spec, flat, tensors,
+            packed = _Packed(self._layout, flat, tensors,
                              [weakref.ref(t, forget) for t in tensors])
             if len(self._packed) >= _PACKED_ENTRIES:
                 self._packed.clear()
