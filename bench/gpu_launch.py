@@ -96,9 +96,11 @@ def _graph(torch, launch_one, n: int) -> tuple[float, int, float]:
         t0 = time.perf_counter()
         with torch.cuda.stream(side):
             graph.capture_begin()
-            for _ in range(n):
-                launch_one()
-            graph.capture_end()
+            try:
+                for _ in range(n):
+                    launch_one()
+            finally:  # the stream leaves capture mode, whatever happened
+                graph.capture_end()
         capture.append(time.perf_counter() - t0)
     us, calls = _per_call_us(torch, graph.replay, 10 * 20, batch=10)
     return us, calls, float(np.median(capture))

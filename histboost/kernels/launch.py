@@ -249,6 +249,8 @@ class CudaKernel:
         self.dispatcher = dispatcher
         self.spec = spec
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
+        # Numba chose the simulator or the device when it was imported, before this kernel
+        self._simulated = simulated()
         self._is_tensor = tuple(isinstance(arg, tuple) for arg in spec)
         self._layout = _Layout(spec)
         # (device, ids of the tensor arguments) -> their packed parameters
@@ -342,7 +344,7 @@ class CudaKernel:
         """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
         (under the simulator: on the CPU tensors, ``device`` being the CPU), with
         ``shared_bytes`` of dynamic shared memory per block (``cuda.shared.array(0, ...)``)."""
-        if simulated():
+        if self._simulated:
             _lock_simulated_shared_arrays()
             with self._lock:
                 self.packed(args, device)  # the same checks
