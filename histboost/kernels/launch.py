@@ -195,9 +195,9 @@ class _Layout:
         self.packer = struct.Struct(f"<{2 * k}q")
 
 
-def _forget(bound: dict, key: tuple, _ref: weakref.ref) -> None:
-    """A weak reference's callback: one of the tensors of `bound[key]` died."""
-    bound.pop(key, None)
+def _forget(entries: dict, key: tuple, _ref: weakref.ref) -> None:
+    """A weak reference's callback: one of the tensors of `entries[key]` died."""
+    entries.pop(key, None)
 
 
 _data_ptr = torch.Tensor.data_ptr

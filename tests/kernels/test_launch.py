@@ -66,10 +66,11 @@ def test_flattened_tensors_are_kept_while_unchanged():
         flatten_args("k2", (("float64", 2),), (w,), CPU)
 
 
-def _kernel():
+def _kernel(spec=SPEC):
+    """A CudaKernel named k over `spec` (its packing needs no GPU)."""
     def k():
         pass
-    return CudaKernel(k, SPEC)
+    return CudaKernel(k, spec)
 
 
 def _read_packed(packed, spec):
@@ -97,12 +98,13 @@ def _as_numbers(flat):
 
 def test_packed_parameters_are_the_flattened_ones():
     spec = (("float32", 2), "float32", ("int64", 1), "int32", "boolean", "float64", "int64")
-    def k():
-        pass
-    kernel = CudaKernel(k, spec)
+    kernel = _kernel(spec)
     w, rows = torch.randn(5, 3), torch.arange(4)
     args = (w, 0.25, rows, -3, True, -1.5, 2**40 + 7)
     packed = kernel.packed(args, CPU)
+    assert _read_packed(packed, spec) == [0, 0, 15, 4, w.data_ptr(), 5, 3, 12, 4, 0.25,
+                                          0, 0, 4, 8, rows.data_ptr(), 4, 8,
+                                          -3, True, -1.5, 2**40 + 7]
     assert _read_packed(packed, spec) == _as_numbers(flatten_args("k", spec, args, CPU))
     # the same tensors: the same buffer, the scalars written afresh
     args = (w, 4.5, rows, 9, False, 3.25, -11)
