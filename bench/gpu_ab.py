@@ -1,7 +1,7 @@
 """A/B of the GPU engine between checkouts on one machine, the checkouts alternating.
 
     python bench/gpu_ab.py --trees branch:/path/a,main:/path/b [--repeats 2] [--rounds 60]
-        [--cpus 0-7] [--site /tmp/np]
+        [--cpus 0-7] [--site /tmp/np] [--launch-clock]
 
 Processes of one call have differed by 1-2 ms a depth-wise round with the same package
 (`docs/gpu.md`, sessions 10-11), more than the changes being measured, so each checkout runs
@@ -13,9 +13,11 @@ the row-index buffer and an eighth of the rows at random through it (quantised p
 `bench/gpu.py`'s histboost-root), then float depth-8 depth-wise and 255-leaf lossguide
 training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) and quantised
 depth-wise training twice each, and each policy's peak device memory: the steady ms/round
-(median interval between round ends from round 3 on) and (train - ingest) / rounds. The
-histboost package is the one of the checkout put first on PYTHONPATH (after
-`--site`, e.g. the numpy tree the device host needs).
+(median interval between round ends from round 3 on) and (train - ingest) / rounds. With
+--launch-clock, also the kernel launches a tree and the host's milliseconds a tree inside
+`CudaKernel.launch` over both trainings (`bench/gpu_launch.py`'s `LaunchClock`, about 0.2 us
+a launch of its own). The histboost package is the one of the checkout put first on
+PYTHONPATH (after `--site`, e.g. the numpy tree the device host needs).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def _train_ms(histboost, params: dict, d, rounds: int) -> tuple[float, float]:
 
 def worker(a: argparse.Namespace) -> dict:
     from gpu import _queued_ms
+    from gpu_launch import LaunchClock
 
     import histboost
     from histboost.kernels.backend import make_backend
@@ -91,12 +94,22 @@ def worker(a: argparse.Namespace) -> dict:
         out[name] = _queued_ms(lambda b=be: b.build_histograms([0]))
     be.release()
     import torch
+    clock = LaunchClock() if a.launch_clock else None
     for name, policy in policies.items():
         torch.cuda.reset_peak_memory_stats()
+        if clock:
+            clock.start()
         runs = [_train_ms(histboost, {**base, **policy}, d, a.rounds) for _ in range(2)]
         out[f"{name}_steady"] = [round(r[0], 3) for r in runs]
         out[f"{name}_ms_round"] = [round(r[1], 3) for r in runs]
         out[f"{name}_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        if clock:
+            tree = clock.stop(2 * a.rounds)
+            out[f"{name}_launches_a_tree"] = tree["launches_a_tree"]
+            out[f"{name}_launch_ms_a_tree"] = tree["launch_ms_a_tree"]
+            out[f"{name}_us_a_launch"] = tree["us_a_launch"]
+            out[f"{name}_packs_a_tree"] = tree["packs_a_tree"]
+            out[f"{name}_kernels_a_tree"] = tree["kernels_a_tree"]
     return out
 
 
@@ -111,6 +124,8 @@ def main() -> None:
     ap.add_argument("--cpus", default="0-7", help="cores every process is pinned to")
     ap.add_argument("--site", default="", help="prepended to PYTHONPATH before a checkout")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds a process may take")
+    ap.add_argument("--launch-clock", action="store_true",
+                    help="also the launches a tree and the host's time in them")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -125,7 +140,7 @@ def main() -> None:
         for name, path in (trees if rep % 2 == 0 else trees[::-1]):
             env = {**os.environ, "PYTHONPATH": ":".join(p for p in (a.site, path) if p)}
             cmd = [*pin, sys.executable, __file__, "--worker", str(data), "--rounds",
-                   str(a.rounds)]
+                   str(a.rounds), *(["--launch-clock"] if a.launch_clock else [])]
             try:
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                      timeout=a.timeout)
@@ -145,6 +160,9 @@ def main() -> None:
             "depthwise_ms_round", "depthwise_peak_mb", "depthwise_quantised_steady",
             "depthwise_quantised_ms_round", "lossguide_steady",
             "lossguide_ms_round", "lossguide_peak_mb")
+    if a.launch_clock:
+        keys += tuple(f"{p}_{k}" for p in ("depthwise", "lossguide")
+                      for k in ("launches_a_tree", "launch_ms_a_tree", "us_a_launch"))
     print(f"\nmedians over processes and runs, {a.rounds} rounds, pinned to cores {a.cpus}")
     print("| checkout | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for name, runs in results.items():

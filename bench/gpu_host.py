@@ -68,7 +68,7 @@ class _Probe:
 
         def timed_launch(kernel, grid, block, device, *args, shared_bytes=0):
             probe.counts["launches"] += probe.on
-            launch.flatten_args(kernel.name, kernel.spec, args, device)  # host work, as on a GPU
+            kernel.packed(args, device)  # host work, as on a GPU
             t0 = time.perf_counter()
             with _disable_current_modes():  # the simulator's own tensor handling
                 plain_launch(kernel, grid, block, device, *args, shared_bytes=shared_bytes)

@@ -5,13 +5,23 @@ each tensor in a Numba device array through ``__cuda_array_interface__`` and bui
 object: about 0.1-0.5 ms of host time per launch, measured on an H100 host, against a few
 microseconds for a torch operator. A training step of a few milliseconds with several launches
 becomes host-bound. :class:`CudaKernel` compiles a kernel once per device for one fixed
-signature and launches it through ``cuda.core`` with the arguments flattened as Numba's own
-launcher flattens them (array: meminfo, parent, size, itemsize, data pointer, shape, strides
-in bytes), from the tensors' pointers and shapes alone. Each tensor is checked against the
-signature (dtype, rank, C-contiguity, device) so a wrong argument raises instead of reading
-garbage. A tensor's checked, flattened parameters are kept (by object, while it lives, its
-data pointer and shape unchanged): a backend passing the same buffers launch after launch
-pays the checks once. Launch configurations and streams are kept too.
+signature and launches it through the driver's ``cuLaunchKernel`` (``cuda.bindings``) with
+the arguments flattened as Numba's own launcher flattens them (array: meminfo, parent, size,
+itemsize, data pointer, shape, strides in bytes), from the tensors' pointers and shapes
+alone. Each tensor is checked against the signature (dtype, rank, C-contiguity, device) so a
+wrong argument raises instead of reading garbage.
+
+Most launches pass the same persistent buffers tree after tree, so the checked parameters are
+kept: per kernel, those of each tuple of tensor arguments are packed once into the buffer the
+driver reads (`_Packed`: one slot a parameter, and the array of their addresses), kept while
+those tensors live (a weak reference's callback drops the buffer when one of them dies, so an
+object's id in the key is always that object) and reused after a cheap check (the same
+objects with the same data pointers and shapes: a tensor resized or re-set in place is checked
+and packed again); only the scalar arguments are written per launch. The launch dimensions and
+the kernel's handle are kept per configuration and device, and torch's current stream is read
+as a raw handle. A launch over kept tensors costs the host a few microseconds instead of the
+tens that checking, flattening and `cuda.core.launch`'s own packing took
+(`bench/gpu_launch.py`, `docs/gpu.md`).
 
 Signatures are given as tuples of argument specs: ``("float32", 2)`` is a C-contiguous 2-D
 float32 array, a bare ``"int64"`` / ``"float64"`` / ``"float32"`` / ``"boolean"`` a scalar.
@@ -24,7 +34,11 @@ argument checks, so code written against torch tensors runs unchanged there.
 from __future__ import annotations
 
 import ctypes
+import functools
+import itertools
+import operator
 import os
+import struct
 import sys
 import threading
 import weakref
@@ -156,8 +170,71 @@ def flatten_args(name: str, spec: tuple[ArgSpec, ...], args: tuple, device: torc
             out += _flat_tensor(name, i, arg, val, device)
         else:
             ctype = _SCALARS[arg]
-            out.append(bool(val) if ctype is None else ctype(val))
+            try:
+                out.append(bool(val) if ctype is None else ctype(val))
+            except TypeError as e:
+                raise TypeError(f"{name}: argument {i} ({arg}): {e}") from None
     return out
+
+
+class _Layout:
+    """Where a spec's arguments lie among its flattened parameters (`flatten_args`): `n`
+    parameters; each scalar's (argument position, parameter index, ctypes type); `packer`:
+    the struct of 2n int64 (the parameters' addresses, then their 8-byte slots)."""
+
+    def __init__(self, spec: tuple[ArgSpec, ...]) -> None:
+        self.scalars: list[tuple[int, int, Any]] = []
+        k = 0
+        for i, arg in enumerate(spec):
+            if isinstance(arg, tuple):
+                k += 5 + 2 * arg[1]
+            else:
+                self.scalars.append((i, k, _SCALARS[arg] or ctypes.c_bool))
+                k += 1
+        self.n = k
+        self.packer = struct.Struct(f"<{2 * k}q")
+
+
+def _forget(entries: dict, key: tuple, _ref: weakref.ref) -> None:
+    """A weak reference's callback: one of the tensors of `entries[key]` died."""
+    entries.pop(key, None)
+
+
+_data_ptr = torch.Tensor.data_ptr
+_shape = operator.attrgetter("shape")
+
+
+class _Packed:
+    """A kernel's parameters for one tuple of tensor arguments, packed once as the driver
+    reads them, in one buffer: the n parameters' addresses (``void**`` at `address`), then
+    one 8-byte slot a parameter in `flatten_args`'s order (a scalar of fewer bytes at the
+    start of its slot). The scalars' slots (`scalars`: argument position, ctypes view of the
+    slot) are written per launch. `ptrs`, `shapes`: the tensors' data pointers and shapes
+    when packed; `refs`: their weak references (whose callbacks drop this entry)."""
+
+    __slots__ = ("ptrs", "shapes", "scalars", "refs", "address", "_buffer")
+
+    def __init__(self, layout: _Layout, flat: list, tensors: tuple, refs: list) -> None:
+        n = layout.n
+        self._buffer = ctypes.create_string_buffer(16 * n)
+        self.address = base = ctypes.addressof(self._buffer)
+        ints = flat.copy()
+        for _, k, _ in layout.scalars:
+            ints[k] = 0
+        ctypes.memmove(base, layout.packer.pack(*range(base + 8 * n, base + 16 * n, 8), *ints),
+                       16 * n)
+        self.scalars = []
+        for i, k, ctype in layout.scalars:
+            slot = ctype.from_buffer(self._buffer, 8 * (n + k))
+            slot.value = flat[k] if ctype is ctypes.c_bool else flat[k].value
+            self.scalars.append((i, slot))
+        self.ptrs = tuple(map(_data_ptr, tensors))
+        self.shapes = tuple(map(_shape, tensors))
+        self.refs = refs
+
+
+# packed parameter buffers kept per kernel (cleared when full)
+_PACKED_ENTRIES = 1024
 
 
 class CudaKernel:
@@ -172,23 +249,34 @@ class CudaKernel:
         self.dispatcher = dispatcher
         self.spec = spec
         self.name = getattr(dispatcher, "__name__", repr(dispatcher))
-        self._kernels: dict[int, Any] = {}  # device index -> cuda.core Kernel
+        # Numba chose the simulator or the device when it was imported, before this kernel
+        self._simulated = simulated()
+        self._is_tensor = tuple(isinstance(arg, tuple) for arg in spec)
+        self._layout = _Layout(spec)
+        # (device, ids of the tensor arguments) -> their packed parameters
+        self._packed: dict[tuple, _Packed] = {}
+        # the packed buffers' scalar slots are written, then read by the driver, under it
+        self._lock = threading.Lock()
+        self._handles: dict[int, int] = {}  # device index -> the kernel's driver handle
         self._cufuncs: dict[int, Any] = {}  # device index -> Numba's function (attributes)
-        self._streams: dict[int, Any] = {}  # stream handle -> cuda.core Stream
-        self._configs: dict[tuple, Any] = {}  # (grid, block, shared) -> cuda.core LaunchConfig
+        # (grid, block, shared bytes, device index) -> cuLaunchKernel's dimension arguments
+        self._dims: dict[tuple, tuple[int, ...]] = {}
         self._shared_limit: dict[int, int] = {}  # device index -> dynamic shared bytes allowed
+        self._cu_launch: Any = None  # the driver's cuLaunchKernel (cuda.bindings)
 
-    def _kernel(self, index: int) -> Any:
-        kernel = self._kernels.get(index)
-        if kernel is None:
+    def _cufunc(self, index: int) -> Any:
+        cufunc = self._cufuncs.get(index)
+        if cufunc is None:
+            from cuda.bindings.driver import cuLaunchKernel
             from numba import cuda
 
+            self._cu_launch = cuLaunchKernel
             with cuda.gpus[index]:
                 compiled = self.dispatcher.compile(numba_signature(self.spec))
-                kernel = compiled._codelibrary.get_cufunc().kernel
-            self._kernels[index] = kernel
-            self._cufuncs[index] = compiled._codelibrary.get_cufunc()
-        return kernel
+                cufunc = compiled._codelibrary.get_cufunc()
+            self._cufuncs[index] = cufunc
+            self._handles[index] = int(cufunc.handle)
+        return cufunc
 
     def _allow_shared(self, index: int, nbytes: int) -> None:
         """Let the kernel take nbytes of dynamic shared memory on device `index`: above the
@@ -198,45 +286,97 @@ class CudaKernel:
             return
         from numba.cuda.cudadrv.driver import binding, driver
 
-        self._kernel(index)
-        cufunc = self._cufuncs[index]
+        cufunc = self._cufunc(index)
         attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         driver.cuKernelSetAttribute(attr, int(nbytes), cufunc.handle, cufunc.device.id)
         self._shared_limit[index] = int(nbytes)
 
-    def _stream(self, handle: int) -> Any:
-        stream = self._streams.get(handle)
-        if stream is None:
-            from cuda.core import Stream
+    def _launch_dims(self, grid: int | tuple, block: int | tuple, shared_bytes: int,
+                     index: int) -> tuple[int, ...]:
+        """cuLaunchKernel's (grid x, y, z, block x, y, z, shared bytes) for a configuration,
+        kept; the kernel is loaded on device `index` and allowed the shared memory."""
+        dims = []
+        for what, d in (("grid", grid), ("block", block)):
+            d = tuple(map(operator.index, d if isinstance(d, tuple) else (d,)))
+            if not 1 <= len(d) <= 3 or min(d) < 1:
+                raise ValueError(f"{self.name}: {what} must be 1 to 3 positive ints, got {d}")
+            dims += [*d, *(1,) * (3 - len(d))]
+        shared_bytes = operator.index(shared_bytes)
+        if shared_bytes < 0:
+            raise ValueError(f"{self.name}: shared_bytes must be >= 0, got {shared_bytes}")
+        self._cufunc(index)
+        self._allow_shared(index, shared_bytes)
+        out = (*dims, shared_bytes)
+        if len(self._dims) >= 4096:
+            self._dims.clear()
+        self._dims[grid, block, shared_bytes, index] = out
+        return out
 
-            stream = Stream.from_handle(handle)
-            self._streams[handle] = stream
-        return stream
+    def packed(self, args: tuple, device: torch.device) -> _Packed:
+        """The packed parameters of ``args`` with their scalars written: kept for the same
+        tensor objects (alive, their data pointers and shapes unchanged), else checked
+        (`flatten_args`: TypeError naming the kernel and argument) and packed afresh. Hold
+        ``self._lock`` until the driver has read them."""
+        if len(args) != len(self.spec):
+            raise TypeError(f"{self.name}: expected {len(self.spec)} arguments, got {len(args)}")
+        tensors = tuple(itertools.compress(args, self._is_tensor))
+        key = (device, *map(id, tensors))
+        packed = self._packed.get(key)
+        if (packed is None or packed.ptrs != tuple(map(_data_ptr, tensors))
+                or packed.shapes != tuple(map(_shape, tensors))):
+            flat = flatten_args(self.name, self.spec, args, device)
+            forget = functools.partial(_forget, self._packed, key)
+            packed = _Packed(self._layout, flat, tensors,
+                             [weakref.ref(t, forget) for t in tensors])
+            if len(self._packed) >= _PACKED_ENTRIES:
+                self._packed.clear()
+            self._packed[key] = packed
+            return packed
+        for i, slot in packed.scalars:
+            try:
+                slot.value = args[i]
+            except TypeError as e:
+                raise TypeError(f"{self.name}: argument {i} ({self.spec[i]}): {e}") from None
+        return packed
 
     def launch(self, grid: int | tuple, block: int | tuple, device: torch.device,
                *args: Any, shared_bytes: int = 0) -> None:
         """Launch on ``device`` (a ``torch.device`` with an index) in torch's current stream
         (under the simulator: on the CPU tensors, ``device`` being the CPU), with
         ``shared_bytes`` of dynamic shared memory per block (``cuda.shared.array(0, ...)``)."""
-        if simulated():
+        if self._simulated:
             _lock_simulated_shared_arrays()
-            flatten_args(self.name, self.spec, args, device)  # the same checks
+            with self._lock:
+                self.packed(args, device)  # the same checks
             arrays = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
             self.dispatcher[grid, block, 0, shared_bytes](*arrays)
             return
-        from cuda.core import LaunchConfig, launch
-
-        params = flatten_args(self.name, self.spec, args, device)
         index = device.index
-        handle = torch.cuda.current_stream(index).cuda_stream
-        config = self._configs.get((grid, block, shared_bytes))
-        if config is None:
-            self._allow_shared(index, shared_bytes)
-            config = LaunchConfig(grid=grid, block=block, shmem_size=shared_bytes)
-            if len(self._configs) < 4096:
-                self._configs[(grid, block, shared_bytes)] = config
-        if torch.cuda.current_device() == index:  # its primary context is current
-            launch(self._stream(handle), config, self._kernel(index), *params)
+        dims = self._dims.get((grid, block, shared_bytes, index))
+        if dims is None:
+            dims = self._launch_dims(grid, block, shared_bytes, index)
+        if _current_device() != index:
+            with torch.cuda.device(index):  # makes the device's primary context current
+                self._launch(dims, index, args, device)
             return
-        with torch.cuda.device(index):  # makes the device's primary context current
-            launch(self._stream(handle), config, self._kernel(index), *params)
+        self._launch(dims, index, args, device)
+
+    def _launch(self, dims: tuple[int, ...], index: int, args: tuple,
+                device: torch.device) -> None:
+        stream = _current_stream(index)
+        with self._lock:
+            address = self.packed(args, device).address
+            err, = self._cu_launch(self._handles[index], *dims, stream, address, 0)
+        if err:
+            raise RuntimeError(f"{self.name}: cuLaunchKernel failed: {err!r}")
+
+
+def _stream_handle(index: int) -> int:
+    """Handle of torch's current stream on CUDA device `index`."""
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# CUDA builds of torch read the current stream's handle and the current device without making
+# Python objects (a Stream a call otherwise)
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _stream_handle)
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
