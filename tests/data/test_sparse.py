@@ -428,6 +428,26 @@ def test_libsvm_file_trains_sparse_as_its_dense_equivalent(tmp_path):
     assert json.loads(got.save_raw())["trees"] == json.loads(ref.save_raw())["trees"]
 
 
+def _full_histogram(bins, offsets, columns, dtype=np.float64):
+    """Brute-force histogram (total bins, len(columns)) of the rows' values `columns` (each
+    (n_rows,)) by their bins (n_rows, F), every feature's bins at its offset."""
+    full = np.zeros((int(offsets[-1]), len(columns)), dtype)
+    for f in range(bins.shape[1]):
+        for c, values in enumerate(columns):
+            np.add.at(full[:, c], offsets[f] + bins[:, f], values)
+    return full
+
+
+def _listed_slots(full, offsets, defaults, nonzero=None):
+    """The slots a sparse node's list holds: feature 0's all, the others' off their default
+    bin where their sums are not all zero (or `nonzero`: bool (total bins,))."""
+    stored = np.ones(full.shape[0], bool)
+    stored[(offsets[:-1] + defaults)[1:]] = False  # default bins of f >= 1 not stored
+    if nonzero is None:
+        nonzero = (full != 0).any(axis=1)
+    return np.flatnonzero(stored & (nonzero | (np.arange(full.shape[0]) < offsets[1])))
+
+
 @pytest.mark.parametrize("counted", [False, True])
 def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
     """`searched_node` keeps a node's non-empty bins, each feature's default bin fixed from
@@ -457,16 +477,9 @@ def test_search_of_a_sparse_histogram_equals_search_on_all_bins(counted):
         g = rng.integers(-5, 6, n_rows).astype(np.float64)
         h = rng.integers(0, 3, n_rows).astype(np.float64)
         g[0], h[0] = 1.0, 0.0
-        full = np.zeros((int(offsets[-1]), C))
-        for f in range(F):
-            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
-            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
-            if counted:
-                np.add.at(full[:, 2], offsets[f] + bins[:, f], 1.0)
-        stored = np.ones(full.shape[0], bool)
-        stored[(offsets[:-1] + defaults)[1:]] = False  # default bins of f >= 1 not stored
+        full = _full_histogram(bins, offsets, (g, h, np.ones(n_rows))[:C])
         nonzero = (full != 0).any(axis=1) | (rng.random(full.shape[0]) < 0.1)
-        keep = np.flatnonzero(stored & (nonzero | (np.arange(full.shape[0]) < offsets[1])))
+        keep = _listed_slots(full, offsets, defaults, nonzero)
         slots, vals = keep.astype(np.int32), full[keep].copy()
         totals = np.array([[g.sum(), h.sum(), n_rows]])
         mcw = float(trial % 2)
@@ -570,14 +583,8 @@ def test_one_pass_search_equals_search_on_all_bins(quantised):
         g = rng.integers(-8, 9, n_rows)
         h = rng.integers(1, 4, n_rows)
         g[bins[:, 5] != defaults[5]] += 6  # one strong feature early on
-        full = np.zeros((int(offsets[-1]), 2), np.int64)
-        for f in range(F):
-            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
-            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
-        stored = np.ones(full.shape[0], bool)
-        stored[(offsets[:-1] + defaults)[1:]] = False
-        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
-                                        | (np.arange(full.shape[0]) < offsets[1])))
+        full = _full_histogram(bins, offsets, (g, h), np.int64)
+        keep = _listed_slots(full, offsets, defaults)
         scale = 0.25 if quantised else 1.0
         if quantised:  # packed pairs: gradient in the high 32 bits
             vals = ((full[keep, 0] << 32) + full[keep, 1])[:, None]
@@ -669,14 +676,8 @@ def test_search_of_several_nodes_in_one_loop_equals_one_pass_each():
         g = rng.normal(size=n_rows)
         g[bins[:, 1 + rng.integers(F - 1)] != 0] += 1.0
         h = rng.uniform(0.1, 1.0, n_rows)
-        full = np.zeros((int(offsets[-1]), 2))
-        for f in range(F):
-            np.add.at(full[:, 0], offsets[f] + bins[:, f], g)
-            np.add.at(full[:, 1], offsets[f] + bins[:, f], h)
-        stored = np.ones(full.shape[0], bool)
-        stored[(offsets[:-1] + defaults)[1:]] = False
-        keep = np.flatnonzero(stored & ((full != 0).any(axis=1)
-                                        | (np.arange(full.shape[0]) < offsets[1])))
+        full = _full_histogram(bins, offsets, (g, h))
+        keep = _listed_slots(full, offsets, defaults)
         return keep.astype(np.int32), full[keep], np.array([g.sum(), h.sum(), n_rows])
 
     found = marked = 0
