@@ -1,7 +1,7 @@
 """A/B of the GPU engine between checkouts on one machine, the checkouts alternating.
 
     python bench/gpu_ab.py --trees branch:/path/a,main:/path/b [--repeats 2] [--rounds 60]
-        [--cpus 0-7] [--site /tmp/np] [--launch-clock]
+        [--cpus 0-7] [--site /tmp/np] [--launch-clock] [--policies lossguide,...]
 
 Processes of one call have differed by 1-2 ms a depth-wise round with the same package
 (`docs/gpu.md`, sessions 10-11), more than the changes being measured, so each checkout runs
@@ -12,8 +12,9 @@ missing): the root histogram kernel with builds queued back to back, the root re
 the row-index buffer and an eighth of the rows at random through it (quantised pairs, as
 `bench/gpu.py`'s histboost-root), then float depth-8 depth-wise and 255-leaf lossguide
 training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) and quantised
-depth-wise training twice each, and each policy's peak device memory: the steady ms/round
-(median interval between round ends from round 3 on) and (train - ingest) / rounds. With
+depth-wise training twice each (or those `--policies` names), and each policy's peak
+device memory: the steady ms/round (median interval between round ends from round 3 on)
+and (train - ingest) / rounds. With
 --launch-clock, also the kernel launches a tree and the host's milliseconds a tree inside
 `CudaKernel.launch` over both trainings (`bench/gpu_launch.py`'s `LaunchClock`, about 0.2 us
 a launch of its own). The histboost package is the one of the checkout put first on
@@ -77,6 +78,8 @@ def worker(a: argparse.Namespace) -> dict:
                 "depthwise_quantised": {"grow_policy": "depthwise", "max_depth": 8,
                                         "quantized_grad": True},
                 "lossguide": {"grow_policy": "lossguide", "max_leaves": 255, "max_depth": 0}}
+    if a.policies:
+        policies = {name: policies[name] for name in a.policies.split(",")}
     warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=256)
     for policy in policies.values():
         histboost.train({**base, **policy}, warm, 2, verbose_eval=False)
@@ -110,6 +113,7 @@ def worker(a: argparse.Namespace) -> dict:
             out[f"{name}_us_a_launch"] = tree["us_a_launch"]
             out[f"{name}_packs_a_tree"] = tree["packs_a_tree"]
             out[f"{name}_kernels_a_tree"] = tree["kernels_a_tree"]
+            out[f"{name}_packs_by_kernel_a_tree"] = tree["packs_by_kernel_a_tree"]
     return out
 
 
@@ -126,6 +130,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds a process may take")
     ap.add_argument("--launch-clock", action="store_true",
                     help="also the launches a tree and the host's time in them")
+    ap.add_argument("--policies", default="",
+                    help="depthwise,depthwise_quantised,lossguide: those trained (all)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -140,7 +146,8 @@ def main() -> None:
         for name, path in (trees if rep % 2 == 0 else trees[::-1]):
             env = {**os.environ, "PYTHONPATH": ":".join(p for p in (a.site, path) if p)}
             cmd = [*pin, sys.executable, __file__, "--worker", str(data), "--rounds",
-                   str(a.rounds), *(["--launch-clock"] if a.launch_clock else [])]
+                   str(a.rounds), *(["--launch-clock"] if a.launch_clock else []),
+                   *(["--policies", a.policies] if a.policies else [])]
             try:
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                      timeout=a.timeout)

@@ -196,7 +196,7 @@ class LaunchClock:
     """Counts the calls of `CudaKernel.launch` (of the histboost first on sys.path) and the
     host seconds spent in them, per kernel, while `on`: the method is wrapped (about 0.2 us a
     launch of its own); and, where the launcher packs parameters (`launch._Packed`), the
-    launches that packed them afresh. Used by `bench/gpu_ab.py --launch-clock`."""
+    launches that packed them afresh, per kernel. Used by `bench/gpu_ab.py --launch-clock`."""
 
     def __init__(self) -> None:
         from histboost.kernels import launch
@@ -204,12 +204,15 @@ class LaunchClock:
         self.launches = 0
         self.seconds = 0.0
         self.kernels: Counter = Counter()
+        self.packed_kernels: Counter = Counter()  # fresh packs per kernel name
+        self._current = ""  # the kernel being launched
         plain = launch.CudaKernel.launch
         clock = self
 
         def timed(kernel, *args, **kwargs):
             if not clock.on:
                 return plain(kernel, *args, **kwargs)
+            clock._current = kernel.name
             t0 = time.perf_counter()
             try:
                 return plain(kernel, *args, **kwargs)
@@ -225,7 +228,9 @@ class LaunchClock:
             plain_init = packed.__init__
 
             def counted(obj, *args, **kwargs):
-                clock.packs += clock.on
+                if clock.on:
+                    clock.packs += 1
+                    clock.packed_kernels[clock._current] += 1
                 plain_init(obj, *args, **kwargs)
             packed.__init__ = counted
 
@@ -233,18 +238,22 @@ class LaunchClock:
         self.on, self.launches, self.seconds = True, 0, 0.0
         self.packs = None if self.packs is None else 0
         self.kernels.clear()
+        self.packed_kernels.clear()
 
     def stop(self, trees: int) -> dict:
         """Launches a tree, host ms a tree in them, us a launch, launches a tree that packed
         their parameters afresh (None: a launcher without packing), and the kernels launched
-        a tree (the most frequent 12), over `trees` trees since `start`."""
+        a tree (the most frequent 12) and the kernels packing afresh a tree (the most frequent
+        8), over `trees` trees since `start`."""
         self.on = False
         return {"launches_a_tree": round(self.launches / trees, 1),
                 "packs_a_tree": None if self.packs is None else round(self.packs / trees, 1),
                 "launch_ms_a_tree": round(1e3 * self.seconds / trees, 3),
                 "us_a_launch": round(1e6 * self.seconds / max(1, self.launches), 2),
                 "kernels_a_tree": {k: round(v / trees, 1)
-                                   for k, v in self.kernels.most_common(12)}}
+                                   for k, v in self.kernels.most_common(12)},
+                "packs_by_kernel_a_tree": {k: round(v / trees, 2)
+                                           for k, v in self.packed_kernels.most_common(8)}}
 
 
 def main() -> None:

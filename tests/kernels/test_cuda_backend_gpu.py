@@ -171,16 +171,24 @@ def test_next_tree_launched_ahead(params, schedule, monkeypatch):
 def test_best_first_steps_planned_equals_cpu(params, monkeypatch):
     """Best-first steps planned on the device after the first six levels
     (`kernels/cuda/best_first.py`) answer the grower's calls of every tree (a call they
-    cannot answer raises), and the quantised model is the CPU engine's."""
+    cannot answer raises), and the quantised model is the CPU engine's. The steps' buffers
+    (made again, every step's kernel parameters are packed again) are made once a training
+    without a row sample, and never again for the same parents and rows."""
+    from histboost.kernels.cuda import best_first
     from histboost.kernels.cuda.backend import CUDABackend
 
-    answered = []
-    plain = CUDABackend.release
+    answered, made = [], []
+    plain, plain_buffers = CUDABackend.release, best_first.BestFirstBuffers.__init__
 
     def counted(self):
         answered.append(self.best_first_calls_answered)
         return plain(self)
+
+    def counted_buffers(self, *args):
+        made.append(args[1:])
+        return plain_buffers(self, *args)
     monkeypatch.setattr(CUDABackend, "release", counted)
+    monkeypatch.setattr(best_first.BestFirstBuffers, "__init__", counted_buffers)
     X, y = make_classification(30_000, 12, seed=8)
     X[::7, 3] = np.nan
     base = {"objective": "binary:logistic", "quantized_grad": True, "seed": 3,
@@ -192,6 +200,9 @@ def test_best_first_steps_planned_equals_cpu(params, monkeypatch):
             for m, d in zip(models, ("cpu", "cuda"), strict=True))
     assert a == b
     assert answered[0] >= 2 * rounds, answered
+    # (steps, parents, rows) of each made: a row sample's count differs tree to tree
+    assert all(a[1:] != b[1:] for a, b in zip(made, made[1:], strict=False)), made
+    assert len(made) == 1 or "subsample" in params, made
 
 
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():

@@ -923,12 +923,14 @@ class CUDABackend:
         steps = first_guess
         if last is not None and last.shape == (max_leaves, max_depth, batch):
             steps = min(bf.MAX_STEPS, last.index + 2)
+        # buffers for the most steps at once: grown to each tree's guess, they were made
+        # again (and every step's kernel parameters packed again) tree after tree while the
+        # guesses rose from the first towards MAX_STEPS
         bufs = self._best_first_buffers
-        if bufs is None or bufs.steps < steps or (bufs.parents, bufs.n_rows) != (
-                parents, levels.n_rows):
+        if bufs is None or (bufs.parents, bufs.n_rows) != (parents, levels.n_rows):
             self._best_first_buffers = None
             bufs = self._best_first_buffers = bf.BestFirstBuffers(
-                self, max(steps, first_guess), parents, levels.n_rows)
+                self, bf.MAX_STEPS, parents, levels.n_rows)
         plan = self._best_first_last = bf.BestFirstPlan(self, bufs, max_leaves, max_depth,
                                                         batch)
         plan.launch(levels, feature_mask, reg, steps)
