@@ -34,7 +34,7 @@ from ...tree.predictor import PackedForest
 from ...tree.quantize import Quantisation
 from ...tree.split import REC_BIN, REC_DEFAULT_LEFT, REC_FEATURE, REC_WIDTH
 from ...tree.tree import Tree
-from ..backend import child_histograms, phase
+from ..backend import ComposedSteps, phase
 from ..nodes import NodeRanges
 
 if TYPE_CHECKING:
@@ -1089,14 +1089,9 @@ class CUDABackend:
             n_left = np.where(has_rows, self._read(self._front(counts, k))[:, 0], 0)
         return self._record_children(parents, lefts, rights, n_left)
 
-    def split_and_build(self, parents: list[int], lefts: list[int], rights: list[int],
-                        records: np.ndarray, child_sums: np.ndarray,
-                        timer: PhaseTimer | None = None) -> np.ndarray:
-        with phase(timer, "partition"):
-            counts = self.apply_splits(parents, lefts, rights, records)
-        with phase(timer, "histogram"):
-            child_histograms(self, parents, lefts, rights, counts)
-        return counts
+    # made of the backend's own calls, as `ComposedSteps` makes it: the partition's row counts
+    # are read once to choose the smaller children, whose builds then queue behind it
+    split_and_build = ComposedSteps.split_and_build
 
     def split_and_search(self, parents: list[int], lefts: list[int], rights: list[int],
                          records: np.ndarray, child_sums: np.ndarray,
