@@ -441,7 +441,7 @@ class _Training:
 
     def _next_quantise(self, epoch: int) -> Callable[[float, float], Quantisation | None] | None:
         """`Backend.next_round`'s hint for round epoch + 1: the rounding of its tree from its
-        gradient bounds (as `boost_round` makes it; float trees: None), where that round's
+        gradient bounds (`_rounding`; float trees: None), where that round's
         tree is foreseeable: one output over all rows, gradients of a built-in loss, no leaf
         refresh or categorical columns, and not past the run's last round. Else None.
         Whatever a callback changes before that round (the learning rate, a stop) the
@@ -451,11 +451,19 @@ class _Training:
                 or objective.leaf_alpha is not None or p.subsample < 1.0
                 or self.ctr is not None):
             return None
+        return self._rounding(epoch + 1, 0)
+
+    def _rounding(self, epoch: int, output: int
+                  ) -> Callable[[float, float], Quantisation | None]:
+        """The rounding of round `epoch`'s tree of `output` from its gradient bounds
+        (max |g|, max |h|): with quantised gradients `make_quantisation` under the tree's
+        counter-based key (made here, before the bounds, which may wait for the device);
+        float trees: None."""
+        p = self.p
         if not p.quantized_grad:
             return lambda g_bound, h_bound: None
-        seed, bits = p.seed, p.grad_quant_bits
-        return lambda g_bound, h_bound: make_quantisation(g_bound, h_bound, bits,
-                                                          round_key(seed, epoch + 1, 0))
+        bits, key = p.grad_quant_bits, round_key(p.seed, epoch, output)
+        return lambda g_bound, h_bound: make_quantisation(g_bound, h_bound, bits, key)
 
     def boost_round(self, epoch: int) -> None:
         """Grow round `epoch`'s trees (one per output) and append them to the model."""
@@ -477,10 +485,7 @@ class _Training:
             quantisation = None
             if p.quantized_grad:
                 with timer("gradient"):
-                    # the key first: the bounds may wait for the device
-                    key = round_key(p.seed, epoch, k)
-                    quantisation = make_quantisation(*backend.gradient_bounds(k),
-                                                     p.grad_quant_bits, key)
+                    quantisation = self._rounding(epoch, k)(*backend.gradient_bounds(k))
             if self.ctr is not None:
                 with timer("binning"):
                     self.ctr.begin_tree(self._trees_grown, backend)
