@@ -68,6 +68,11 @@ WRAPPED = (
     ("histboost.kernels.cuda.backend", "CUDABackend", "release"),
     ("histboost.kernels.cuda.ahead", "LevelBuffers", "__init__"),
     ("histboost.kernels.cuda.ahead", "LevelPlan", "launch"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_upload"),
+    ("histboost.kernels.launch", "CudaKernel", "launch"),
+    ("torch", None, "zeros"),
+    ("torch", None, "empty"),
+    ("torch", None, "empty_like"),
     ("torch.cuda", None, "empty_cache"),
     ("torch.cuda", None, "synchronize"),
 )

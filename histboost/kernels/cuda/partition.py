@@ -10,18 +10,15 @@ most `MAX_NODE_CHUNKS` chunks, `partition_chunk_rows`), walks the chunk in tiles
 position per thread, each row's place from a block-wide prefix sum over the tile (contiguous
 reads and writes; a run of consecutive positions per thread made every warp's accesses
 strided: 150-450 us a level at 10M rows on an H100), and writes the children's row counts.
-No library scan and no flag array: `count_left` marks each row going left in the source buffer
-itself (stored as ~row, negative; row indices are below 2**31), so `scatter_rows` reads a
-row's side with its index instead of gathering its bin again (below a node's first levels a
-node's rows are spread over the column, a 32-byte sector read for each one-byte bin). The
-marked entries are dead: a parent's rows are never read again once its children hold them
-(the next partition overwrites them; a tree starts from `CUDABackend.begin_tree`'s rows).
-A tree's last level, whose children are leaves that no histogram reads, needs only the
-children's counts: `node_lefts` sums them from `count_left`'s (`ahead.LevelPlan.launch`).
-The row order inside a node is kept (stable) though no kernel needs it for its result:
-histograms are integer sums (any order gives the same bits) and the margin update walks the
-tree; rows in increasing order make a node's gathers of bins and pairs run forwards through
-memory.
+No library scan and no per-row flag array: the host's only work is the node table. A tree's
+last level, whose children are leaves no kernel reads the rows of (the margin update walks
+the tree), needs only the children's counts: `node_lefts` sums them from `count_left`'s
+(`ahead.LevelPlan.launch`), and the rows stay where they are.
+
+The row order inside a node is kept (stable) though no result depends on it: histograms are
+integer sums (any order gives the same bits), split records and counts come from them, and
+margins are added by walking the tree. It keeps a node's rows increasing, so that its
+histogram's gathers of bins and pairs run forwards through memory.
 """
 
 from __future__ import annotations
@@ -118,9 +115,8 @@ def _block_sum(values, t):
 
 @cuda.jit
 def _count_left(columns, rows2, table, missing_bins, chunk_left):
-    """chunk_left[c] = rows of chunk c going left under its node's split, and each row going
-    left marked in place (rows2[side, p] = ~row, for `scatter_rows`). columns: (F, n) bins,
-    column-major: a node's rows read one byte each from one contiguous column."""
+    """chunk_left[c] = rows of chunk c going left under its node's split. columns: (F, n)
+    bins, column-major: a node's rows read one byte each from one contiguous column."""
     c = cuda.blockIdx.x
     t = cuda.threadIdx.x
     counts = cuda.shared.array(THREADS, np.int64)
@@ -137,10 +133,8 @@ def _count_left(columns, rows2, table, missing_bins, chunk_left):
     p = _u(start + t)
     stop = _u(end)
     while p < stop:
-        r = rows2[side, p]
-        if _goes_left(columns, f, _u(r), split_bin, missing, dleft):
+        if _goes_left(columns, f, _u(rows2[side, p]), split_bin, missing, dleft):
             n += 1
-            rows2[side, p] = ~r
         p += _u(THREADS)
     counts[t] = n
     cuda.syncthreads()
@@ -151,13 +145,11 @@ def _count_left(columns, rows2, table, missing_bins, chunk_left):
 
 @cuda.jit
 def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts):
-    """Stable partition of each chunk into the other buffer, after `count_left` (the rows
-    going left marked ~row in the source buffer): a left row goes to start + (lefts before
-    it in the node), a right one to start + n_left + (rights before it).
+    """Stable partition of each chunk into the other buffer: a left row goes to start +
+    (lefts before it in the node), a right one to start + n_left + (rights before it).
     child_counts[j] = (left rows, right rows) of node j. The block walks its chunk in tiles
     of THREADS consecutive positions, a thread each (reads and writes of a tile's rows are
-    contiguous), a block-wide prefix sum placing each tile's rows. (columns and
-    missing_bins: `count_left`'s arguments, unread.)"""
+    contiguous), a block-wide prefix sum placing each tile's rows."""
     c = cuda.blockIdx.x
     t = cuda.threadIdx.x
     acc = cuda.shared.array(THREADS, np.int64)
@@ -182,15 +174,21 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
     lefts = _block_sum(acc, t)  # lefts at positions before the tile, in the node
     n_left = _block_sum(acc2, t)
     side = table[j, T_SIDE]
+    f = table[j, T_FEATURE]
+    split_bin = table[j, T_BIN]
+    missing = missing_bins[f]
+    dleft = table[j, T_DEFAULT_LEFT]
     out = _u(1 - side)
     side = _u(side)
+    f = _u(f)
     for tile in range(start, end, THREADS):
         p = tile + t
         left = 0
-        r = rows2[side, _u(p)] if p < end else 0
-        if r < 0:  # marked by count_left
-            left = 1
-            r = ~r
+        r = 0
+        if p < end:
+            r = rows2[side, _u(p)]
+            if _goes_left(columns, f, _u(r), split_bin, missing, dleft):
+                left = 1
         acc[t] = left
         cuda.syncthreads()
         upto = block_scan(acc, t, THREADS)  # lefts of the tile up to and including p
