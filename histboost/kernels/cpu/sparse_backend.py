@@ -95,12 +95,12 @@ _LOOP_MIN_THREADS = 4
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
 _EMIT_THREAD_MIN_WORDS = 1 << 11
 _SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
-# a node's search on the loops cuts its list into this many stretches a thread, taken in turn
-# (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
-# longest took 2x the mean)
+# a node's search on the loops cuts its list into this many stretches a thread, which the
+# threads take in order as they come free (uneven stretches even out; measured on captured
+# 200k x 100k nodes, 16 stretches: the longest took 2x the mean)
 _STRETCHES_PER_THREAD = 4
 # On the loops, the nodes of a step (up to this many at a time) are searched in one parallel
-# loop, their stretches interleaved over the threads (`_search_nodes`)
+# loop, their stretches shared by the threads (`_search_nodes`)
 _SEARCH_GROUP = 4
 
 
@@ -442,9 +442,10 @@ class SparseCPUBackend(CPUBackend):
     def _build_root(self, node: int, chunks: int, parts: int) -> None:
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
-        `_build_group` with the same chunks, without full-width scratch, on parts of the
-        features (about equal stored values each) on several threads (used on Numba's loops:
-        on one thread the row-chunk build is as fast)."""
+        `_build_group` with the same chunks, on parts of the features (about equal stored
+        values each) on several threads (used on Numba's loops: on one thread the row-chunk
+        build is as fast), each feature's run staged at its own slots in one pass over the
+        entries, then the runs moved together."""
         sb = self.sbins
         F = self.n_features
         bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
@@ -455,11 +456,16 @@ class SparseCPUBackend(CPUBackend):
         width = max(1, self._widest)
         acc = np.empty((parts, chunks * width, C), self.hist_dtype)
         seen = np.zeros((parts, chunks * width), np.uint8)
-        counts = np.zeros(F, np.int64)
+        counts = np.empty(F, np.int64)
         pos = np.zeros(F + 1, np.int64)
+        # the stage: the builds' full-width scratch (free between trees), each feature's run
+        # at its own slots
+        stage_vals = self._empty((_BUILD_ITEMS, self.total_bins, C), self.hist_dtype)[0]
+        stage_slots = self._empty((self.total_bins,), self._slot_dtype)
         args = [bounds, self.n_rows, chunks, sb.indptr, sb.slots, self.offsets, sb.col_ptr,
                 sb.col_rows, sb.col_bins, self._dead[node], self.gh, acc, seen, counts, pos,
-                np.empty(0, self._slot_dtype), np.empty((0, C), self.hist_dtype)]
+                stage_slots, stage_vals, np.empty(0, self._slot_dtype),
+                np.empty((0, C), self.hist_dtype)]
         for step in (0, 1):
             if step == 1:
                 np.cumsum(counts, out=pos[1:])
