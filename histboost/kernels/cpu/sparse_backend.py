@@ -91,10 +91,12 @@ _LOOP_MIN_THREADS = 4
 # a small node more than its slots: 0.18 ms a node on one thread of the 16-core host, 200k x
 # 100k), and a subtraction in ranges of the built child's slots from this many a thread
 # (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on one
-# thread, subtractions not at all)
+# thread, subtractions not at all). A small child's subtraction gallops through its parent's
+# list, mostly cache misses: split from 256 slots a thread, the 100 trees' subtractions took
+# 0.48 s on the 16-core host against 0.75-0.80 s from 1k (most built children hold 1-2k)
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
 _EMIT_THREAD_MIN_WORDS = 1 << 11
-_SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
+_SUBTRACT_THREAD_MIN_SLOTS = 1 << 8
 # a node's search on the loops cuts its list into this many stretches a thread, which the
 # threads take in order as they come free (uneven stretches even out; measured on captured
 # 200k x 100k nodes, 16 stretches: the longest took 2x the mean)
