@@ -651,9 +651,9 @@ class SparseCPUBackend(CPUBackend):
         """`sparse.search_nodes` of up to _SEARCH_GROUP nodes on Numba's loops, in one
         parallel loop: each node's list in stretches of whole features (one for a short
         list, else _STRETCHES_PER_THREAD for each thread its length is worth), the stretches
-        of all nodes interleaved over the threads; totals float64 (m, 3) (G, H, rows), masks
-        bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records, lists and
-        dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
+        of all nodes taken by the threads as they come free; totals float64 (m, 3) (G, H,
+        rows), masks bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records,
+        lists and dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
         m = len(nodes)
         C = self._channels_native
         dtype = self.hist_dtype
