@@ -224,11 +224,9 @@ def child_histograms(backend: Backend, parents: list[int], lefts: list[int],
     (ties: the left one) built from its rows, the other by subtraction from the parent.
     counts: int64 (k, 2), the children's row counts (reduced across workers: every worker
     builds the same child)."""
-    pairs = counts.tolist()
-    small = [lc if nl <= nr else rc
-             for lc, rc, (nl, nr) in zip(lefts, rights, pairs, strict=True)]
-    large = [rc if nl <= nr else lc
-             for lc, rc, (nl, nr) in zip(lefts, rights, pairs, strict=True)]
+    left_small = (counts[:, 0] <= counts[:, 1]).tolist()  # Python bools: cheaper to zip
+    small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
+    large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
     backend.build_histograms(small)
     backend.subtract_histograms(parents, small, large)
 

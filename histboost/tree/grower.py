@@ -330,33 +330,32 @@ class TreeGrower:
         their row counts come from the partition (`_set_counts`). Returns (lefts, rights, the
         children's (G, H) float64 (2k, 2) in the order lefts[0], rights[0], lefts[1], ...)."""
         k = len(parents)
-        # Python floats: a step splits a few parents, for which NumPy calls on (k, ...)
-        # arrays cost more than the arithmetic. Left sums from the record, right = parent's
-        # minus left (float64 subtractions, as NumPy's)
-        rows = recs.tolist()
-        pairs: list[list[float]] = []
-        for (g, h), rec in zip(nodes.totals[parents, :2].tolist(), rows, strict=True):
-            lg, lh = rec[REC_LEFT_G], rec[REC_LEFT_H]
-            pairs += ([lg, lh], [g - lg, h - lh])
-        sums = np.array(pairs, np.float64).reshape(2 * k, 2)
-        features = [int(rec[REC_FEATURE]) for rec in rows]
-        bins = [int(rec[REC_BIN]) for rec in rows]
+        # the children's sums for all parents at once: left from the record, right = parent's
+        # minus left (the same float64 subtraction as one parent at a time)
+        sums = np.empty((k, 2, 2))
+        sums[:, 0] = recs[:, REC_LEFT_G:REC_LEFT_H + 1]
+        sums[:, 1] = nodes.totals[parents, :2] - sums[:, 0]
+        sums = sums.reshape(2 * k, 2)
+        features = recs[:, REC_FEATURE].astype(np.int64)
+        bins = recs[:, REC_BIN].astype(np.int64)
         thresholds = self.cut_values[self.cut_ptr[features] + bins].tolist()
         depths = [nodes.depth[p] + 1 for p in parents]
         if self.constraints is None:
             # `_leaf_value` inlined: a call per child is a good part of this loop's cost
             weight, reg, lr = self._leaf_weight, self._reg_floats, self.params.learning_rate
-            values = [weight(g, h, reg) * lr for g, h in pairs]
+            values = [weight(g, h, reg) * lr for g, h in sums.tolist()]
             first = nodes.add_children(depths, sums, values)
         else:
             first = nodes.add_children(depths, sums, [0.0] * (2 * k))
-            for j, (p, f) in enumerate(zip(parents, features, strict=True)):
+            for j, (p, f) in enumerate(zip(parents, features.tolist(), strict=True)):
                 li = first + 2 * j
                 nodes.value[li], nodes.value[li + 1] = self.constraints.split(
                     p, f, li, li + 1, sums[2 * j], sums[2 * j + 1])
-        for j, (p, f, b, t, rec) in enumerate(zip(parents, features, bins, thresholds, rows,
-                                                  strict=True)):
-            d, g = int(rec[REC_DEFAULT_LEFT]), rec[REC_GAIN]
+        # Python scalars from here: numpy scalar reads cost several times more per item
+        for j, (p, f, b, t, d, g) in enumerate(zip(
+                parents, features.tolist(), bins.tolist(), thresholds,
+                recs[:, REC_DEFAULT_LEFT].astype(np.int64).tolist(),
+                recs[:, REC_GAIN].tolist(), strict=True)):
             nodes.split_feature[p] = f
             nodes.split_bin[p] = b
             nodes.threshold[p] = t
