@@ -11,10 +11,14 @@ updates), with the mean size of their work (rows, nodes, list slots, rows). --se
 module constants of `histboost.kernels.cpu.sparse_backend` in the worker, or class attributes
 (`SparseCPUBackend.best_first_batch=4`), for an A/B of settings in one call. --kernels also
 times each kernel of `histboost.kernels.cpu.sparse` the backend calls (a step's wall time
-less its kernels' is its Python and NumPy work). --profile N prints the N functions of most
-own time under cProfile (the calling thread's Python: a compiled kernel's time is its own).
---cache DIR keeps the data there for later runs. CPU time over wall time is the threads kept
-busy.
+less its kernels' is its Python and NumPy work), and prints the Python between kernels: the
+wall time less the kernels', the gradient phase's and the margin updates', in seconds and
+per split-search step (on the pool's 2-3 threads kernels overlap, so there it is only a
+bound; one thread, or `--set _LOOP_MIN_THREADS=1`, runs the many-thread path's Python on
+one). Run from this checkout with another's `PYTHONPATH`, it measures that checkout's
+histboost. --profile N prints the N functions of most own time under cProfile (the calling
+thread's Python: a compiled kernel's time is its own). --cache DIR keeps the data there for
+later runs. CPU time over wall time is the threads kept busy.
 """
 
 from __future__ import annotations
@@ -179,6 +183,12 @@ def main() -> None:
             for name, (calls, secs) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][1]):
                 print(f"    kernel {name:26s} {calls:5d} calls {secs:7.3f} s "
                       f"{1e3 * secs / max(calls, 1):7.3f} ms/call")
+            if r["kernels"]:
+                py = (r["wall"] - sum(secs for _, secs in r["kernels"].values())
+                      - r["phases"].get("gradient", 0.0) - r["phases"].get("predict", 0.0))
+                steps = r["steps"].get("find_best_splits", [0])[0]
+                print(f"  Python between kernels {py:.3f} s, "
+                      f"{1e3 * py / max(steps, 1):.3f} ms a search step")
             print(r["profile"])
 
 

@@ -39,6 +39,7 @@ quantised models, are one process's.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 
@@ -216,7 +217,7 @@ class SparseCPUBackend(CPUBackend):
         starts = np.array([b[0] for b in bounds], np.int64)
         ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
-        total = int((ends - starts).sum())
+        total = sum(e - s for s, e in bounds)
         threads = self._team(total // (_PARTITION_THREAD_MIN_ROWS if self._loops()
                                         else _POOL_PARTITION_THREAD_MIN_ROWS))
         if threads == 1:
@@ -227,8 +228,7 @@ class SparseCPUBackend(CPUBackend):
             return n_left
         chunk_rows = -(-total // threads)
         items = []
-        for k in range(starts.shape[0]):
-            s, e = int(starts[k]), int(ends[k])
+        for k, (s, e) in enumerate(bounds):
             c = max(1, -(-(e - s) // chunk_rows))
             items += [(k, s + (e - s) * i // c, s + (e - s) * (i + 1) // c) for i in range(c)]
         items_a = np.array(items, np.int64)
@@ -497,7 +497,7 @@ class SparseCPUBackend(CPUBackend):
         touched = np.zeros(m, np.int64)
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
-        values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
+        values = int(sum(bounds[k][1] - bounds[k][0] for k in group) * self._values_per_row)
         threads = (self._team(values // _BUILD_MIN_VALUES) if self._loops()
                    else self._team(min(m, values // _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
@@ -513,9 +513,10 @@ class SparseCPUBackend(CPUBackend):
                                         touched[lo:hi])
 
             run_ranges(items, m, threads=threads)
+        touched_rows = touched.tolist()
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
-            bound = int(touched[a:b].sum())
+            bound = sum(touched_rows[a:b])
             out_slots = np.empty(bound, self._slot_dtype)
             out_vals = np.empty((bound, C), self.hist_dtype)
             args = (accs, self._bitmaps, a, b, self._slot_feature, self._dead[nodes[k]],
@@ -528,9 +529,8 @@ class SparseCPUBackend(CPUBackend):
                                                     np.empty(blocks + 1, np.int64))
             else:
                 size = sparse.emit_touched(*args)
-            if size < bound:
-                out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
-            self._hist[nodes[k]] = (out_slots, out_vals)
+            # views: their arrays' unused tail (dead features' slots) is freed with them
+            self._hist[nodes[k]] = (out_slots[:size], out_vals[:size])
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -662,9 +662,8 @@ class SparseCPUBackend(CPUBackend):
         sizes = [s.shape[0] for s, _ in lists]
         counts = [1 if t == 1 else t * _STRETCHES_PER_THREAD
                   for t in (self._team(n // _SEARCH_STRETCH_MIN_SLOTS) for n in sizes)]
-        first = np.zeros(m + 1, np.int64)
-        first[1:] = np.cumsum(counts)
-        k = int(first[m])
+        first = np.array([0, *itertools.accumulate(counts)], np.int64)
+        k = sum(counts)
         total = sum(sizes)
         width = self._widest + 4
         # a stretch holds at most its share of the list and one feature's run more
@@ -701,7 +700,7 @@ class SparseCPUBackend(CPUBackend):
             np.empty(k, np.int64), np.empty(k, np.int64),
             self._kept("move_slots", (total,), self._slot_dtype),
             self._kept("move_vals", (total, C), dtype), out, lengths)
-        for node, (slots, vals), n in zip(nodes, lists, lengths, strict=True):
+        for node, (slots, vals), n in zip(nodes, lists, lengths.tolist(), strict=True):
             self._hist[node] = (slots[:n], vals[:n])
 
     def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,
