@@ -181,21 +181,7 @@ class CUDABackend:
         self.n_outputs = int(n_outputs)
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
-        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
-        self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
-        # rows padded to whole 4-byte words, which the histogram kernel reads, and where that
-        # adds at most a third to 32-byte sectors (`sector_row_bytes`)
-        size = 1 if one_byte else 4
-        width = sector_row_bytes(-(-self.n_features * size // 4) * 4) // size
-        self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
-                                device=dev)
-        if bins is not None:
-            self.bins[:, :self.n_features] = torch.from_numpy(
-                np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(dev)
-        else:
-            self._bin_on_device(raw, mapper)
-        self._words = self.bins.view(torch.int32) if one_byte else self.bins
-        self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
+        self._place_matrix(bins, raw, mapper)
         self.offsets = torch.from_numpy(self.offsets_host).to(dev)
         self.missing_bins = torch.from_numpy(
             (self.offsets_host[1:] - 1 - self.offsets_host[:-1]).astype(np.int32)).to(dev)
@@ -292,6 +278,28 @@ class CUDABackend:
         self.trees_ahead_launched = 0  # next rounds' trees launched ahead
         self.trees_ahead_kept = 0  # ... and taken
         self.trees_ahead_dropped = 0  # ... and dropped (the next round was not as foretold)
+
+    def _place_matrix(self, bins: np.ndarray | None, raw: np.ndarray | None, mapper) -> None:
+        """The binned matrix on the device, from `bins` or binned there from `raw` and the
+        mapper's cuts: `bins` (n, W) (rows padded), `_words` (its 32-bit words) and
+        `_columns` (F, n) (column-major, for the partition and margins), of `_bin_dtype`.
+        (`sparse.SparseCUDABackend` places its sparse layout instead.)"""
+        torch = self._torch
+        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
+        self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
+        # rows padded to whole 4-byte words, which the histogram kernel reads, and where that
+        # adds at most a third to 32-byte sectors (`sector_row_bytes`)
+        size = 1 if one_byte else 4
+        width = sector_row_bytes(-(-self.n_features * size // 4) * 4) // size
+        self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
+                                device=self.device)
+        if bins is not None:
+            self.bins[:, :self.n_features] = torch.from_numpy(
+                np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(self.device)
+        else:
+            self._bin_on_device(raw, mapper)
+        self._words = self.bins.view(torch.int32) if one_byte else self.bins
+        self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
                               blocks: int | None) -> None:
