@@ -6,8 +6,7 @@
 
 `histboost-cuda` / `histboost-cuda-quantized` train on the GPU (`device="cuda"`, the data
 sparse on the device, `histboost.kernels.cuda.sparse`); their rows add the peak device memory
-(torch's allocator, from the dataset on) and `--gpu-batch N` sets the leaves a best-first step
-splits there (the backend's `best_first_batch`; default the grower's).
+(torch's allocator, from the dataset on).
 
 Every library trains in its own subprocess on the same cached CSR matrix (so peak memory is its
 own: the data, ~60 MB at the defaults, is in every figure), best-first with `--leaves` leaves,
@@ -64,9 +63,6 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
                   "max_leaves": a.leaves, "grow_policy": "lossguide", "max_bin": a.bins,
                   "nthread": threads, "quantized_grad": lib.endswith("quantized"),
                   "device": _device(lib)}
-        if lib in GPU_LIBS and a.gpu_batch:
-            from histboost.kernels.cuda.sparse import SparseCUDABackend
-            SparseCUDABackend.best_first_batch = a.gpu_batch
         warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
         histboost.train(params, warm, 2, verbose_eval=False)
         histboost.Booster.predict(histboost.train(params, warm, 1, verbose_eval=False), Xt[:10])
@@ -126,8 +122,6 @@ def main() -> None:
     ap.add_argument("--bins", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
     ap.add_argument("--libs", default=",".join(LIBS), help=f"of {LIBS + GPU_LIBS}")
-    ap.add_argument("--gpu-batch", type=int, default=0,
-                    help="leaves a best-first step splits on the GPU (0: the default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds a library may take (data, warm-up and training)")
@@ -159,8 +153,7 @@ def main() -> None:
         for lib in libs:
             cmd = [sys.executable, __file__, "--worker", lib, "--data", tmp,
                    *[f"--{k}={v}" for k, v in (("rounds", a.rounds), ("leaves", a.leaves),
-                                              ("bins", a.bins), ("threads", a.threads),
-                                              ("gpu-batch", a.gpu_batch))]]
+                                              ("bins", a.bins), ("threads", a.threads))]]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
             except subprocess.TimeoutExpired:

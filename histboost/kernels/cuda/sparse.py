@@ -277,28 +277,29 @@ class SparseCUDABackend(CUDABackend):
 
     def _check_pool_fits(self, slots: int) -> None:
         """Raise MemoryError naming the sizes when a histogram pool of `slots` full-width
-        histograms (the tree's nodes built so far and the new ones: the old pool is copied
-        into the new) would not fit the device."""
+        histograms would not fit the device beside what it holds (the old pool included:
+        it is copied into the new one)."""
         per_slot = self.total_bins * self._channels * 8
-        need = (slots + self._pool.shape[0]) * per_slot
+        need = slots * per_slot
         free = self._free_bytes()
         if free is not None and need > free:
             raise MemoryError(
                 f"device={self.device}: sparse training keeps full-width histograms of "
                 f"{self.total_bins:,} slots x {self._channels} channels x 8 bytes = "
-                f"{per_slot / 2**20:,.1f} MiB a node; {slots} nodes of a tree need "
-                f"{need / 2**30:,.2f} GiB with the pool they replace, {free / 2**30:,.2f} "
-                f"GiB is free. Lower max_leaves / max_depth or max_bin, or train with "
-                f"device='cpu' (its sparse histograms follow the stored values)")
+                f"{per_slot / 2**20:,.1f} MiB a node; a pool of {slots} nodes needs "
+                f"{need / 2**30:,.2f} GiB, {free / 2**30:,.2f} GiB is free. Lower "
+                f"max_leaves / max_depth or max_bin, or train with device='cpu' (its sparse "
+                f"histograms follow the stored values)")
 
     def _alloc_slots(self, k: int) -> int:
+        """`CUDABackend._alloc_slots`, its pool grown by doubling where that fits, else to
+        exactly the slots the tree needs, else MemoryError (`_check_pool_fits`)."""
         need = self._used + k
         if need > self._pool.shape[0]:
-            want = max(need, 2 * self._pool.shape[0], 8)
             try:
-                self._check_pool_fits(want)
+                self._check_pool_fits(max(need, 2 * self._pool.shape[0], 8))
             except MemoryError:
-                self._check_pool_fits(need)  # exactly what the tree needs, or the error
+                self._check_pool_fits(need)
                 self._grow_pool(need)
         return super()._alloc_slots(k)
 
