@@ -91,16 +91,18 @@ _LOOP_MIN_THREADS = 4
 # a small node more than its slots: 0.18 ms a node on one thread of the 16-core host, 200k x
 # 100k), and a subtraction in ranges of the built child's slots from this many a thread
 # (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on one
-# thread, subtractions not at all)
+# thread, subtractions not at all). A small child's subtraction gallops through its parent's
+# list, mostly cache misses: split from 256 slots a thread, the 100 trees' subtractions took
+# 0.48 s on the 16-core host against 0.75-0.80 s from 1k (most built children hold 1-2k)
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
 _EMIT_THREAD_MIN_WORDS = 1 << 11
-_SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
-# a node's search on the loops cuts its list into this many stretches a thread, taken in turn
-# (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
-# longest took 2x the mean)
+_SUBTRACT_THREAD_MIN_SLOTS = 1 << 8
+# a node's search on the loops cuts its list into this many stretches a thread, which the
+# threads take in order as they come free (uneven stretches even out; measured on captured
+# 200k x 100k nodes, 16 stretches: the longest took 2x the mean)
 _STRETCHES_PER_THREAD = 4
 # On the loops, the nodes of a step (up to this many at a time) are searched in one parallel
-# loop, their stretches interleaved over the threads (`_search_nodes`)
+# loop, their stretches shared by the threads (`_search_nodes`)
 _SEARCH_GROUP = 4
 
 
@@ -442,9 +444,10 @@ class SparseCPUBackend(CPUBackend):
     def _build_root(self, node: int, chunks: int, parts: int) -> None:
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
-        `_build_group` with the same chunks, without full-width scratch, on parts of the
-        features (about equal stored values each) on several threads (used on Numba's loops:
-        on one thread the row-chunk build is as fast)."""
+        `_build_group` with the same chunks, on parts of the features (about equal stored
+        values each) on several threads (used on Numba's loops: on one thread the row-chunk
+        build is as fast), each feature's run staged at its own slots in one pass over the
+        entries, then the runs moved together."""
         sb = self.sbins
         F = self.n_features
         bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
@@ -455,11 +458,16 @@ class SparseCPUBackend(CPUBackend):
         width = max(1, self._widest)
         acc = np.empty((parts, chunks * width, C), self.hist_dtype)
         seen = np.zeros((parts, chunks * width), np.uint8)
-        counts = np.zeros(F, np.int64)
+        counts = np.empty(F, np.int64)
         pos = np.zeros(F + 1, np.int64)
+        # the stage: the builds' full-width scratch (free between trees), each feature's run
+        # at its own slots
+        stage_vals = self._empty((_BUILD_ITEMS, self.total_bins, C), self.hist_dtype)[0]
+        stage_slots = self._empty((self.total_bins,), self._slot_dtype)
         args = [bounds, self.n_rows, chunks, sb.indptr, sb.slots, self.offsets, sb.col_ptr,
                 sb.col_rows, sb.col_bins, self._dead[node], self.gh, acc, seen, counts, pos,
-                np.empty(0, self._slot_dtype), np.empty((0, C), self.hist_dtype)]
+                stage_slots, stage_vals, np.empty(0, self._slot_dtype),
+                np.empty((0, C), self.hist_dtype)]
         for step in (0, 1):
             if step == 1:
                 np.cumsum(counts, out=pos[1:])
@@ -643,9 +651,9 @@ class SparseCPUBackend(CPUBackend):
         """`sparse.search_nodes` of up to _SEARCH_GROUP nodes on Numba's loops, in one
         parallel loop: each node's list in stretches of whole features (one for a short
         list, else _STRETCHES_PER_THREAD for each thread its length is worth), the stretches
-        of all nodes interleaved over the threads; totals float64 (m, 3) (G, H, rows), masks
-        bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records, lists and
-        dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
+        of all nodes taken by the threads as they come free; totals float64 (m, 3) (G, H,
+        rows), masks bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records,
+        lists and dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
         m = len(nodes)
         C = self._channels_native
         dtype = self.hist_dtype
