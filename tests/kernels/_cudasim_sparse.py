@@ -48,9 +48,10 @@ def _random_bins(rng, n: int, widths: list[int], density: float) -> np.ndarray:
 
 def check_build_and_fix_against_numpy() -> None:
     """`BUILD` + `FIX_DEFAULT_BINS` give every node the histogram of its dense bins (a NumPy
-    sum): nodes over identity rows and through both row buffers in several chunks, 2 and 3
-    channels, feature 0 summed in shared memory and in global memory (wide values), both
-    unstored rules (default bin 0, and the missing slot)."""
+    sum) and mark the features some row stores (which narrow the split search): nodes over
+    identity rows and through both row buffers in several chunks, 2 and 3 channels, feature
+    0 summed in shared memory and in global memory (wide values), both unstored rules
+    (default bin 0, and the missing slot)."""
     rng = np.random.default_rng(3)
     n, widths = 70, [3, 5, 2, 9, 4]
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
@@ -65,12 +66,15 @@ def check_build_and_fix_against_numpy() -> None:
         for channels in (2, 3):
             for width0 in (widths[0], 0):
                 pool = torch.full((5, int(offsets[-1]), channels), 0, dtype=torch.int64)
+                present = torch.zeros((5, len(widths)), dtype=torch.uint8)
                 table_t = torch.from_numpy(table)
                 args = [torch.from_numpy(a) for a in (
                     sb.indptr, sb.slots.astype(np.int32), gh.view(np.int64).reshape(n), rows2)]
+                slot_feature = torch.from_numpy(np.repeat(np.arange(len(widths), dtype=np.int32),
+                                                          widths))
                 cuda_sparse.BUILD[channels].launch(
                     n_chunks, _common.THREADS, torch.device("cpu"), *args, table_t, width0,
-                    pool, shared_bytes=4 * width0 * channels)
+                    slot_feature, pool, present, shared_bytes=4 * width0 * channels)
                 cuda_sparse.FIX_DEFAULT_BINS.launch(
                     (_common.grid(len(widths) - 1), 5), _common.THREADS, torch.device("cpu"),
                     table_t, torch.from_numpy(offsets),
@@ -86,6 +90,12 @@ def check_build_and_fix_against_numpy() -> None:
                             np.add.at(want[:, 2], slots, 1)
                     np.testing.assert_array_equal(pool[j].numpy(), want,
                                                   err_msg=f"{unstored} {channels} {width0} {j}")
+                    # a feature is present where some row is off its default bin (feature 0:
+                    # every row)
+                    off = bins[rows] != sb.default_bins
+                    off[:, 0] = True
+                    np.testing.assert_array_equal(present[j].numpy(), off.any(axis=0),
+                                                  err_msg=f"{unstored} present {j}")
 
 
 def _rows_of(be, node: int) -> np.ndarray:
@@ -223,6 +233,42 @@ def check_float_training_close_to_cpu() -> None:
                                atol=1e-5)
 
 
+def check_search_skips_absent_features() -> None:
+    """A step's built child marks only the features its rows store, the child taking its
+    parent's slot keeps the parent's (a superset), and the split search's masks are narrowed
+    to them: a child whose rows all sit in the default bins of features 1 and 2 searches
+    feature 0 only, with the record of a search over all features."""
+    rng = np.random.default_rng(8)
+    n, widths = 40, [5, 3, 4]
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    bins = np.zeros((n, 3), np.int64)
+    bins[:, 0] = rng.integers(0, 4, n)
+    bins[:20, 1] = 1
+    bins[:20, 2] = rng.integers(1, 3, 20)
+    be = make_backend("cuda", sparse_bins_of(bins, offsets), offsets, n_threads=1,
+                      label=(bins[:, 0] > 1) * 1.0, weight=None, n_outputs=1,
+                      count_rows=False)
+    be.compute_gradients("logistic")
+    be.begin_tree(0, None, None)
+    be.build_histograms([0])
+    G, H = be.histogram_totals([0])[0]
+    rec = np.zeros((1, conformance.REC_WIDTH))
+    rec[0, [conformance.REC_FEATURE, conformance.REC_BIN]] = (1, 0)  # rows 20.. go left
+    sums = be.read_histograms([0])[0, offsets[1]:offsets[1] + 2, :2]
+    child_sums = np.array([sums[0], [G - sums[0, 0], H - sums[0, 1]]])
+    reg = conformance._reg()
+    masks = np.ones((2, 3), bool)
+    counts, recs = be.split_and_search([0], [1], [2], rec, child_sums, masks, reg)
+    assert tuple(counts[0]) == (20, 20)
+    present = be._present.numpy()
+    np.testing.assert_array_equal(present[be._slot[1]], [1, 0, 0])  # built: rows 20..39
+    np.testing.assert_array_equal(present[be._slot[2]], [1, 1, 1])  # the parent's
+    be._narrow_masks = lambda masks, nodes: None  # every feature searched
+    full = [be.find_best_splits([node], np.array([[*be.histogram_totals([node])[0], 20.0]]),
+                                np.ones((1, 3), bool), reg)[0] for node in (1, 2)]
+    np.testing.assert_array_equal(recs, np.array(full))
+
+
 def check_pool_memory_is_checked() -> None:
     """A histogram pool that would not fit the device raises MemoryError naming the sizes
     (before any allocation), and exactly what a tree needs is taken where doubling would
@@ -235,7 +281,7 @@ def check_pool_memory_is_checked() -> None:
     be = make_backend("cuda", sparse_bins_of(_random_bins(rng, 40, widths, 0.5), offsets),
                       offsets, n_threads=1, label=np.arange(40.0) % 2, weight=None,
                       n_outputs=1, count_rows=False)
-    per_slot = 12 * 2 * 8
+    per_slot = 12 * 2 * 8 + 3  # and a byte a feature
     be.compute_gradients("logistic")
     be.begin_tree(0, None, None)
     be._alloc_slots(8)  # a pool of 8 slots
@@ -256,8 +302,8 @@ def main() -> int:
     checks = [(c.__name__, lambda c=c: c(sparse_cuda_backend("zero"), 0)) for c in CHECKS]
     checks += [(c.__name__, c) for c in (
         check_build_and_fix_against_numpy, check_partition_and_margins_against_numpy,
-        check_training_matches_cpu, check_float_training_close_to_cpu,
-        check_pool_memory_is_checked)]
+        check_search_skips_absent_features, check_training_matches_cpu,
+        check_float_training_close_to_cpu, check_pool_memory_is_checked)]
     for name, fn in checks:
         t0 = time.perf_counter()
         try:

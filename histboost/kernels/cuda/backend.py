@@ -991,6 +991,12 @@ class CUDABackend:
         return (True, np.asarray(cons, np.int32), np.asarray(lower, np.float64),
                 np.asarray(upper, np.float64))
 
+    def _narrow_masks(self, masks, nodes) -> None:
+        """Before a split search: its feature masks (device uint8 (k, F)) of the nodes in
+        pool slots nodes[:, 0] (device int64 (k, 2)) may be narrowed in place to features
+        that can split there; the dense layout keeps them (`sparse.SparseCUDABackend` drops
+        features with no stored value in a node)."""
+
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         torch = self._torch
@@ -1009,6 +1015,7 @@ class CUDABackend:
             self._search_nodes(nodes), np.asarray(totals, np.float64),
             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64), cons, lower,
             upper)
+        self._narrow_masks(masks, table)
         split = self._k["split"]
         split.BEST_SPLIT.launch(
             k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
@@ -1157,6 +1164,7 @@ class CUDABackend:
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)
             done = self._buffer("_done", 2 * k, (), torch.int32, zeros=True)
+            self._narrow_masks(masks, search)
             split.BEST_SPLIT.launch(
                 2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
                 self._scales[0], self._scales[1], search, totals_d, self.offsets, masks, reg_d,

@@ -79,12 +79,13 @@ def _make_build(channels: int):
     u64 = np.uint64
 
     @cuda.jit
-    def _build(indptr, slots, gh, rows2, table, width0, pool):
+    def _build(indptr, slots, gh, rows2, table, width0, slot_feature, pool, present):
         """grid (chunks,): pool[slot] += the stored slots of the rows of each chunk of the
-        nodes of `table` (int64 (k, TABLE_WIDTH)); default bins are left out (`FIX`).
-        width0: feature 0's slots summed in dynamic shared memory (width0 x channels int32,
-        one plane per channel), 0: every slot in global memory (values too wide for int32
-        chunk sums)."""
+        nodes of `table` (int64 (k, TABLE_WIDTH)); default bins are left out (`FIX`), and
+        present[slot, f] = 1 for every feature f stored by a row (slot_feature int32
+        (total_bins,): each slot's feature). width0: feature 0's slots summed in dynamic
+        shared memory (width0 x channels int32, one plane per channel), 0: every slot in
+        global memory (values too wide for int32 chunk sums)."""
         c = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         threads = cuda.blockDim.x
@@ -107,6 +108,7 @@ def _make_build(channels: int):
             g, h = _pair(gh, r)
             for e in range(indptr[r] + lane, indptr[r + u64(1)], LANES):
                 s = slots[u64(e)]
+                present[dst, slot_feature[s]] = 1
                 if s < width0:
                     cuda.atomic.add(shared, s, g)
                     cuda.atomic.add(shared, s + width0, h)
@@ -227,7 +229,8 @@ def _add_margin(indptr, slots, offsets, default_bins, missing_bins, tree_class, 
 
 _CSR = (("int64", 1), ("int32", 1))
 BUILD = {channels: CudaKernel(_make_build(channels), (*_CSR, ("int64", 1), ("int32", 2),
-                                                      ("int64", 2), "int64", ("int64", 3)))
+                                                      ("int64", 2), "int64", ("int32", 1),
+                                                      ("int64", 3), ("uint8", 2)))
          for channels in (2, 3)}
 FIX_DEFAULT_BINS = CudaKernel(_fix_default_bins, (("int64", 2), ("int64", 1), ("int32", 1),
                                                   ("int64", 3)))
@@ -269,6 +272,12 @@ class SparseCUDABackend(CUDABackend):
         self._no_missing = torch.full((1,), -1, dtype=torch.int32, device=self.device)
         self._flag_table = None
         self._width0 = int(self.offsets_host[1] - self.offsets_host[0])
+        # features stored by some row of the node in each pool slot (a subtracted child keeps
+        # its parent's: a superset), which narrow the split search (`_narrow_masks`)
+        self._slot_feature = self._tensor(np.repeat(
+            np.arange(self.n_features, dtype=np.int32), np.diff(self.offsets_host)))
+        self._present = torch.zeros((0, self.n_features), dtype=torch.uint8,
+                                    device=self.device)
 
     # -- memory ---------------------------------------------------------------------------
     def _free_bytes(self) -> int | None:
@@ -286,14 +295,14 @@ class SparseCUDABackend(CUDABackend):
         """Raise MemoryError naming the sizes when a histogram pool of `slots` full-width
         histograms would not fit the device beside what it holds (the old pool included:
         it is copied into the new one)."""
-        per_slot = self.total_bins * self._channels * 8
+        per_slot = self.total_bins * self._channels * 8 + self.n_features
         need = slots * per_slot
         free = self._free_bytes()
         if free is not None and need > free:
             raise MemoryError(
                 f"device={self.device}: sparse training keeps full-width histograms of "
-                f"{self.total_bins:,} slots x {self._channels} channels x 8 bytes = "
-                f"{per_slot / 2**20:,.1f} MiB a node; a pool of {slots} nodes needs "
+                f"{self.total_bins:,} slots x {self._channels} channels x 8 bytes (and a byte "
+                f"a feature) = {per_slot / 2**20:,.1f} MiB a node; a pool of {slots} nodes needs "
                 f"{need / 2**30:,.2f} GiB, {free / 2**30:,.2f} GiB is free. Lower "
                 f"max_leaves / max_depth or max_bin, or train with device='cpu' (its sparse "
                 f"histograms follow the stored values)")
@@ -308,7 +317,18 @@ class SparseCUDABackend(CUDABackend):
             except MemoryError:
                 self._check_pool_fits(need)
                 self._grow_pool(need)
-        return super()._alloc_slots(k)
+        first = super()._alloc_slots(k)
+        if self._present.shape[0] < self._pool.shape[0]:
+            present = self._torch.zeros((self._pool.shape[0], self.n_features),
+                                        dtype=self._torch.uint8, device=self.device)
+            present[:first] = self._present[:first]
+            self._present = present
+        return first
+
+    def begin_tree(self, output: int, rows: np.ndarray | None, quantisation,
+                   bounds: tuple[float, float] | None = None) -> int:
+        self._present[:self._used].zero_()  # with the pool's slots (`CUDABackend.begin_tree`)
+        return super().begin_tree(output, rows, quantisation, bounds)
 
     def _grow_pool(self, slots: int) -> None:
         """The pool grown to exactly `slots` slots, the tree's histograms kept."""
@@ -322,6 +342,7 @@ class SparseCUDABackend(CUDABackend):
         super().release()
         self.indptr = self.slots = self.default_bins = None
         self._flags = self._no_missing = self._flag_table = None
+        self._slot_feature = self._present = None
 
     # -- layout-bound kernels ---------------------------------------------------------------
     def _launch_build(self, table_d, n_chunks: int) -> None:
@@ -331,7 +352,8 @@ class SparseCUDABackend(CUDABackend):
             else self._width0
         BUILD[self._channels].launch(
             n_chunks, THREADS, self.device, self.indptr, self.slots, self._ints_words,
-            self._rows2, table_d, width0, self._pool, shared_bytes=4 * width0 * self._channels)
+            self._rows2, table_d, width0, self._slot_feature, self._pool, self._present,
+            shared_bytes=4 * width0 * self._channels)
         FIX_DEFAULT_BINS.launch(
             (grid(max(self.n_features - 1, 1)), int(table_d.shape[0])), THREADS, self.device,
             table_d, self.offsets, self.default_bins, self._pool)
@@ -354,6 +376,13 @@ class SparseCUDABackend(CUDABackend):
             partition.SCATTER_ROWS[one_byte].launch(n_chunks, THREADS, self.device, *args,
                                                     counts)
         return counts
+
+    def _narrow_masks(self, masks, nodes) -> None:
+        """A feature none of a node's rows stores has all of them in its default bin, so no
+        split (the CPU's sparse lists leave it out too): the search's masks keep only the
+        features present in each node's slot (a block of the split kernel then returns at
+        once for the others)."""
+        masks.mul_(self._present.index_select(0, nodes[:, 0]))
 
     def _add_margin(self, tree: Tree, output: int) -> None:
         if tree.class_index != output:
