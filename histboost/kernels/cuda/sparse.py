@@ -25,6 +25,10 @@ search, subtraction, totals, oblivious gain tables) is the dense backend's, unch
   one-feature matrix whose every split is "bin <= 0 goes left" (the kernel writes that node
   table beside the real one).
 - Margins (`ADD_MARGIN`): a thread per row walks the tree, each split's bin found as above.
+- Search: the build also marks the features each node's rows store (a byte per pool slot
+  and feature; a subtracted child keeps its parent's marks, a superset), and the split
+  search's masks are narrowed to them (`_narrow_masks`): a feature no row of a node stores
+  has all of them in its default bin, so no split.
 
 The device-planned levels and best-first steps (`ahead`, `best_first`, the next round's tree
 launched ahead) read the dense matrix: `plan_levels` declines, so every step is planned on
