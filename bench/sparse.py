@@ -2,6 +2,11 @@
 (CTR-like: ~25 stored values a row over 100,000 columns, zipf-popular columns), in one run.
 
     python bench/sparse.py [--rows 200000] [--cols 100000] [--rounds 100] [--leaves 63]
+    python bench/sparse.py --libs histboost-cuda,histboost,histboost-cuda-quantized
+
+`histboost-cuda` / `histboost-cuda-quantized` train on the GPU (`device="cuda"`, the data
+sparse on the device, `histboost.kernels.cuda.sparse`); their rows add the peak device memory
+(torch's allocator, from the dataset on).
 
 Every library trains in its own subprocess on the same cached CSR matrix (so peak memory is its
 own: the data, ~60 MB at the defaults, is in every figure), best-first with `--leaves` leaves,
@@ -29,6 +34,7 @@ import numpy as np
 from _common import auc, synth
 
 LIBS = ("histboost", "histboost-quantized", "lightgbm", "xgboost")
+GPU_LIBS = ("histboost-cuda", "histboost-cuda-quantized")
 
 
 def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
@@ -44,11 +50,11 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
     if lib == "warm":  # compile histboost's kernels (float and quantised) into the cache
         import histboost
         d = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
-        for quantised in {lib.endswith("quantized") for lib in a.libs.split(",")
-                          if lib.startswith("histboost")}:
+        for quantised, device in {(lib.endswith("quantized"), _device(lib))
+                                  for lib in a.libs.split(",") if lib.startswith("histboost")}:
             params = {"objective": "binary:logistic", "max_depth": 0, "max_leaves": a.leaves,
                       "grow_policy": "lossguide", "nthread": threads,
-                      "quantized_grad": quantised}
+                      "quantized_grad": quantised, "device": device}
             histboost.train(params, d, 2, verbose_eval=False).predict(Xt[:10])
             # one round on all rows: the kernels of large inputs (parallel gradients and
             # margins) too, else the first timed run compiles them (16-core host: 1.3 s)
@@ -59,10 +65,17 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
         import histboost
         params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_depth": 0,
                   "max_leaves": a.leaves, "grow_policy": "lossguide", "max_bin": a.bins,
-                  "nthread": threads, "quantized_grad": lib.endswith("quantized")}
+                  "nthread": threads, "quantized_grad": lib.endswith("quantized"),
+                  "device": _device(lib)}
         warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)
         histboost.train(params, warm, 2, verbose_eval=False)
         histboost.Booster.predict(histboost.train(params, warm, 1, verbose_eval=False), Xt[:10])
+        gpu_before = None  # device memory held before the timed run
+        if lib in GPU_LIBS:
+            import torch
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            gpu_before = torch.cuda.memory_allocated()
         c0, t0 = time.process_time(), time.perf_counter()
         d = histboost.Dataset(X, label=y, max_bin=a.bins)
         d.construct()
@@ -72,6 +85,9 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
         p = b.predict(Xt)
         extra = {"dataset": round(t_data, 2), "stored_MB": round(d.bins.nbytes / 2**20, 1),
                  **{k: round(v, 2) for k, v in b.timings.items()}}
+        if gpu_before is not None:
+            extra["gpu_peak_MB"] = round(
+                (torch.cuda.max_memory_allocated() - gpu_before) / 2**20)
     elif lib == "lightgbm":
         import lightgbm as lgb
         params = {"objective": "binary", "learning_rate": 0.1, "num_leaves": a.leaves,
@@ -96,6 +112,10 @@ def run_one(lib: str, data: str, a: argparse.Namespace) -> dict:
             "peak_mb": peak_mb, "phases": extra}
 
 
+def _device(lib: str) -> str:
+    return "cuda" if lib in GPU_LIBS else "cpu"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000)
@@ -105,7 +125,7 @@ def main() -> None:
     ap.add_argument("--leaves", type=int, default=63)
     ap.add_argument("--bins", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
-    ap.add_argument("--libs", default=",".join(LIBS))
+    ap.add_argument("--libs", default=",".join(LIBS), help=f"of {LIBS + GPU_LIBS}")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds a library may take (data, warm-up and training)")
@@ -156,15 +176,16 @@ def main() -> None:
     print(f"\n{a.rows:,} x {a.cols:,} sparse_like ({stored:.1f} stored values a row), "
           f"{a.rounds} rounds, {a.leaves} leaves, {a.bins} bins, "
           f"{a.threads or os.cpu_count()} threads\n")
-    print("| library | train s | ratio to histboost | CPU s | peak MB | test AUC |")
-    print("|---|---|---|---|---|---|")
+    print("| library | train s | ratio to histboost | CPU s | peak MB | GPU peak MB | test AUC |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         if "seconds" not in r:
-            print(f"| {r['lib']} | > {r['timeout']:.0f} (stopped) | - | - | - | - |")
+            print(f"| {r['lib']} | > {r['timeout']:.0f} (stopped) | - | - | - | - | - |")
             continue
         ratio = f"{r['seconds'] / base:.2f}" if base else "-"
+        gpu = (r.get("phases") or {}).get("gpu_peak_MB", "-")
         print(f"| {r['lib']} | {r['seconds']:.2f} | {ratio} | {r['cpu']:.2f} | "
-              f"{r['peak_mb']:.0f} | {r['auc']:.4f} |")
+              f"{r['peak_mb']:.0f} | {gpu} | {r['auc']:.4f} |")
     if done:
         print(f"\nbest AUC {max(r['auc'] for r in done):.4f}")
 

@@ -284,10 +284,9 @@ class _Training:
                 dist.check_ranking_weights(objective, w)
             if comm is None and w is not None and not np.any(w > 0):
                 raise ValueError("all weights are zero")
-            if dtrain.is_sparse and p.device != "cpu":
-                raise ValueError("a sparse Dataset trains on the CPU for now (device="
-                                 f"{p.device!r} given); pass a dense array (e.g. X.toarray()) "
-                                 "to train it there")
+            if dtrain.is_sparse and p.device != "cpu" and dist is not None:
+                raise ValueError("distributed training of a sparse Dataset runs on the CPU "
+                                 f"for now (device={p.device!r} given)")
             evals = list(evals or ())
             eval_labels = []
             for d, name in evals:
@@ -308,10 +307,10 @@ class _Training:
             if w is not None and dist.global_set_facts(comm, y, w)[0] <= 0:
                 raise ValueError("all weights are zero on every rank")
         with timer("binning"):
-            # a GPU backend bins the rows on the device from the cuts; with comm, the cuts of
-            # all ranks' rows (a collective call)
+            # a GPU backend bins dense rows on the device from the cuts (sparse ones are
+            # binned here); with comm, the cuts of all ranks' rows (a collective call)
             dtrain.construct(p.max_bin if _max_bin_given(raw_params) else None,
-                             bin_rows=p.device == "cpu", comm=comm)
+                             bin_rows=p.device == "cpu" or dtrain.is_sparse, comm=comm)
         mapper = dtrain.bin_mapper
         ctr = None  # categorical features: the derived columns (histboost.categorical)
         if dtrain.categorical is not None:
@@ -391,7 +390,9 @@ class _Training:
                                 weight=w_grad, n_outputs=K, count_rows=p.min_data_in_leaf > 0,
                                 raw=dtrain.data if ctr is None else None, mapper=mapper)
             # with categorical features, the matrix with their static columns (uploaded)
-            bins = ctr.bins if ctr is not None else dtrain.bins if p.device == "cpu" else None
+            # (a sparse one binned on the host: the device holds its `SparseBins`)
+            bins = (ctr.bins if ctr is not None else dtrain.bins
+                    if p.device == "cpu" or dtrain.is_sparse else None)
             if dist is None:
                 backend = make_backend(p.device, bins, mapper.bin_offsets, **backend_args)
             else:

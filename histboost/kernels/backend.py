@@ -283,15 +283,15 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
                  pack: bool = True, pack_rows: int = 0) -> Backend:
     """The backend of `device` ('cpu', 'cuda' or 'cuda:N') over the binned training matrix
     bins (n, F) uint8/uint16 (or a sparse Dataset's `SparseBins`: the CPU's
-    `SparseCPUBackend`) with slot offsets int64 (F+1,). A CUDA backend may instead take the
-    raw matrix `raw` (n, F) float32/float64 and the `BinMapper` of its cuts and bin it on the
-    device; the CPU backend traverses it for the margins of rows left out of a tree's sample
-    on small data (see `CPUBackend`). row_ids: int64 (n,) global index of each row when the
-    rows are one worker's share (quantised rounding draws at global rows); pack=False: CPU
-    histograms keep one layout whatever the totals; pack_rows: the rows of all workers, from
-    which CPU backends decide their layout alike (a distributed wrapper adds their histograms
-    up). Raises ValueError for an unknown device and RuntimeError naming what is missing
-    when CUDA cannot be used."""
+    `SparseCPUBackend`, CUDA's `SparseCUDABackend`) with slot offsets int64 (F+1,). A dense
+    CUDA backend may instead take the raw matrix `raw` (n, F) float32/float64 and the
+    `BinMapper` of its cuts and bin it on the device; the CPU backend traverses it for the
+    margins of rows left out of a tree's sample on small data (see `CPUBackend`). row_ids:
+    int64 (n,) global index of each row when the rows are one worker's share (quantised
+    rounding draws at global rows); pack=False: CPU histograms keep one layout whatever the
+    totals; pack_rows: the rows of all workers, from which CPU backends decide their layout
+    alike (a distributed wrapper adds their histograms up). Raises ValueError for an unknown
+    device and RuntimeError naming what is missing when CUDA cannot be used."""
     if device == "cpu":
         from .cpu.backend import CPUBackend
 
@@ -309,6 +309,12 @@ def make_backend(device: str, bins: np.ndarray | None, bin_offsets: np.ndarray, 
     if device == "cuda" or device.startswith("cuda:"):
         from .cuda.backend import CUDABackend
 
+        if bins is not None and not isinstance(bins, np.ndarray):  # a `SparseBins`
+            from .cuda.sparse import SparseCUDABackend
+
+            return SparseCUDABackend(bins, device, label=label, weight=weight,
+                                     n_outputs=n_outputs, count_rows=count_rows,
+                                     row_ids=row_ids)
         return CUDABackend(bins, bin_offsets, device, label=label, weight=weight,
                            n_outputs=n_outputs, count_rows=count_rows, raw=raw, mapper=mapper,
                            row_ids=row_ids)

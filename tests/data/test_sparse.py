@@ -396,9 +396,15 @@ def test_too_many_columns_is_a_clear_error():
         histboost.Dataset(S, label=[0.0, 1.0])
 
 
-def test_sparse_on_cuda_is_a_clear_error():
-    with pytest.raises(ValueError, match="sparse Dataset trains on the CPU"):
-        histboost.train({"device": "cuda"}, histboost.Dataset(X_S, label=Y), 1)
+def test_distributed_sparse_on_cuda_is_a_clear_error():
+    from histboost.collective.testing import run_threads
+
+    def train(comm):
+        with pytest.raises(ValueError, match="sparse Dataset runs on the CPU"):
+            histboost.train({"device": "cuda", "base_score": 0.5},
+                            histboost.Dataset(X_S[comm.rank::2], label=Y[comm.rank::2]), 1,
+                            comm=comm)
+    run_threads(2, train)
 
 
 def test_sklearn_estimator_takes_sparse_input():

@@ -35,18 +35,19 @@ def _kernels():
         histogram,
         partition,
         predict,
+        sparse,
         split,
     )
 
-    return [k for m in (best_first, binning, gradients, histogram, partition, predict, split)
-            for k in m.KERNELS]
+    return [k for m in (best_first, binning, gradients, histogram, partition, predict, sparse,
+                        split) for k in m.KERNELS]
 
 
 def test_tree_kernels_compile(compile_ptx):
     from histboost.kernels.launch import numba_signature
 
     kernels = _kernels()
-    assert len(kernels) == 32
+    assert len(kernels) == 38
     ptx = {k.name + str(k.spec[0]): compile_ptx(k.dispatcher, numba_signature(k.spec))
            for k in kernels}
     assert all(".entry" in p for p in ptx.values())

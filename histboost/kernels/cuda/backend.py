@@ -181,21 +181,7 @@ class CUDABackend:
         self.n_outputs = int(n_outputs)
         self.count_rows = count_rows
         self._channels = 3 if count_rows else 2
-        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
-        self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
-        # rows padded to whole 4-byte words, which the histogram kernel reads, and where that
-        # adds at most a third to 32-byte sectors (`sector_row_bytes`)
-        size = 1 if one_byte else 4
-        width = sector_row_bytes(-(-self.n_features * size // 4) * 4) // size
-        self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
-                                device=dev)
-        if bins is not None:
-            self.bins[:, :self.n_features] = torch.from_numpy(
-                np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(dev)
-        else:
-            self._bin_on_device(raw, mapper)
-        self._words = self.bins.view(torch.int32) if one_byte else self.bins
-        self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
+        self._place_matrix(bins, raw, mapper)
         self.offsets = torch.from_numpy(self.offsets_host).to(dev)
         self.missing_bins = torch.from_numpy(
             (self.offsets_host[1:] - 1 - self.offsets_host[:-1]).astype(np.int32)).to(dev)
@@ -292,6 +278,28 @@ class CUDABackend:
         self.trees_ahead_launched = 0  # next rounds' trees launched ahead
         self.trees_ahead_kept = 0  # ... and taken
         self.trees_ahead_dropped = 0  # ... and dropped (the next round was not as foretold)
+
+    def _place_matrix(self, bins: np.ndarray | None, raw: np.ndarray | None, mapper) -> None:
+        """The binned matrix on the device, from `bins` or binned there from `raw` and the
+        mapper's cuts: `bins` (n, W) (rows padded), `_words` (its 32-bit words) and
+        `_columns` (F, n) (column-major, for the partition and margins), of `_bin_dtype`.
+        (`sparse.SparseCUDABackend` places its sparse layout instead.)"""
+        torch = self._torch
+        one_byte = int(np.diff(self.offsets_host).max(initial=1)) <= 256
+        self._bin_dtype = np.dtype(np.uint8 if one_byte else np.int32)
+        # rows padded to whole 4-byte words, which the histogram kernel reads, and where that
+        # adds at most a third to 32-byte sectors (`sector_row_bytes`)
+        size = 1 if one_byte else 4
+        width = sector_row_bytes(-(-self.n_features * size // 4) * 4) // size
+        self.bins = torch.zeros((self.n_rows, width), dtype=_TORCH_DTYPE[self._bin_dtype.str],
+                                device=self.device)
+        if bins is not None:
+            self.bins[:, :self.n_features] = torch.from_numpy(
+                np.ascontiguousarray(bins).astype(self._bin_dtype, copy=False)).to(self.device)
+        else:
+            self._bin_on_device(raw, mapper)
+        self._words = self.bins.view(torch.int32) if one_byte else self.bins
+        self._columns = self.bins[:, :self.n_features].t().contiguous()  # for the partition
 
     def _set_histogram_launch(self, threads: int, shared_bytes: int | None,
                               blocks: int | None) -> None:
@@ -983,6 +991,12 @@ class CUDABackend:
         return (True, np.asarray(cons, np.int32), np.asarray(lower, np.float64),
                 np.asarray(upper, np.float64))
 
+    def _narrow_masks(self, masks, nodes) -> None:
+        """Before a split search: its feature masks (device uint8 (k, F)) of the nodes in
+        pool slots nodes[:, 0] (device int64 (k, 2)) may be narrowed in place to features
+        that can split there; the dense layout keeps them (`sparse.SparseCUDABackend` drops
+        features with no stored value in a node)."""
+
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
         torch = self._torch
@@ -1001,6 +1015,7 @@ class CUDABackend:
             self._search_nodes(nodes), np.asarray(totals, np.float64),
             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64), cons, lower,
             upper)
+        self._narrow_masks(masks, table)
         split = self._k["split"]
         split.BEST_SPLIT.launch(
             k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
@@ -1149,6 +1164,7 @@ class CUDABackend:
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)
             done = self._buffer("_done", 2 * k, (), torch.int32, zeros=True)
+            self._narrow_masks(masks, search)
             split.BEST_SPLIT.launch(
                 2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
                 self._scales[0], self._scales[1], search, totals_d, self.offsets, masks, reg_d,
