@@ -188,7 +188,7 @@ def check_margin_ahead_matches_cpu() -> None:
         return plain(self, output)
 
     def counted_grad(self, loss):
-        taken.append(self._ahead_loss == loss)
+        taken.append(self._state.ahead_loss == loss)
         return plain_grad(self, loss)
     CUDABackend._keep_spare_margin = counted
     CUDABackend.compute_gradients = counted_grad

@@ -103,7 +103,7 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
         return plain(self, output)
 
     def counted_grad(self, loss):
-        taken.append(self._ahead_loss == loss)
+        taken.append(self._state.ahead_loss == loss)
         return plain_grad(self, loss)
     monkeypatch.setattr(CUDABackend, "_keep_spare_margin", counted)
     monkeypatch.setattr(CUDABackend, "compute_gradients", counted_grad)
