@@ -50,6 +50,11 @@ _TORCH_DTYPE: dict[str, object] = {}
 _STAGING_RING = 4
 _STAGING_ALIGN = 512
 _MAX_CACHED_VIEWS = 4096
+# finished best-first trees whose steps size the next trees' (`_plan_best_first`): with the
+# last tree's alone, trees needing one or two steps more than it were left to the host
+# (2 of 5 trees of 63 leaves on an H100), and lost their margins added ahead and the next
+# tree launched ahead
+_RECENT_TREES = 8
 def _torch_dtypes(torch) -> None:
     _TORCH_DTYPE.update({np.dtype(k).str: v for k, v in (
         (np.int64, torch.int64), (np.int32, torch.int32), (np.uint8, torch.uint8),
@@ -293,7 +298,9 @@ class CUDABackend:
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
         self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
         self.margins_kept_ahead = 0  # trees whose margin update ran ahead and was kept
-        self._best_first_last: BestFirstPlan | None = None  # the last finished tree's (steps)
+        # steps the last finished best-first trees took from the device, by their shape
+        # (max_leaves, max_depth, batch), at most `_RECENT_TREES` (`_plan_best_first`)
+        self._best_first_steps: dict[tuple[int, int, int], list[int]] = {}
         # the grower's calls of best-first steps answered from steps planned on the device
         self.best_first_calls_answered = 0
         # the next round's tree launched ahead (`_launch_next_tree`): the hint of
@@ -305,8 +312,8 @@ class CUDABackend:
         self._taken_stage = ""
         self._launching_ahead = False  # in `_launch_next_tree`
         # buffers of the tree launched ahead, besides the current tree's, by `_TreeState`
-        # field: margin_spare (n, 1), pairs_ahead (K, n, 2), bounds ((pinned (K, 2), event)),
-        # level_buffers and best_first_buffers (absent: made when first needed)
+        # field: margin_spare (n, 1), bounds ((pinned (K, 2), event)), level_buffers and
+        # best_first_buffers (absent: made when first needed)
         self._free: dict[str, Any] = {}
         self.trees_ahead_launched = 0  # next rounds' trees launched ahead
         self.trees_ahead_kept = 0  # ... and taken
@@ -500,7 +507,7 @@ class CUDABackend:
                      "_group_first", "_group_last"):
             setattr(self, name, None)
         self._state = None  # the tree's buffers and plans
-        self._best_first_last = None
+        self._best_first_steps = {}
         self._next = self._taken = self._next_quantise = None
         self._free = {}
         self._stage_host = self._stage_np = None
@@ -849,15 +856,15 @@ class CUDABackend:
         `begin_tree`, root histogram and `plan_levels` (`plan`: this tree's arguments; the
         margin update and the following round's gradients behind it) run on the state the
         next round will have (a `_TreeState` of its own, `_NextTree`): this tree's spare
-        margins as the margins, the gradients computed ahead as the pairs, and buffers of
-        their own for what it writes (the third margin and pairs buffers, a second set of
-        bounds, level and best-first buffers). The current tree's state is restored;
-        `begin_tree` takes the launched one when the next round is the one foretold
-        (`_NextTree.foretold`), else it is dropped, having changed nothing the model depends
-        on. One output, all rows, the tree's feature mask all features (so the next tree's
-        too), and a best-first tree finished on the device (otherwise the host plans its
-        last steps from the histograms and rows the next tree would overwrite), else
-        nothing is launched."""
+        margins as the margins, the gradients computed ahead as the pairs, this tree's pairs
+        for its own gradients ahead, and buffers of their own for what it writes (the third
+        margin buffer, a second set of bounds, level and best-first buffers). The current
+        tree's state is restored; `begin_tree` takes the launched one when the next round is
+        the one foretold (`_NextTree.foretold`), else it is dropped, having changed nothing
+        the model depends on. One output, all rows, the tree's feature mask all features (so
+        the next tree's too), and a best-first tree finished on the device (otherwise the
+        host plans its last steps from the histograms and rows the next tree would
+        overwrite), else nothing is launched."""
         quantise, self._next_quantise = self._next_quantise, None
         cur = self._state
         if (quantise is None or self.n_outputs != 1 or cur.spare_loss is None
@@ -871,13 +878,14 @@ class CUDABackend:
         quantisation = quantise(g, h)
         torch = self._torch
         free, self._free = self._free, {}
-        margin_spare, pairs_ahead = free.get("margin_spare"), free.get("pairs_ahead")
+        margin_spare = free.get("margin_spare")
         bounds_host, bounds_event = free.get("bounds") or self._new_bounds()
+        # its next round's gradients go into this round's pairs: read only by this tree's
+        # rounding (`begin_tree`), which the device runs before them
         state = cur.fork(
-            margin=cur.margin_spare, pairs=cur.pairs_ahead,
+            margin=cur.margin_spare, pairs=cur.pairs_ahead, pairs_ahead=cur.pairs,
             margin_spare=torch.empty_like(cur.margin_spare) if margin_spare is None
             else margin_spare,
-            pairs_ahead=torch.empty_like(cur.pairs) if pairs_ahead is None else pairs_ahead,
             bounds_host=bounds_host, bounds_event=bounds_event, bounds_ready=False,
             ahead_loss=None, level_buffers=free.get("level_buffers"),
             best_first_buffers=free.get("best_first_buffers"), slot={}, pending={}, side={},
@@ -897,7 +905,7 @@ class CUDABackend:
     @staticmethod
     def _buffers_of(state: _TreeState) -> dict[str, Any]:
         """The buffers of `state` that a tree launched ahead takes as its own (`_free`)."""
-        return {"margin_spare": state.margin_spare, "pairs_ahead": state.pairs_ahead,
+        return {"margin_spare": state.margin_spare,
                 "bounds": (state.bounds_host, state.bounds_event),
                 "level_buffers": state.level_buffers,
                 "best_first_buffers": state.best_first_buffers}
@@ -939,13 +947,14 @@ class CUDABackend:
                          batch: int) -> BestFirstPlan | None:
         """Best-first steps after the planned levels (`levels`, launched) run on the device
         (`histboost.kernels.cuda.best_first`); the host plans any step beyond them. How
-        many: two more than the last finished tree of the same shape took from the device
-        (a step launched and not needed costs seven launches of kernels that return at once;
-        a step needed and not launched, a host round trip), for the first tree the leaves
-        left in batches of `batch` and a few more (a step splits leaves ahead that the tree
-        may not keep). With a learning rate, the tree's margin update follows the steps.
-        None (not planned) for trees without a leaf budget or with more leaves than the
-        device's tables hold."""
+        many: two more than the most the last finished trees of the same shape took from the
+        device (`_RECENT_TREES`; a step launched and not needed costs seven launches of
+        kernels that return at once; a step needed and not launched, a host round trip, and
+        the tree's margins are not added ahead nor the next tree launched ahead), for the
+        first tree the leaves left in batches of `batch` and a few more (a step splits
+        leaves ahead that the tree may not keep). With a learning rate, the tree's margin
+        update follows the steps. None (not planned) for trees without a leaf budget or with
+        more leaves than the device's tables hold."""
         from . import best_first as bf
 
         # a step adds a leaf per parent to a tree of fewer than max_leaves leaves
@@ -954,10 +963,8 @@ class CUDABackend:
             return None
         left = max(0, max_leaves - (1 << levels.bufs.depth))
         first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 2)
-        last = self._best_first_last
-        steps = first_guess
-        if last is not None and last.shape == (max_leaves, max_depth, batch):
-            steps = min(bf.MAX_STEPS, last.index + 2)
+        recent = self._best_first_steps.get((max_leaves, max_depth, batch))
+        steps = min(bf.MAX_STEPS, max(recent) + 2) if recent else first_guess
         # buffers for the most steps at once: grown to each tree's guess, they were made
         # again (and every step's kernel parameters packed again) tree after tree while the
         # guesses rose from the first towards MAX_STEPS
@@ -1254,8 +1261,10 @@ class CUDABackend:
         st.growing = False  # the tree is done: its histograms need no more columns
         st.ahead = None
         st.ahead_loss = None  # the margins change
-        if st.best_first is not None:  # its steps taken size the next trees' (finished)
-            self._best_first_last = st.best_first
+        if st.best_first is not None:  # its steps taken size the next trees'
+            steps = self._best_first_steps.setdefault(st.best_first.shape, [])
+            steps.append(st.best_first.index)
+            del steps[:-_RECENT_TREES]
         spare_loss, st.spare_loss = st.spare_loss, None
         plan, st.margin_plan = st.margin_plan, None
         if plan is not None and output == st.output and plan.leaves_match(leaves, values):
