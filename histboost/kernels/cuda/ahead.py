@@ -22,7 +22,7 @@ once its event has passed, while the device works on the levels below, and each 
 that the grower chose the nodes the device split, in any order (an error otherwise: the rule
 above would have been broken). A level costs the host one wait on work already done instead of
 a round trip. After the last planned level the backend holds the children's histograms
-(`_slot`) and goes on with host-planned steps (best-first growth).
+(`_TreeState.slot`) and goes on with host-planned steps (best-first growth).
 
 Output blocks, one per depth b (the frontier at depth b), float64 (2M + 1, REC_WIDTH) with
 M = 2**levels: rows 0..: the frontier's records (block 0: the root's); rows M..: the row
@@ -319,7 +319,7 @@ class LevelPlan:
         their records float64 (2k, REC_WIDTH), as `split_and_search` / `apply_splits` give
         them for the grower's parents (checked to be the ones the device split, in any
         order), and whether this was the last planned level. After a last level whose
-        children were searched, the backend holds their histograms (`_slot`)."""
+        children were searched, the backend holds their histograms (`_TreeState.slot`)."""
         from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT
 
         b = self.level

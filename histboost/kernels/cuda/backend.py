@@ -282,9 +282,7 @@ class CUDABackend:
         # their first entries, the root's in buffer 0
         self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
         self._set_histogram_launch(histogram.HIST_THREADS, None, None)
-        # histograms: one pool of slots, zeroed up to `_used` at every tree; a subtracted
-        # sibling takes its parent's slot and is made in place by the next kernel reading it
-        # (`_pending`: node -> its built sibling's slot)
+        # histograms: one pool of slots, shared by the trees (`_TreeState.used`, `slot`)
         self._pool = torch.zeros((0, self.total_bins, self._channels), dtype=torch.int64,
                                  device=dev)
         # persistent kernel outputs, grown on demand (`_buffer`)

@@ -673,7 +673,7 @@ class BestFirstPlan:
         others), their records float64 (2k, REC_WIDTH), as the grower's calls give them, and
         False (more steps may follow); None when the device did not plan this step (the
         host plans it and the rest of the tree). The backend then holds the searched
-        children's histograms (`_slot`)."""
+        children's histograms (`_TreeState.slot`)."""
         bufs = self.bufs
         if self.index >= self.steps:
             return None
