@@ -14,9 +14,10 @@ the row-index buffer and an eighth of the rows at random through it (quantised p
 training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) and quantised
 depth-wise training twice each (or those `--policies` names), and each policy's peak
 device memory: the steady ms/round (median interval between round ends from round 3 on)
-and (train - ingest) / rounds, and per training the trees launched ahead of their round,
-those taken and the trees whose margins the device added ahead. With --launch-clock,
-also the kernel launches a tree and the host's milliseconds a tree inside
+and (train - ingest) / rounds (`Dataset(X)` inside the clock, as `bench/gpu.py` times it),
+and per training the trees launched ahead of their round, those taken and the trees whose
+margins the device added ahead. With --launch-clock, also the kernel launches a tree and
+the host's milliseconds a tree inside
 `CudaKernel.launch` over both trainings (`bench/gpu_launch.py`'s `LaunchClock`, about 0.2 us
 a launch of its own). The histboost package is the one of the checkout put first on
 PYTHONPATH (after `--site`, e.g. the numpy tree the device host needs).
@@ -52,11 +53,15 @@ def _data(a: argparse.Namespace) -> Path:
     return data
 
 
-def _train_ms(histboost, params: dict, d, rounds: int) -> tuple[float, float]:
-    """(steady ms/round, (train - ingest) / rounds in ms) of one training on Dataset d."""
+def _train_ms(histboost, params: dict, X: np.ndarray, y: np.ndarray, rounds: int
+              ) -> tuple[float, float]:
+    """(steady ms/round, (train - ingest) / rounds in ms) of one training on X, y, timed as
+    `bench/gpu.py` times it: `Dataset(X)` and `train` under one clock, less the "binning"
+    phase."""
     from _common import round_stamps
     stamps = round_stamps()
     t0 = time.perf_counter()
+    d = histboost.Dataset(X, label=y, max_bin=params["max_bin"])
     booster = histboost.train(params, d, rounds, verbose_eval=False, callbacks=[stamps])
     total = time.perf_counter() - t0
     steady = float(np.median(np.diff(stamps.t)[2:]))
@@ -114,7 +119,7 @@ def worker(a: argparse.Namespace) -> dict:
         if clock:
             clock.start()
         ahead.clear()
-        runs = [_train_ms(histboost, {**base, **policy}, d, a.rounds) for _ in range(2)]
+        runs = [_train_ms(histboost, {**base, **policy}, X, y, a.rounds) for _ in range(2)]
         out[f"{name}_ahead"] = list(ahead)
         out[f"{name}_steady"] = [round(r[0], 3) for r in runs]
         out[f"{name}_ms_round"] = [round(r[1], 3) for r in runs]

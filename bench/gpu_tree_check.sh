@@ -17,6 +17,9 @@
 #   round  bench/gpu_round.py (float and quantised depth-wise rounds alternating in one
 #          process, device idle time charged to host ranges; ROUND_ARGS: its options, e.g.
 #          "--timing-only --reps 3"); log in $OUT/round.txt, traces in $OUT
+#   fixed  bench/gpu_fixed.py (where (train - ingest) / rounds exceeds the steady round: host
+#          clocks around a bench/gpu.py-style training; FIXED_ARGS: its options, e.g.
+#          "--quantised --runs 2"); log in $OUT/fixed.txt
 #   bench  bench/gpu.py (correctness check, then histboost vs XGBoost on higgs_like)
 #   compare  bench/gpu.py --configs $COMPARE_CONFIGS (default histboost-root,histboost-depthwise;
 #          and the options given) with this tree's package and its correctness check, then
@@ -64,6 +67,9 @@ fi
 if [[ $what == *round* ]]; then
     timeout 300 python3 bench/gpu_round.py --trace-dir "$OUT" ${ROUND_ARGS:-} 2>&1 \
         | tee "$OUT/round.txt" || status=1
+fi
+if [[ $what == *fixed* ]]; then
+    timeout 300 python3 bench/gpu_fixed.py ${FIXED_ARGS:-} 2>&1 | tee "$OUT/fixed.txt" || status=1
 fi
 if [[ $what == *compare* ]]; then
     configs=${COMPARE_CONFIGS:-histboost-root,histboost-depthwise}

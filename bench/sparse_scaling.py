@@ -2,23 +2,33 @@
 (as `bench/sparse.py`), a few trees per run, each run in its own process.
 
     python bench/sparse_scaling.py [--threads 1,4,16] [--trees 10] [--rows 200000]
-        [--set _LOOP_MIN_THREADS=99 ...] [--kernels]
+        [--set _LOOP_MIN_THREADS=99 ...] [--kernels] [--profile N] [--cache DIR]
 
 For each thread count: wall and CPU seconds of training (after a warm-up on a slice, so no
 compilation is timed), `Booster.timings` (wall seconds per phase), and the wall seconds and
 call counts of the sparse backend's steps (builds, subtractions, searches, partitions, margin
 updates), with the mean size of their work (rows, nodes, list slots, rows). --set changes
-module constants of `histboost.kernels.cpu.sparse_backend` in the worker (for an A/B of two
-settings in one call). --kernels also times each kernel of `histboost.kernels.cpu.sparse` the
-backend calls (a step's wall time less its kernels' is its Python and NumPy work). CPU time
-over wall time is the threads kept busy.
+module constants of `histboost.kernels.cpu.sparse_backend` in the worker, or class attributes
+(`SparseCPUBackend.best_first_batch=4`), for an A/B of settings in one call. --kernels also
+times each kernel of `histboost.kernels.cpu.sparse` the backend calls (a step's wall time
+less its kernels' is its Python and NumPy work), and prints the Python between kernels: the
+wall time less the kernels', the gradient phase's and the margin updates', in seconds and
+per split-search step (on the pool's 2-3 threads kernels overlap, so there it is only a
+bound; one thread, or `--set _LOOP_MIN_THREADS=1`, runs the many-thread path's Python on
+one). Run from this checkout with another's `PYTHONPATH`, it measures that checkout's
+histboost. --profile N prints the N functions of most own time under cProfile (the calling
+thread's Python: a compiled kernel's time is its own). --cache DIR keeps the data there for
+later runs. CPU time over wall time is the threads kept busy.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -41,6 +51,7 @@ def worker(a: argparse.Namespace) -> dict:
     import scipy.sparse as sp
 
     import histboost
+    import histboost.callback
     from histboost.kernels.cpu import sparse_backend
 
     kernels: dict[str, list] = defaultdict(list)
@@ -64,7 +75,8 @@ def worker(a: argparse.Namespace) -> dict:
         sparse_backend.sparse = Timed()
     for item in a.set:
         name, value = item.split("=")
-        setattr(sparse_backend, name, int(value))
+        owner, _, attr = name.rpartition(".")
+        setattr(getattr(sparse_backend, owner) if owner else sparse_backend, attr, int(value))
     steps: dict[str, list] = defaultdict(list)
     for name, size in STEPS.items():
         orig = getattr(sparse_backend.SparseCPUBackend, name)
@@ -86,10 +98,31 @@ def worker(a: argparse.Namespace) -> dict:
     d.construct()
     steps.clear()
     kernels.clear()
+    ends: list[float] = []
+
+    class Clock(histboost.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log) -> bool:
+            ends.append(time.perf_counter())
+            return False
+
+    profile = cProfile.Profile() if a.profile else None
     c0, t0 = time.process_time(), time.perf_counter()
-    b = histboost.train(params, d, a.trees, verbose_eval=False)
+    if profile:
+        profile.enable()
+    b = histboost.train(params, d, a.trees, verbose_eval=False,
+                        callbacks=[Clock()])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"threads": a.worker_threads, "wall": wall, "cpu": cpu,
+    top = ""
+    if profile:
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(a.profile)
+        top = text.getvalue()
+    # wall seconds of each tenth of the trees
+    per_tree = np.diff(np.array([t0, *ends]))
+    tenths = [round(float(x.sum()), 3) for x in np.array_split(per_tree, min(10, a.trees))]
+    return {"threads": a.worker_threads, "wall": wall, "cpu": cpu, "tenths": tenths,
+            "profile": top,
             "phases": {k: round(v, 3) for k, v in b.timings.items()},
             "steps": {k: [len(v), round(sum(t for _, t in v), 3),
                           round(float(np.mean([s for s, _ in v])), 0) if v else 0]
@@ -108,6 +141,9 @@ def main() -> None:
                     help="NAME=INT: a sparse_backend constant in the worker")
     ap.add_argument("--kernels", action="store_true",
                     help="time the sparse kernels the backend calls")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="print the N functions of most own time (cProfile)")
+    ap.add_argument("--cache", help="keep the data in this folder (reused when there)")
     ap.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -116,18 +152,23 @@ def main() -> None:
         return
     import scipy.sparse as sp
 
-    # the training rows of bench/sparse.py's data (its test rows generated and left out)
-    X, y = synth().sparse_like(a.rows + 50_000, seed=0, n_features=a.cols)
     with tempfile.TemporaryDirectory() as tmp:
-        sp.save_npz(os.path.join(tmp, "X.npz"), X.tocsr()[:a.rows], compressed=False)
-        np.save(os.path.join(tmp, "y.npy"), y[:a.rows])
-        del X, y
+        if a.cache:
+            os.makedirs(a.cache, exist_ok=True)
+            tmp = a.cache
+        if not os.path.exists(os.path.join(tmp, "y.npy")):
+            # the training rows of bench/sparse.py's data (its test rows generated, left out)
+            X, y = synth().sparse_like(a.rows + 50_000, seed=0, n_features=a.cols)
+            sp.save_npz(os.path.join(tmp, "X.npz"), X.tocsr()[:a.rows], compressed=False)
+            np.save(os.path.join(tmp, "y.npy"), y[:a.rows])
+            del X, y
         print(f"{a.rows:,} x {a.cols:,} sparse_like, {a.trees} trees, {a.leaves} leaves"
               + (f", {' '.join(a.set)}" if a.set else ""))
         for t in [int(x) for x in a.threads.split(",")]:
             cmd = [sys.executable, __file__, "--worker-threads", str(t), "--data", tmp,
                    "--trees", str(a.trees), "--leaves", str(a.leaves),
-                   *[f"--set={s}" for s in a.set], *(["--kernels"] if a.kernels else [])]
+                   "--profile", str(a.profile), *[f"--set={s}" for s in a.set],
+                   *(["--kernels"] if a.kernels else [])]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"{t} threads failed:\n{proc.stderr[-2000:]}")
@@ -135,12 +176,20 @@ def main() -> None:
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             print(f"\n{t} threads: wall {r['wall']:.2f} s, CPU {r['cpu']:.2f} s "
                   f"({r['cpu'] / r['wall']:.1f} busy); phases {r['phases']}")
+            print(f"  tenths of the trees, wall s: {r['tenths']}")
             for name, (calls, secs, size) in r["steps"].items():
                 print(f"  {name:20s} {calls:5d} calls {secs:7.3f} s "
                       f"{1e3 * secs / max(calls, 1):7.3f} ms/call, mean size {size:,.0f}")
             for name, (calls, secs) in sorted(r["kernels"].items(), key=lambda kv: -kv[1][1]):
                 print(f"    kernel {name:26s} {calls:5d} calls {secs:7.3f} s "
                       f"{1e3 * secs / max(calls, 1):7.3f} ms/call")
+            if r["kernels"]:
+                py = (r["wall"] - sum(secs for _, secs in r["kernels"].values())
+                      - r["phases"].get("gradient", 0.0) - r["phases"].get("predict", 0.0))
+                steps = r["steps"].get("find_best_splits", [0])[0]
+                print(f"  Python between kernels {py:.3f} s, "
+                      f"{1e3 * py / max(steps, 1):.3f} ms a search step")
+            print(r["profile"])
 
 
 if __name__ == "__main__":

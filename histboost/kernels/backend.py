@@ -225,7 +225,7 @@ def child_histograms(backend: Backend, parents: list[int], lefts: list[int],
     (ties: the left one) built from its rows, the other by subtraction from the parent.
     counts: int64 (k, 2), the children's row counts (reduced across workers: every worker
     builds the same child)."""
-    left_small = counts[:, 0] <= counts[:, 1]
+    left_small = (counts[:, 0] <= counts[:, 1]).tolist()  # Python bools: cheaper to zip
     small = [lc if s else rc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
     large = [rc if s else lc for lc, rc, s in zip(lefts, rights, left_small, strict=True)]
     backend.build_histograms(small)
@@ -270,7 +270,9 @@ class ComposedSteps:
             child_histograms(self, parents, lefts, rights, counts)
         with phase(timer, "split"):
             children = [i for pair in zip(lefts, rights, strict=True) for i in pair]
-            totals = np.column_stack([child_sums, counts.reshape(-1).astype(np.float64)])
+            totals = np.empty((child_sums.shape[0], 3))
+            totals[:, :2] = child_sums
+            totals[:, 2] = counts.reshape(-1)
             kw = {} if monotone is None else {"monotone": monotone}
             return counts, self.find_best_splits(children, totals, feature_masks, reg, **kw)
 

@@ -200,6 +200,8 @@ class TreeGrower:
         # a backend whose per-node work dwarfs a step's fixed cost names a smaller batch
         self.best_first_batch = int(getattr(backend, "best_first_batch", BEST_FIRST_BATCH))
         self.constraints = constraints  # monotone / interaction constraints (constraints.py)
+        # (base mask, its rows): `_node_masks` without column sampling
+        self._base_rows: tuple[np.ndarray, np.ndarray] | None = None
         self.feature_weights = None  # weighted column sampling (params.feature_weights)
         if params.feature_weights:
             if len(params.feature_weights) != self.n_features:
@@ -424,8 +426,14 @@ class TreeGrower:
         by node."""
         p = self.params
         if p.colsample_bylevel >= 1.0 and p.colsample_bynode >= 1.0:
-            # no sampling draws from `rng`: every node gets the base mask
-            return np.repeat(base[None], k, axis=0)
+            # no sampling draws from `rng`: every node gets the base mask, in rows kept for
+            # the tree's later steps (nothing writes into masks; a copy a step of k x F
+            # bools cost best-first growth on wide data more than the rest of the step's
+            # mask work)
+            held = self._base_rows
+            if held is None or held[0] is not base or held[1].shape[0] < k:
+                held = self._base_rows = (base, np.repeat(base[None], k, axis=0))
+            return held[1][:k]
         if per_node_level:
             return np.stack([self._sample_features(
                 self._sample_features(base, p.colsample_bylevel, rng),
@@ -504,11 +512,12 @@ class TreeGrower:
         queue: list[tuple[float, int, int]] = []
 
         def found(ids: list[int], recs: np.ndarray) -> None:
-            ok = np.flatnonzero((recs[:, REC_GAIN] > MIN_SPLIT_GAIN)
-                                & (recs[:, REC_FEATURE] >= 0))
-            for j, rec in zip(ok.tolist(), recs[ok].tolist(), strict=True):
-                records[ids[j]] = rec
-                gains[ids[j]] = rec[REC_GAIN]
+            # a step's few records read as Python floats (one `tolist`): NumPy masks cost
+            # more than the test on so few rows
+            for i, rec in zip(ids, recs.tolist(), strict=True):
+                if rec[REC_GAIN] > MIN_SPLIT_GAIN and rec[REC_FEATURE] >= 0:
+                    records[i] = rec
+                    gains[i] = rec[REC_GAIN]
 
         # bound once: the play-forward loop below runs several times per split; the node
         # lists grow in place, so these stay the tree's
@@ -566,6 +575,10 @@ class TreeGrower:
         """Split `parents` by records[parent] (taken out) in one backend step; search the
         children of those with `search`, passing them to found(children, records)."""
         recs = np.array([records.pop(j) for j in parents], np.float64)
+        if all(search):  # the usual step: every child searched
+            found(*self._apply_and_search(nodes, parents, recs, self._node_masks(
+                tree_mask, 2 * len(parents), rng, True)))
+            return
         if any(search):
             idx = [j for j, s in enumerate(search) if s]
             found(*self._apply_and_search(

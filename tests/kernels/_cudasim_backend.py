@@ -557,6 +557,53 @@ def check_histogram_kernel_paths() -> None:
             np.testing.assert_array_equal(pool[j].numpy(), want, err_msg=str(widths))
 
 
+def check_partition_kernels() -> None:
+    """`count_left` then `scatter_rows` against NumPy's stable partition, for nodes of
+    several chunks in both row buffers, missing values going either way, one-byte and int32
+    bins; `node_lefts`' counts equal the scatter's without moving a row."""
+    import torch
+
+    from histboost.kernels.cuda import _common, partition
+
+    rng = np.random.default_rng(12)
+    n, n_features = 150, 3
+    cpu = torch.device("cpu")
+    for dtype in (np.uint8, np.int32):
+        missing = np.array([5, 9, 3], np.int32)  # each feature's missing-value bin
+        columns = (rng.random((n_features, n)) * (missing[:, None] + 1)).astype(dtype)
+        rows2 = np.stack([rng.permutation(n), rng.permutation(n)]).astype(np.int32)
+        # (start, end, side, feature, bin, missing goes left); the third node has no rows
+        nodes = [(0, 70, 0, 0, 2, 1), (70, 150, 1, 1, 4, 0), (70, 70, 0, 2, 1, 0),
+                 (5, 41, 1, 2, 0, 1)]
+        for chosen in (nodes[:3], nodes[3:]):  # the ranges of one call do not overlap
+            table, n_chunks = _common.node_table(
+                [nd[:2] for nd in chosen], [nd[2] for nd in chosen],
+                partition.partition_chunk_rows, [nd[3:] for nd in chosen])
+            got = torch.from_numpy(rows2.copy())
+            chunk_left = torch.zeros(n_chunks, dtype=torch.int64)
+            counts = torch.full((len(chosen), 2), -7, dtype=torch.int64)
+            summed = torch.full((len(chosen), 2), -7, dtype=torch.int64)
+            args = (torch.from_numpy(columns), got, torch.from_numpy(table),
+                    torch.from_numpy(missing), chunk_left)
+            partition.COUNT_LEFT[np.dtype(dtype)].launch(n_chunks, _common.THREADS, cpu,
+                                                        *args)
+            partition.NODE_LEFTS.launch(_common.grid(len(chosen)), _common.THREADS, cpu,
+                                        torch.from_numpy(table), chunk_left, summed)
+            partition.SCATTER_ROWS[np.dtype(dtype)].launch(n_chunks, _common.THREADS, cpu,
+                                                          *args, counts)
+            for j, (a, b, side, f, split_bin, dleft) in enumerate(chosen):
+                rows = rows2[side, a:b]
+                bins = columns[f, rows].astype(np.int64)
+                left = np.where(bins == missing[f], dleft == 1, bins <= split_bin)
+                want = np.concatenate([rows[left], rows[~left]])
+                np.testing.assert_array_equal(got.numpy()[1 - side, a:b], want)
+                if b > a:
+                    assert counts[j].tolist() == [int(left.sum()), int((~left).sum())]
+                    assert summed[j].tolist() == counts[j].tolist()
+                else:  # no chunk: nothing written
+                    assert summed[j].tolist() == [-7, -7]
+
+
 def main() -> int:
     failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
@@ -574,6 +621,7 @@ def main() -> int:
                    check_host_gradient_objective_matches_cpu))
     checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
     checks.append(("check_histogram_kernel_paths", check_histogram_kernel_paths))
+    checks.append(("check_partition_kernels", check_partition_kernels))
     for name, fn in checks:
         t0 = time.perf_counter()
         try:

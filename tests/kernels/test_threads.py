@@ -1,14 +1,16 @@
 """`run_ranges`: the row ranges of the once-a-round kernels cover every row once, in one
 contiguous range per thread (the caller runs one), whatever the thread count; errors reach the
-caller."""
+caller. `fetch_add`: a shared counter of a parallel loop hands every item out once."""
 
 from __future__ import annotations
 
 import threading
 
+import numba as nb
 import numpy as np
 import pytest
 
+from histboost.kernels.cpu._intrinsics import fetch_add
 from histboost.kernels.cpu._threads import run_ranges
 
 
@@ -37,3 +39,28 @@ def test_kernel_errors_reach_the_caller():
 
     with pytest.raises(ValueError, match="boom"):
         run_ranges(kernel, 100, threads=4)
+
+
+@nb.njit(parallel=True)
+def _take_in_turn(workers, counter, hits, taker):
+    # each of `workers` loop iterations takes items from the counter until none are left
+    for w in nb.prange(workers):
+        while True:
+            c = fetch_add(counter, 0, 1)
+            if c >= hits.shape[0]:
+                break
+            hits[c] += 1
+            taker[c] = w
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 16])
+def test_fetch_add_hands_every_item_out_once(workers):
+    """`fetch_add` as the parallel search uses it: every item is taken exactly once whatever
+    the workers (the counter ends at the items plus one failed take a worker)."""
+    n = 20_000
+    counter = np.zeros(1, np.int64)
+    hits = np.zeros(n, np.int64)
+    taker = np.full(n, -1, np.int64)
+    _take_in_turn(workers, counter, hits, taker)
+    assert np.all(hits == 1) and counter[0] == n + workers
+    assert taker.min() >= 0 and taker.max() < workers

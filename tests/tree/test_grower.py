@@ -280,6 +280,21 @@ def test_sampling_is_seeded(sampling):
     assert _json(a) != _json(c)
 
 
+@pytest.mark.parametrize("policy", [{"grow_policy": "lossguide", "max_leaves": 8,
+                                     "max_depth": 0}, {"max_depth": 4}])
+def test_each_tree_splits_on_its_own_colsample_bytree_draw(policy):
+    """colsample_bytree draws a tree's features first from its round's generator
+    (default_rng([seed, round])): every tree splits on its own draw only (the grower keeps a
+    tree's mask rows between its steps, `_node_masks`, never across trees)."""
+    seed = 3
+    b = _train({**policy, "colsample_bytree": 0.5, "seed": seed}, X_REG, Y_REG, 8)
+    keep = int(0.5 * F)
+    for t, tree in enumerate(_json(b)):
+        drawn = np.random.default_rng([seed, t]).choice(np.arange(F), size=keep, replace=False)
+        used = {f for f in tree["split_feature"] if f >= 0}
+        assert used and used <= set(drawn.tolist()), (t, used, drawn)
+
+
 def _sampled_rows_reference(n: int, seed: int, round_: int, fraction: float) -> np.ndarray:
     """Row r is sampled iff u(key, r) < fraction, u from the top 53 bits of
     splitmix64(key ^ splitmix64(r)): written with Python integers."""

@@ -67,3 +67,27 @@ def add_pair(typingctx, hist, idx, a, b):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def fetch_add(typingctx, arr, idx, value):
+    """``old = arr[idx]; arr[idx] += value; return old`` as one atomic operation (int64 arr).
+
+    Threads of one parallel loop take work items in turn from a shared counter with it
+    (dynamic scheduling: Numba's parallel loops hand each thread a fixed share of their
+    iterations). Monotonic ordering: the counter only hands out indices; the items' data is
+    ordered by the loop's own barrier.
+    """
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+        return None
+    sig = types.int64(arr, idx, value)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        v = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", ptr, v, "monotonic")
+
+    return sig, codegen

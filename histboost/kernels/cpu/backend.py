@@ -164,6 +164,9 @@ class CPUBackend(ComposedSteps):
         self.bin_offsets = self.offsets
         self.n_threads = max(1, int(n_threads))
         self.n_rows = int(bins.shape[0])
+        # the parallel kernels' threads (`_pool`, read several times a step)
+        self._threads = (1 if self.n_rows < _PARALLEL_MIN_ROWS
+                         else max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS)))
         self.slots = np.empty(bins.shape, np.uint16 if self.offsets[-1] <= 65536 else np.uint32)
         self._claim_pool()
         self.columns = partition.column_major(bins, threads=self._pool())
@@ -219,7 +222,7 @@ class CPUBackend(ComposedSteps):
         OpenMP pool ends the threads a smaller team leaves out and starts them again for a
         larger one (measured with 16 threads on 2 cores: 1.3 ms a call alternating 2 and 16
         threads, 0.12 ms at 16 only)."""
-        return max(1, min(self._pool(), int(limit)))
+        return max(1, min(self._threads, int(limit)))
 
     def _claim_pool(self) -> None:
         """Numba's thread count (per calling thread) to the pool, at the entry points that
@@ -241,9 +244,7 @@ class CPUBackend(ComposedSteps):
         return serial(0, n, *args)
 
     def _pool(self) -> int:
-        if self.n_rows < _PARALLEL_MIN_ROWS:
-            return 1
-        return max(1, min(self.n_threads, nb.config.NUMBA_NUM_THREADS))
+        return self._threads
 
     def _elementwise_pieces(self, k: int, m: int) -> int:
         """Pieces per node of an elementwise pass over k nodes of m values each, run in

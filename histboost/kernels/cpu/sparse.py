@@ -27,7 +27,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
 from . import split
-from ._intrinsics import add_pair, prefetch
+from ._intrinsics import add_pair, fetch_add, prefetch
 from .partition import PART_HI, PART_LO, PART_NODE, chunk_positions, copy_range, place_chunk
 
 _PREFETCH_DISTANCE = 16
@@ -292,10 +292,11 @@ def _row_into_impl(out, m, gh, r, first):
 
 
 # The root of a tree on all rows is built feature by feature from the column-major entries
-# (`root_counts`, `root_features`): each feature's entries (rows ascending) are summed into
-# a scratch of its own bins, one per row chunk of the root, then the chunks added in order:
-# the sums of `accumulate_items` and `emit_touched` with the same chunks, without a
-# full-width scratch, and in parallel over features.
+# (`root_features`): each feature's entries (rows ascending) are summed into a scratch of its
+# own bins, one per row chunk of the root, then the chunks added in order into a full-width
+# stage at the feature's own slots: the sums of `accumulate_items` and `emit_touched` with
+# the same chunks, in parallel over features, in one pass over the entries; the features'
+# runs are then moved together.
 @nb.njit(cache=True, nogil=True, inline="always")
 def _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins):
     """(row, bin) of entry j of feature f: feature 0 from its slot in row j's row-major
@@ -306,38 +307,18 @@ def _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins):
 
 
 @nb.njit(cache=True, nogil=True)
-def root_counts(lo, hi, n_rows, indptr, slots, offsets, col_ptr, col_rows, col_bins, dead,
-                seen, counts):
-    """counts[f] (int64) = the bins of feature f (lo <= f < hi) that some row stores (0 for
-    a dead feature): its slots in the root's list. seen: uint8 (widest,) zeros (scratch,
-    left zero)."""
-    for f in range(lo, hi):
-        counts[f] = 0
-        if dead[f]:
-            continue
-        a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
-        c = 0
-        for j in range(a, b):
-            _, k = _root_entries(f, j, indptr, slots, offsets, col_rows, col_bins)
-            if seen[k] == 0:
-                seen[k] = 1
-                c += 1
-        counts[f] = c
-        for k in range(offsets[f + 1] - offsets[f]):
-            seen[k] = 0
-
-
-@nb.njit(cache=True, nogil=True)
 def root_features(lo, hi, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
-                  col_bins, dead, gh, acc, seen, pos, out_slots, out_vals):
-    """The root's sparse histogram, features lo..hi-1 (not dead): feature f's slots from
-    out_slots[pos[f]] on (pos: the prefix sums of `root_counts`), ascending, their sums in
-    out_vals. The root's rows are all rows in order, in n_chunks row chunks (chunk i: rows
-    n_rows * i // n_chunks ...); acc (n_chunks * widest, C) and seen uint8 (n_chunks *
-    widest,) zeros are scratch, bin k of chunk i at i * widest + k (seen left zero). Ranges
-    of features run on several threads."""
+                  col_bins, dead, gh, acc, seen, stage_slots, stage_vals, counts):
+    """The root's sparse histogram, features lo..hi-1, each into the stage at its own slots:
+    feature f's slots holding anything, ascending, from stage_slots[offsets[f]] on, their
+    sums in stage_vals (total_bins, C) from the same row, their number into counts[f] (0
+    for a dead feature). The root's rows are all rows in order, in n_chunks row chunks
+    (chunk i: rows n_rows * i // n_chunks ...); acc (n_chunks * widest, C) and seen uint8
+    (n_chunks * widest,) zeros are scratch, bin k of chunk i at i * widest + k (seen left
+    zero). Ranges of features run on several threads."""
     width = seen.shape[0] // n_chunks
     for f in range(lo, hi):
+        counts[f] = 0
         if dead[f]:
             continue
         a, b = (0, n_rows) if f == 0 else (col_ptr[f], col_ptr[f + 1])
@@ -353,49 +334,59 @@ def root_features(lo, hi, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col
             q = base + k
             _row_into(acc, q, gh, r, seen[q] == 0)
             seen[q] = 1
-        p = pos[f]
+        p = offsets[f]
         for k in range(offsets[f + 1] - offsets[f]):
             first = True
             for q in range(k, k + n_chunks * width, width):
                 if seen[q]:
                     seen[q] = 0
                     if first:
-                        for c in range(out_vals.shape[1]):
-                            out_vals[p, c] = acc[q, c]
+                        for c in range(stage_vals.shape[1]):
+                            stage_vals[p, c] = acc[q, c]
                         first = False
                     else:
-                        for c in range(out_vals.shape[1]):
-                            out_vals[p, c] += acc[q, c]
+                        for c in range(stage_vals.shape[1]):
+                            stage_vals[p, c] += acc[q, c]
             if not first:
-                out_slots[p] = offsets[f] + k
+                stage_slots[p] = offsets[f] + k
                 p += 1
+        counts[f] = p - offsets[f]
 
 
 @nb.njit(cache=True, nogil=True)
 def root_parts(lo, hi, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr, col_rows,
-               col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals):
+               col_bins, dead, gh, acc, seen, counts, pos, stage_slots, stage_vals, out_slots,
+               out_vals):
     """Parts lo..hi-1 of the root's build (part w: features bounds[w]..bounds[w+1]-1, its
     scratch acc[w] (n_chunks * widest, C) and seen[w] uint8 (n_chunks * widest,), zeros):
-    step 0 `root_counts` into counts, step 1 (counts' prefix sums in pos) `root_features`.
-    Ranges of parts run on several threads (`_threads.run_ranges`, or `root_parts_parallel`)."""
+    step 0 `root_features` into the stage and counts, step 1 (counts' prefix sums in pos)
+    each feature's run moved from the stage to out_slots / out_vals[pos[f]:pos[f + 1]].
+    Ranges of parts run on several threads (`_threads.run_ranges`, or
+    `root_parts_parallel`)."""
     for w in range(lo, hi):
         if step == 0:
-            root_counts(bounds[w], bounds[w + 1], n_rows, indptr, slots, offsets, col_ptr,
-                        col_rows, col_bins, dead, seen[w], counts)
-        else:
             root_features(bounds[w], bounds[w + 1], n_rows, n_chunks, indptr, slots, offsets,
-                          col_ptr, col_rows, col_bins, dead, gh, acc[w], seen[w], pos,
-                          out_slots, out_vals)
+                          col_ptr, col_rows, col_bins, dead, gh, acc[w], seen[w], stage_slots,
+                          stage_vals, counts)
+            continue
+        for f in range(bounds[w], bounds[w + 1]):
+            s = offsets[f]
+            d = pos[f]
+            for i in range(counts[f]):
+                out_slots[d + i] = stage_slots[s + i]
+                for c in range(out_vals.shape[1]):
+                    out_vals[d + i, c] = stage_vals[s + i, c]
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
 def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
-                        col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots,
-                        out_vals):
+                        col_rows, col_bins, dead, gh, acc, seen, counts, pos, stage_slots,
+                        stage_vals, out_slots, out_vals):
     """`root_parts` of every part on Numba's parallel loop, a part a thread."""
     for w in nb.prange(bounds.shape[0] - 1):
         root_parts(w, w + 1, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
-                   col_rows, col_bins, dead, gh, acc, seen, counts, pos, out_slots, out_vals)
+                   col_rows, col_bins, dead, gh, acc, seen, counts, pos, stage_slots,
+                   stage_vals, out_slots, out_vals)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -1069,8 +1060,8 @@ def search_nodes(workers, first, bounds, node_slots, node_vals, node_dead, masks
     of the same types) is cut into stretches first[j] .. first[j + 1] - 1
     (`feature_chunks`; its bounds into bounds[first[j] + j : first[j + 1] + j + 1], int64
     (first[m] + m,) out), searched with masks[j], totals[j] (G, H, rows), shared[j] (its
-    stretches' best gain, a row of a cache line, zeros on entry); thread w takes stretches
-    w, w + workers, ... of all nodes (uneven stretches even out). Each stretch c has the
+    stretches' best gain, a row of a cache line, zeros on entry); each of `workers` threads
+    takes the next stretch of all nodes in order as it comes free. Each stretch c has the
     scratch rows c of `search_stretch_range`'s arrays (stretch_totals (K, C) out: its node's
     total), its record into recs[c] (feature -1 on entry). Then each node's compacted
     stretches are put one after another (moved into tmp_slots / tmp_vals, which hold the
@@ -1093,8 +1084,17 @@ def search_nodes(workers, first, bounds, node_slots, node_vals, node_dead, masks
             stretch_totals[c] = total
             stretch_node[c] = j
         base[j + 1] = base[j] + slots.shape[0]
-    for w in nb.prange(workers):
-        for c in range(w, k, workers):
+    # stretches taken in order from a shared counter as threads come free: their costs
+    # differ (a feature scanned or passed over by the gain bound, runs of 1 or 256 slots), so
+    # a fixed share a thread leaves threads waiting on the slowest
+    # (the counter at taken[8], padded to a cache line of its own: the arrays the threads
+    # read for every stretch must not share its line)
+    taken = np.zeros(24, np.int64)
+    for _ in nb.prange(workers):
+        while True:
+            c = fetch_add(taken, 8, 1)
+            if c >= k:
+                break
             j = stretch_node[c]
             a = bounds[c + j]
             b = bounds[c + j + 1]

@@ -39,6 +39,7 @@ quantised models, are one process's.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 
@@ -91,16 +92,18 @@ _LOOP_MIN_THREADS = 4
 # a small node more than its slots: 0.18 ms a node on one thread of the 16-core host, 200k x
 # 100k), and a subtraction in ranges of the built child's slots from this many a thread
 # (serial on the pool: session 11 measured on 16 cores builds 1.7x faster than on one
-# thread, subtractions not at all)
+# thread, subtractions not at all). A small child's subtraction gallops through its parent's
+# list, mostly cache misses: split from 256 slots a thread, the 100 trees' subtractions took
+# 0.48 s on the 16-core host against 0.75-0.80 s from 1k (most built children hold 1-2k)
 _EMIT_THREAD_MIN_SLOTS = 1 << 13
 _EMIT_THREAD_MIN_WORDS = 1 << 11
-_SUBTRACT_THREAD_MIN_SLOTS = 1 << 10
-# a node's search on the loops cuts its list into this many stretches a thread, taken in turn
-# (uneven stretches even out; measured on captured 200k x 100k nodes, 16 stretches: the
-# longest took 2x the mean)
+_SUBTRACT_THREAD_MIN_SLOTS = 1 << 8
+# a node's search on the loops cuts its list into this many stretches a thread, which the
+# threads take in order as they come free (uneven stretches even out; measured on captured
+# 200k x 100k nodes, 16 stretches: the longest took 2x the mean)
 _STRETCHES_PER_THREAD = 4
 # On the loops, the nodes of a step (up to this many at a time) are searched in one parallel
-# loop, their stretches interleaved over the threads (`_search_nodes`)
+# loop, their stretches shared by the threads (`_search_nodes`)
 _SEARCH_GROUP = 4
 
 
@@ -214,7 +217,7 @@ class SparseCPUBackend(CPUBackend):
         starts = np.array([b[0] for b in bounds], np.int64)
         ends = np.array([b[1] for b in bounds], np.int64)
         n_left = np.zeros(starts.shape[0], np.int64)
-        total = int((ends - starts).sum())
+        total = sum(e - s for s, e in bounds)
         threads = self._team(total // (_PARTITION_THREAD_MIN_ROWS if self._loops()
                                         else _POOL_PARTITION_THREAD_MIN_ROWS))
         if threads == 1:
@@ -225,8 +228,7 @@ class SparseCPUBackend(CPUBackend):
             return n_left
         chunk_rows = -(-total // threads)
         items = []
-        for k in range(starts.shape[0]):
-            s, e = int(starts[k]), int(ends[k])
+        for k, (s, e) in enumerate(bounds):
             c = max(1, -(-(e - s) // chunk_rows))
             items += [(k, s + (e - s) * i // c, s + (e - s) * (i + 1) // c) for i in range(c)]
         items_a = np.array(items, np.int64)
@@ -442,9 +444,10 @@ class SparseCPUBackend(CPUBackend):
     def _build_root(self, node: int, chunks: int, parts: int) -> None:
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
-        `_build_group` with the same chunks, without full-width scratch, on parts of the
-        features (about equal stored values each) on several threads (used on Numba's loops:
-        on one thread the row-chunk build is as fast)."""
+        `_build_group` with the same chunks, on parts of the features (about equal stored
+        values each) on several threads (used on Numba's loops: on one thread the row-chunk
+        build is as fast), each feature's run staged at its own slots in one pass over the
+        entries, then the runs moved together."""
         sb = self.sbins
         F = self.n_features
         bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
@@ -455,11 +458,16 @@ class SparseCPUBackend(CPUBackend):
         width = max(1, self._widest)
         acc = np.empty((parts, chunks * width, C), self.hist_dtype)
         seen = np.zeros((parts, chunks * width), np.uint8)
-        counts = np.zeros(F, np.int64)
+        counts = np.empty(F, np.int64)
         pos = np.zeros(F + 1, np.int64)
+        # the stage: the builds' full-width scratch (free between trees), each feature's run
+        # at its own slots
+        stage_vals = self._empty((_BUILD_ITEMS, self.total_bins, C), self.hist_dtype)[0]
+        stage_slots = self._empty((self.total_bins,), self._slot_dtype)
         args = [bounds, self.n_rows, chunks, sb.indptr, sb.slots, self.offsets, sb.col_ptr,
                 sb.col_rows, sb.col_bins, self._dead[node], self.gh, acc, seen, counts, pos,
-                np.empty(0, self._slot_dtype), np.empty((0, C), self.hist_dtype)]
+                stage_slots, stage_vals, np.empty(0, self._slot_dtype),
+                np.empty((0, C), self.hist_dtype)]
         for step in (0, 1):
             if step == 1:
                 np.cumsum(counts, out=pos[1:])
@@ -489,7 +497,7 @@ class SparseCPUBackend(CPUBackend):
         touched = np.zeros(m, np.int64)
         starts_a, ends_a = np.array(starts, np.int64), np.array(ends, np.int64)
         gh = self.gh
-        values = int(int((ends_a - starts_a).sum()) * self._values_per_row)
+        values = int(sum(bounds[k][1] - bounds[k][0] for k in group) * self._values_per_row)
         threads = (self._team(values // _BUILD_MIN_VALUES) if self._loops()
                    else self._team(min(m, values // _POOL_PARALLEL_MIN_VALUES)))
         sb = self.sbins
@@ -505,9 +513,10 @@ class SparseCPUBackend(CPUBackend):
                                         touched[lo:hi])
 
             run_ranges(items, m, threads=threads)
+        touched_rows = touched.tolist()
         for j, k in enumerate(group):
             a, b = first[j], first[j + 1]
-            bound = int(touched[a:b].sum())
+            bound = sum(touched_rows[a:b])
             out_slots = np.empty(bound, self._slot_dtype)
             out_vals = np.empty((bound, C), self.hist_dtype)
             args = (accs, self._bitmaps, a, b, self._slot_feature, self._dead[nodes[k]],
@@ -520,9 +529,8 @@ class SparseCPUBackend(CPUBackend):
                                                     np.empty(blocks + 1, np.int64))
             else:
                 size = sparse.emit_touched(*args)
-            if size < bound:
-                out_slots, out_vals = out_slots[:size].copy(), out_vals[:size].copy()
-            self._hist[nodes[k]] = (out_slots, out_vals)
+            # views: their arrays' unused tail (dead features' slots) is freed with them
+            self._hist[nodes[k]] = (out_slots[:size], out_vals[:size])
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
@@ -643,9 +651,9 @@ class SparseCPUBackend(CPUBackend):
         """`sparse.search_nodes` of up to _SEARCH_GROUP nodes on Numba's loops, in one
         parallel loop: each node's list in stretches of whole features (one for a short
         list, else _STRETCHES_PER_THREAD for each thread its length is worth), the stretches
-        of all nodes interleaved over the threads; totals float64 (m, 3) (G, H, rows), masks
-        bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records, lists and
-        dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
+        of all nodes taken by the threads as they come free; totals float64 (m, 3) (G, H,
+        rows), masks bool (m, F), records into out (m, REC_WIDTH) (zeros on entry). Records,
+        lists and dead flags are one pass's whatever the stretches (`search_stretch_range`)."""
         m = len(nodes)
         C = self._channels_native
         dtype = self.hist_dtype
@@ -654,9 +662,8 @@ class SparseCPUBackend(CPUBackend):
         sizes = [s.shape[0] for s, _ in lists]
         counts = [1 if t == 1 else t * _STRETCHES_PER_THREAD
                   for t in (self._team(n // _SEARCH_STRETCH_MIN_SLOTS) for n in sizes)]
-        first = np.zeros(m + 1, np.int64)
-        first[1:] = np.cumsum(counts)
-        k = int(first[m])
+        first = np.array([0, *itertools.accumulate(counts)], np.int64)
+        k = sum(counts)
         total = sum(sizes)
         width = self._widest + 4
         # a stretch holds at most its share of the list and one feature's run more
@@ -693,7 +700,7 @@ class SparseCPUBackend(CPUBackend):
             np.empty(k, np.int64), np.empty(k, np.int64),
             self._kept("move_slots", (total,), self._slot_dtype),
             self._kept("move_vals", (total, C), dtype), out, lengths)
-        for node, (slots, vals), n in zip(nodes, lists, lengths, strict=True):
+        for node, (slots, vals), n in zip(nodes, lists, lengths.tolist(), strict=True):
             self._hist[node] = (slots[:n], vals[:n])
 
     def _search_stretches(self, team: int, args: tuple, sums: tuple, prune_args: tuple,

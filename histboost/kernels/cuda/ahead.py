@@ -226,8 +226,13 @@ class LevelPlan:
                                    be._hist_blocks, be._state.chunk_cap)
             args = (be._columns, be._rows2, lv["table"], be.missing_bins, bufs.chunk_left)
             part.COUNT_LEFT[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args)
-            part.SCATTER_ROWS[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args,
-                                                    lv["counts"])
+            leaves = b + 1 == depth and not self.search_last
+            if leaves:  # children no kernel reads the rows of: their counts alone
+                part.NODE_LEFTS.launch(common.grid(p), threads, dev, lv["table"],
+                                       bufs.chunk_left, lv["counts"])
+            else:
+                part.SCATTER_ROWS[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args,
+                                                        lv["counts"])
             part.PLAN_CHILDREN.launch(
                 common.grid(p), threads, dev, lv["table"], lv["counts"], p, lv["first"],
                 bufs.chunk, lv["slots"], lv["build"], lv["child_search"], lv["child_totals"],
@@ -235,7 +240,7 @@ class LevelPlan:
             # blocks of the smaller children: sum of ceil(half / chunk) <= halves / chunk +
             # p, and chunk >= halves / _hist_blocks unless capped (`hist_chunk_rows`)
             self.build_grids.append(base_blocks + p + 1)
-            if b + 1 < depth or self.search_last:
+            if not leaves:
                 be._launch_build(lv["build"], self.build_grids[-1])
                 search(2 * p, lv["child_search"], lv["child_totals"], lv["next"])
             self._blocks.copy(b + 1)

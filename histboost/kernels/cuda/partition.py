@@ -10,7 +10,15 @@ most `MAX_NODE_CHUNKS` chunks, `partition_chunk_rows`), walks the chunk in tiles
 position per thread, each row's place from a block-wide prefix sum over the tile (contiguous
 reads and writes; a run of consecutive positions per thread made every warp's accesses
 strided: 150-450 us a level at 10M rows on an H100), and writes the children's row counts.
-No library scan and no per-row flag array: the host's only work is the node table.
+No library scan and no per-row flag array: the host's only work is the node table. A tree's
+last level, whose children are leaves no kernel reads the rows of (the margin update walks
+the tree), needs only the children's counts: `node_lefts` sums them from `count_left`'s
+(`ahead.LevelPlan.launch`), and the rows stay where they are.
+
+The row order inside a node is kept (stable) though no result depends on it: histograms are
+integer sums (any order gives the same bits), split records and counts come from them, and
+margins are added by walking the tree. It keeps a node's rows increasing, so that its
+histogram's gathers of bins and pairs run forwards through memory.
 """
 
 from __future__ import annotations
@@ -195,6 +203,28 @@ def _scatter_rows(columns, rows2, table, missing_bins, chunk_left, child_counts)
     if c == first and t == 0:
         child_counts[j, 0] = n_left
         child_counts[j, 1] = node_end - node_start - n_left
+
+
+@cuda.jit
+def _node_lefts(table, chunk_left, child_counts):
+    """child_counts[j] = (left rows, right rows) of node j of `table` (one thread a node),
+    the sum of `count_left`'s counts over its chunks: `scatter_rows`' counts without moving
+    a row (a tree's last level, whose children no kernel reads the rows of). Nodes without
+    rows own no chunk: their entries are left as they are (`plan_children` reads none)."""
+    j = cuda.grid(1)
+    if j >= table.shape[0]:
+        return
+    start = table[j, T_START]
+    end = table[j, T_END]
+    if end <= start:
+        return
+    first = table[j, T_FIRST]
+    n_chunks = (end - start + table[j, T_CHUNK] - 1) // table[j, T_CHUNK]
+    lefts = np.int64(0)
+    for i in range(first, first + n_chunks):
+        lefts += chunk_left[_u(i)]
+    child_counts[j, 0] = lefts
+    child_counts[j, 1] = end - start - lefts
 
 
 @cuda.jit
@@ -471,6 +501,7 @@ SCATTER_ROWS = {np.dtype(np.uint8): CudaKernel(_scatter_rows, (("uint8", 2), *_T
                                                                ("int64", 2))),
                 np.dtype(np.int32): CudaKernel(_scatter_rows, (("int32", 2), *_TAIL,
                                                                ("int64", 2)))}
+NODE_LEFTS = CudaKernel(_node_lefts, (("int64", 2), ("int64", 1), ("int64", 2)))
 PLAN_CHILDREN = CudaKernel(_plan_children, (("int64", 2), ("int64", 2), "int64",
                                             ("int64", 1), ("int64", 1), ("int64", 1),
                                             ("int64", 2), ("int64", 2), ("float64", 2),
@@ -489,5 +520,5 @@ LEAF_VALUES_INTO = {
                                                     ("int64", 2), ("float64", 2),
                                                     ("float64", 2), "int64", ("float64", 2)))
     for dtype in ("uint8", "int32")}
-KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), PLAN_CHILDREN, PLAN_LEVEL, ROOT_FRONT,
-           PLAN_LEAVES, *LEAF_VALUES_INTO.values())
+KERNELS = (*COUNT_LEFT.values(), *SCATTER_ROWS.values(), NODE_LEFTS, PLAN_CHILDREN,
+           PLAN_LEVEL, ROOT_FRONT, PLAN_LEAVES, *LEAF_VALUES_INTO.values())
