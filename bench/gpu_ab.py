@@ -14,8 +14,10 @@ the row-index buffer and an eighth of the rows at random through it (quantised p
 training (`bench/gpu.py`'s histboost-depthwise and histboost-lossguide) and quantised
 depth-wise training twice each (or those `--policies` names), and each policy's peak
 device memory: the steady ms/round (median interval between round ends from round 3 on)
-and (train - ingest) / rounds (`Dataset(X)` inside the clock, as `bench/gpu.py` times it). With
---launch-clock, also the kernel launches a tree and the host's milliseconds a tree inside
+and (train - ingest) / rounds (`Dataset(X)` inside the clock, as `bench/gpu.py` times it),
+and per training the trees launched ahead of their round, those taken and the trees whose
+margins the device added ahead. With --launch-clock, also the kernel launches a tree and
+the host's milliseconds a tree inside
 `CudaKernel.launch` over both trainings (`bench/gpu_launch.py`'s `LaunchClock`, about 0.2 us
 a launch of its own). The histboost package is the one of the checkout put first on
 PYTHONPATH (after `--site`, e.g. the numpy tree the device host needs).
@@ -101,12 +103,24 @@ def worker(a: argparse.Namespace) -> dict:
         out[name] = _queued_ms(lambda b=be: b.build_histograms([0]))
     be.release()
     import torch
+
+    from histboost.kernels.cuda.backend import CUDABackend
+    ahead = []  # per training: trees launched ahead, taken, margins added ahead and kept
+    release = CUDABackend.release
+
+    def counted(self):
+        ahead.append([self.trees_ahead_launched, self.trees_ahead_kept,
+                      self.margins_kept_ahead])
+        return release(self)
+    CUDABackend.release = counted
     clock = LaunchClock() if a.launch_clock else None
     for name, policy in policies.items():
         torch.cuda.reset_peak_memory_stats()
         if clock:
             clock.start()
+        ahead.clear()
         runs = [_train_ms(histboost, {**base, **policy}, X, y, a.rounds) for _ in range(2)]
+        out[f"{name}_ahead"] = list(ahead)
         out[f"{name}_steady"] = [round(r[0], 3) for r in runs]
         out[f"{name}_ms_round"] = [round(r[1], 3) for r in runs]
         out[f"{name}_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)

@@ -118,15 +118,16 @@ class Backend(Protocol):
         grower's calls for them (`histogram_totals([0])`, `find_best_splits` of the root,
         `split_and_search`, `apply_splits`) from that, checking them; after the last one it
         holds the searched children's histograms as `split_and_search` leaves them.
-        learning_rate (with search_last False): these levels are the whole tree, whose leaf
-        values are likely leaf_weight(G, H, reg) * learning_rate of the nodes that do not
-        split; a backend may then start the margin update before `update_margin`, which must
-        still give the margins of the leaves and values it is passed. best_first (with
-        search_last): (max_leaves, max_depth, batch): after these levels the tree grows
-        best-first as `TreeGrower._grow_lossguide` grows it with that leaf budget, depth limit
-        (0: none) and batch, with the same masks and `reg`; a backend may plan those steps
-        too and answer the grower's `split_and_search` / `apply_splits` of them, checking
-        them, and hand any step it did not plan back to its own host-planned code. Returns
+        best_first (with search_last): (max_leaves, max_depth, batch): after these levels
+        the tree grows best-first as `TreeGrower._grow_lossguide` grows it with that leaf
+        budget, depth limit (0: none) and batch, with the same masks and `reg`; a backend may
+        plan those steps too and answer the grower's `split_and_search` / `apply_splits` of
+        them, checking them, and hand any step it did not plan back to its own host-planned
+        code. learning_rate (with search_last False, or with best_first): these levels (and
+        those best-first steps) are the whole tree, whose leaf values are likely
+        leaf_weight(G, H, reg) * learning_rate of its leaves (best-first: of the committed
+        splits' leaves); a backend may then start the margin update before `update_margin`,
+        which must still give the margins of the leaves and values it is passed. Returns
         whether it plans; `ComposedSteps` declines."""
 
     def next_round(self, quantise: Callable[[float, float], Quantisation | None] | None
@@ -136,11 +137,11 @@ class Backend(Protocol):
         round leaves, quantised by ``quantise(max |g|, max |h|)`` of those gradients (its
         result; None: float pairs); None: no next round, or one that cannot be foretold. A
         device backend may then launch the next tree behind this round's (its gradients,
-        rounding, root histogram and planned levels, when this round's tree is planned whole
-        on the device) while the host replays this one, and take that work when the next
-        round's calls are the ones foretold (a learning rate changed in between, margins
-        not kept, a stop: it is dropped, and the calls are made as usual). `ComposedSteps`
-        ignores it."""
+        rounding, root histogram, planned levels and best-first steps, when this round's
+        tree is planned whole on the device) while the host replays this one, and take that
+        work when the next round's calls are the ones foretold (a learning rate changed in
+        between, margins not kept, a stop: it is dropped, and the calls are made as usual).
+        `ComposedSteps` ignores it."""
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         """float64 (k, 2): (G, H) of each node summed from its histogram (over the first

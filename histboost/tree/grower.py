@@ -255,13 +255,14 @@ class TreeGrower:
             be.build_histograms([0])
             plan = self._planned_levels()
             if plan is not None:
-                # the whole tree, its leaves unpruned: the margin update may start ahead
-                whole = not plan[1] and self.params.gamma <= 0
                 p = self.params
                 # best-first growth: the steps after the levels follow `_grow_lossguide`'s
                 # rule, which a device backend may run ahead too
                 best_first = ((p.max_leaves, p.max_depth, self.best_first_batch)
                               if p.grow_policy == "lossguide" else None)
+                # the whole tree (the levels, or the levels and the best-first steps), its
+                # leaves unpruned: the margin update may start ahead
+                whole = (not plan[1] or best_first is not None) and p.gamma <= 0
                 be.plan_levels(plan[0], tree_mask, self.reg, plan[1],
                                p.learning_rate if whole else None, best_first=best_first)
             gh = be.histogram_totals([0])[0]

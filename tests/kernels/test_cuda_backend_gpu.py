@@ -103,7 +103,7 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
         return plain(self, output)
 
     def counted_grad(self, loss):
-        taken.append(self._ahead_loss == loss)
+        taken.append(self._state.ahead_loss == loss)
         return plain_grad(self, loss)
     monkeypatch.setattr(CUDABackend, "_keep_spare_margin", counted)
     monkeypatch.setattr(CUDABackend, "compute_gradients", counted_grad)
@@ -122,17 +122,25 @@ def test_margin_update_ahead_is_kept(params, monkeypatch):
     assert taken == [False] + [True] * (rounds - 1), taken
 
 
+_LOSSGUIDE = {"grow_policy": "lossguide", "max_leaves": 63, "max_depth": 0}
+
+
 @pytest.mark.parametrize("params, schedule", [
     ({"quantized_grad": True}, False),
     ({"quantized_grad": False}, False),  # fixed-point float sums
     ({"quantized_grad": True}, True),  # a learning rate changed every round
+    ({"quantized_grad": True, **_LOSSGUIDE}, False),
+    ({"quantized_grad": False, **_LOSSGUIDE}, False),
+    ({"quantized_grad": True, **_LOSSGUIDE}, True),
 ])
 def test_next_tree_launched_ahead(params, schedule, monkeypatch):
-    """The next round's tree launched behind each whole depth-wise tree
-    (`CUDABackend._launch_next_tree`) is taken by every round after the first, or, with a
-    learning rate a callback changes every round, dropped and grown again; the model is the
-    one without trees launched ahead (quantised: the CPU engine's; float: the GPU's with
-    the hint ignored), byte for byte."""
+    """The next round's tree launched behind each whole depth-wise tree, or each best-first
+    tree the device finished and whose margins it added (`CUDABackend._launch_next_tree`;
+    a tree needing more steps than launched is finished by the host, launching none), is
+    taken by the next round, or, with a learning rate a callback changes every round,
+    dropped and grown again; the model is the one without trees launched ahead
+    (quantised: the CPU engine's; float: the GPU's with the hint ignored), byte for
+    byte."""
     from histboost.callback import LearningRateScheduler
     from histboost.kernels.cuda.backend import CUDABackend
 
@@ -141,7 +149,7 @@ def test_next_tree_launched_ahead(params, schedule, monkeypatch):
 
     def counted(self):
         counts.append((self.trees_ahead_launched, self.trees_ahead_kept,
-                       self.trees_ahead_dropped))
+                       self.trees_ahead_dropped, self.margins_kept_ahead))
         return plain(self)
     monkeypatch.setattr(CUDABackend, "release", counted)
     X, y = make_classification(20_000, 12, seed=11)
@@ -152,13 +160,18 @@ def test_next_tree_launched_ahead(params, schedule, monkeypatch):
         if schedule else {}
     ahead = histboost.train({**base, "device": "cuda"}, histboost.Dataset(X, label=y), rounds,
                             verbose_eval=False, **kw)
-    assert counts == [(rounds - 1, 0, rounds - 1) if schedule else (rounds - 1,) * 2 + (0,)]
+    launched, kept, dropped, margins = counts[0]
+    if "grow_policy" in params:  # a tree the device did not finish launches none
+        assert 1 <= launched <= rounds - 1 and launched <= margins <= rounds, counts
+    else:
+        assert (launched, margins) == (rounds - 1, rounds), counts
+    assert (kept, dropped) == ((0, launched) if schedule else (launched, 0)), counts
     device = "cpu" if params["quantized_grad"] else "cuda"
     if device == "cuda":
         monkeypatch.setattr(CUDABackend, "next_round", lambda self, quantise: None)
     serial = histboost.train({**base, "device": device}, histboost.Dataset(X, label=y),
                              rounds, verbose_eval=False, **kw)
-    assert device == "cpu" or counts[-1] == (0, 0, 0)
+    assert device == "cpu" or counts[-1][:3] == (0, 0, 0)
     a, b = (m.save_raw().replace(f'"device":"{d}"'.encode(), b"")
             for m, d in ((ahead, "cuda"), (serial, device)))
     assert a == b
@@ -173,15 +186,18 @@ def test_best_first_steps_planned_equals_cpu(params, monkeypatch):
     (`kernels/cuda/best_first.py`) answer the grower's calls of every tree (a call they
     cannot answer raises), and the quantised model is the CPU engine's. The steps' buffers
     (made again, every step's kernel parameters are packed again) are made once a training
-    without a row sample, and never again for the same parents and rows."""
+    without a row sample for the current tree and once for the tree launched ahead, and
+    never again for the same parents and rows; the margins are added ahead and the next
+    trees launched ahead (behind the trees the device finished)."""
     from histboost.kernels.cuda import best_first
     from histboost.kernels.cuda.backend import CUDABackend
 
-    answered, made = [], []
+    answered, made, ahead = [], [], []
     plain, plain_buffers = CUDABackend.release, best_first.BestFirstBuffers.__init__
 
     def counted(self):
         answered.append(self.best_first_calls_answered)
+        ahead.append((self.trees_ahead_launched, self.margins_kept_ahead))
         return plain(self)
 
     def counted_buffers(self, *args):
@@ -200,9 +216,13 @@ def test_best_first_steps_planned_equals_cpu(params, monkeypatch):
             for m, d in zip(models, ("cpu", "cuda"), strict=True))
     assert a == b
     assert answered[0] >= 2 * rounds, answered
-    # (steps, parents, rows) of each made: a row sample's count differs tree to tree
-    assert all(a[1:] != b[1:] for a, b in zip(made, made[1:], strict=False)), made
-    assert len(made) == 1 or "subsample" in params, made
+    if "subsample" in params:  # no trees launched ahead, no margins added ahead
+        assert ahead == [(0, 0)], ahead
+        # (steps, parents, rows) of each made: a row sample's count differs tree to tree
+        assert all(a[1:] != b[1:] for a, b in zip(made, made[1:], strict=False)), made
+    else:  # the current tree's and the one launched ahead, the margins added ahead
+        assert len(made) == 2 and made[0] == made[1], made
+        assert 1 <= ahead[0][0] <= ahead[0][1], ahead
 
 
 def test_float_gpu_model_is_deterministic_and_close_to_cpu():

@@ -22,7 +22,7 @@ once its event has passed, while the device works on the levels below, and each 
 that the grower chose the nodes the device split, in any order (an error otherwise: the rule
 above would have been broken). A level costs the host one wait on work already done instead of
 a round trip. After the last planned level the backend holds the children's histograms
-(`_slot`) and goes on with host-planned steps (best-first growth).
+(`_TreeState.slot`) and goes on with host-planned steps (best-first growth).
 
 Output blocks, one per depth b (the frontier at depth b), float64 (2M + 1, REC_WIDTH) with
 M = 2**levels: rows 0..: the frontier's records (block 0: the root's); rows M..: the row
@@ -114,24 +114,26 @@ class PinnedBlocks:
     device buffer to its pinned host copy behind the block's event, `block` waits for that
     event once and returns the host block. bufs: `LevelBuffers` or
     `best_first.BestFirstBuffers` (host_copies: (host, device) tensor pairs; events: one CUDA
-    event a block, None under the simulator; host_np: the host blocks as NumPy).
-    at_once (`LevelBuffers` only): the blocks are read once the whole plan is done (a tree
-    launched ahead of its round, `CUDABackend._launch_next_tree`, is replayed after the
-    host has waited for it): one copy of every block behind the last block's event, not a
-    copy and an event a block."""
+    event a block, None under the simulator; host_np: the host blocks as NumPy; host, out:
+    all host and device blocks). count: the blocks the plan writes (None: all).
+    at_once: the blocks are read once the whole plan is done (a tree launched ahead of its
+    round, `CUDABackend._launch_next_tree`, is replayed after the host has waited for it):
+    one copy of every block behind the last block's event, not a copy and an event a
+    block."""
 
     def __init__(self, be: CUDABackend, bufs: LevelBuffers | BestFirstBuffers,
-                 at_once: bool = False) -> None:
+                 at_once: bool = False, count: int | None = None) -> None:
         self.be = be
         self.bufs = bufs
         self._waited = [False] * len(bufs.host_copies)
-        self._last = len(bufs.host_copies) - 1 if at_once else -1
+        n = len(bufs.host_copies) if count is None else count
+        self._last = n - 1 if at_once else -1
 
     def copy(self, b: int) -> None:
         if self._last >= 0:  # at once: every block behind the last one's event
             if b < self._last:
                 return
-            host, dev = self.bufs.host, self.bufs.out
+            host, dev = self.bufs.host[:b + 1], self.bufs.out[:b + 1]
         else:
             host, dev = self.bufs.host_copies[b]
         event = self.bufs.events[b]
@@ -165,6 +167,7 @@ class LevelPlan:
         self.search_last = search_last  # the last level's children are searched too
         self.level = 0  # the next step's parents are at this depth
         self.frontier = [0]  # the grower's ids of the frontier at depth `level`
+        self.frontiers = [self.frontier]  # ... at every depth stepped, in the device's order
         self.root_read = False
         self._blocks = PinnedBlocks(be, bufs, at_once)
         self.mask: np.ndarray | None = None
@@ -197,7 +200,7 @@ class LevelPlan:
             lower, upper)
         records = be._buffer("_records", n_search, (be.n_features, REC_WIDTH), torch.float64)
         done = be._buffer("_done", n_search, (), torch.int32, zeros=True)
-        gs, hs = be._scales
+        gs, hs = be._state.scales
         dev, threads = be.device, common.THREADS
         o0, o1 = int(be.offsets_host[0]), int(be.offsets_host[1])
         r = bufs.root
@@ -213,14 +216,14 @@ class LevelPlan:
         search(1, r["search1"], r["totals1"], r["front"])
         self._blocks.copy(0)
         half_rows = -(-self.n_rows // 2)
-        base_blocks = max(be._hist_blocks, -(-half_rows // be._chunk_cap))
+        base_blocks = max(be._hist_blocks, -(-half_rows // be._state.chunk_cap))
         self.build_grids = []
         for b, lv in enumerate(bufs.levels):
             p = lv["parents"]
             part.PLAN_LEVEL.launch(1, threads, dev, lv["front"], lv["ranges"], lv["search"],
                                    lv["totals"], lv["table"], lv["slots"], lv["first"],
                                    lv["child_totals"], bufs.chunk, lv["next"],
-                                   be._hist_blocks, be._chunk_cap)
+                                   be._hist_blocks, be._state.chunk_cap)
             args = (be._columns, be._rows2, lv["table"], be.missing_bins, bufs.chunk_left)
             part.COUNT_LEFT[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args)
             leaves = b + 1 == depth and not self.search_last
@@ -268,11 +271,8 @@ class LevelPlan:
             bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
         part.LEAF_VALUES_INTO[be._bin_dtype].launch(
             common.grid(self.n_rows), threads, dev, be._columns, be.missing_bins, bufs.out,
-            bufs.child, bufs.level_values, be._margin, output, spare)
-        if be.n_outputs == 1:
-            # the next round's gradients from these margins, while the host replays the tree
-            # (`CUDABackend.update_margin` makes them valid when it keeps the margins)
-            be._spare_loss = be._gradients_ahead(spare)
+            bufs.child, bufs.level_values, be._state.margin, output, spare)
+        be._gradients_of_spare()
 
     def leaves_match(self, leaves: list[int], values: np.ndarray) -> bool:
         """Whether the margins added ahead (`launch_leaves`) are those of the grower's
@@ -324,7 +324,7 @@ class LevelPlan:
         their records float64 (2k, REC_WIDTH), as `split_and_search` / `apply_splits` give
         them for the grower's parents (checked to be the ones the device split, in any
         order), and whether this was the last planned level. After a last level whose
-        children were searched, the backend holds their histograms (`_slot`)."""
+        children were searched, the backend holds their histograms (`_TreeState.slot`)."""
         from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT
 
         b = self.level
@@ -361,14 +361,15 @@ class LevelPlan:
             self.leaf_ids.append(np.asarray(self.frontier, np.int64)[js])
             self.leaf_at.append(np.stack([np.full(js.size, b, np.int64), js], axis=1))
         self.frontier = [c for q in where for c in (lefts[q], rights[q])]
+        self.frontiers.append(self.frontier)
         self.level = b + 1
         last = self.level == depth
         if last and feature_masks is not None:
             slots = nxt[m + order, 2:4].astype(np.int64).tolist()
-            self.be._slot.clear()  # the planned levels' other histograms are not needed
+            self.be._state.slot.clear()  # the planned levels' other histograms are not needed
             for q, (sl, sr) in enumerate(slots):
-                self.be._slot[lefts[q]] = sl
-                self.be._slot[rights[q]] = sr
+                self.be._state.slot[lefts[q]] = sl
+                self.be._state.slot[rights[q]] = sr
         return counts, child_recs, last
 
     def _check_search(self, feature_masks: np.ndarray, reg: np.ndarray) -> None:

@@ -50,17 +50,11 @@ _TORCH_DTYPE: dict[str, object] = {}
 _STAGING_RING = 4
 _STAGING_ALIGN = 512
 _MAX_CACHED_VIEWS = 4096
-# The backend's state of the tree being grown (host records, the plan answering it) and of
-# the margins and gradient pairs it grows from: a tree launched ahead (`_launch_next_tree`)
-# is launched with its own values of these, which the backend takes when the next round's
-# calls are the ones foretold.
-_TREE_STATE = ("_scales", "_wide", "_chunk_cap", "_uses_all_rows", "_growing", "_ahead",
-               "_best_first", "_margin_plan", "_spare_loss", "_output", "_used", "_slot",
-               "_pending", "_side", "_ranges", "_level_buffers", "_margin", "_margin_spare",
-               "_pairs", "_pairs_ahead", "_bounds_host", "_bounds_event", "_bounds_ready",
-               "_ahead_loss", "_loss")
-
-
+# finished best-first trees whose steps size the next trees' (`_plan_best_first`): with the
+# last tree's alone, trees needing one or two steps more than it were left to the host
+# (2 of 5 trees of 63 leaves on an H100), and lost their margins added ahead and the next
+# tree launched ahead
+_RECENT_TREES = 8
 def _torch_dtypes(torch) -> None:
     _TORCH_DTYPE.update({np.dtype(k).str: v for k, v in (
         (np.int64, torch.int64), (np.int32, torch.int32), (np.uint8, torch.uint8),
@@ -105,14 +99,77 @@ def sector_row_bytes(row_bytes: int) -> int:
     return padded if 3 * padded <= 4 * row_bytes else row_bytes
 
 
-class _NextTree:
-    """The next round's tree, launched behind a tree planned whole on the device
-    (`CUDABackend._launch_next_tree`): the backend's `_TREE_STATE` values it was launched
-    with and left (`state`), its rounding (`quantisation`, a `Quantisation` or None) from
-    the gradient bounds (g, h) it read, and the arguments of its planned levels (`plan`:
-    levels, feature mask, reg, learning rate)."""
+class _TreeState:
+    """The backend's state of one tree: the host records of the tree being grown, the plan
+    answering the grower, and the margin and gradient buffers it grows from and writes. The
+    backend holds the current tree's (`CUDABackend._state`); a tree launched ahead of its
+    round (`CUDABackend._launch_next_tree`) is launched on one of its own (`_NextTree`), and
+    taken by making it the current one: one reference swapped."""
 
-    def __init__(self, state: dict[str, Any], quantisation: Quantisation | None,
+    __slots__ = (
+        "scales", "wide", "chunk_cap", "uses_all_rows", "growing", "output", "ranges", "side",
+        "used", "slot", "pending", "ahead", "best_first", "margin_plan", "level_buffers",
+        "best_first_buffers", "margin", "margin_spare", "pairs", "pairs_ahead", "loss",
+        "ahead_loss", "spare_loss", "bounds_host", "bounds_event", "bounds_ready")
+
+    def __init__(self, margin, pairs, chunk_cap: int) -> None:
+        """margin: float64 (n, K) device tensor; pairs: float32 (K, n, 2); chunk_cap: the
+        histogram's rows per block before the first tree."""
+        self.scales = (1.0, 1.0)  # the gradient pairs' (g, h) scales of the rounded pairs
+        self.wide = False  # the rounded pairs exceed the histogram's shared 32-bit sums
+        self.chunk_cap = chunk_cap
+        self.uses_all_rows = True
+        self.growing = False  # replace_columns rebuilds the tree's held histograms
+        self.output = 0
+        self.ranges = NodeRanges()  # node -> its rows in its row buffer
+        self.side: dict[int, int] = {}  # node -> the row buffer holding its rows
+        # histograms: one pool of slots, zeroed up to `used` at every tree; a subtracted
+        # sibling takes its parent's slot and is made in place by the next kernel reading it
+        # (`pending`: node -> its built sibling's slot)
+        self.used = 0
+        self.slot: dict[int, int] = {}
+        self.pending: dict[int, int] = {}
+        # steps planned on the device (`ahead.LevelPlan`, then `best_first.BestFirstPlan`);
+        # the best-first one; the plan whose margin update was launched ahead into
+        # `margin_spare` (n, 1); the plans' buffers, kept from tree to tree
+        self.ahead: LevelPlan | BestFirstPlan | None = None
+        self.best_first: BestFirstPlan | None = None
+        self.margin_plan: LevelPlan | BestFirstPlan | None = None
+        self.level_buffers = None
+        self.best_first_buffers = None
+        self.margin = margin
+        self.margin_spare = None
+        self.pairs = pairs
+        # the next round's gradients, computed ahead behind a round's last margin update
+        # (`_gradients_ahead`): pairs and their bounds (K, 2) in pinned memory behind an
+        # event; valid (of loss `ahead_loss`) once the margins they were computed from are
+        # kept; `spare_loss`: those of the margins added ahead into `margin_spare`
+        self.pairs_ahead = None
+        self.loss: str | None = None  # the loss of the last compute_gradients
+        self.ahead_loss: str | None = None
+        self.spare_loss: str | None = None
+        self.bounds_host = None
+        self.bounds_event = None
+        self.bounds_ready = False  # bounds_host holds the bounds of `pairs`
+
+    def fork(self, **fields: Any) -> _TreeState:
+        """A copy of this state (the same objects) with `fields` replaced."""
+        out = _TreeState.__new__(_TreeState)
+        for name in self.__slots__:
+            setattr(out, name, fields.pop(name) if name in fields else getattr(self, name))
+        if fields:
+            raise TypeError(f"no tree state fields {sorted(fields)}")
+        return out
+
+
+class _NextTree:
+    """The next round's tree, launched behind a tree whose margins the device adds ahead
+    (`CUDABackend._launch_next_tree`): the state it was launched on and left (`state`, a
+    `_TreeState`), its rounding (`quantisation`, a `Quantisation` or None) from the
+    gradient bounds (g, h) it read, and the arguments of its `plan_levels` (`plan`: levels,
+    feature mask, reg, search_last, learning rate, best_first)."""
+
+    def __init__(self, state: _TreeState, quantisation: Quantisation | None,
                  bounds: tuple[float, float], plan: tuple) -> None:
         self.state = state
         self.quantisation = quantisation
@@ -127,16 +184,16 @@ class _NextTree:
         `compute_gradients`)."""
         return (output == 0 and rows is None and bounds is None
                 and quantisation == self.quantisation
-                and be._margin is self.state["_margin"] and be._pairs is self.state["_pairs"])
+                and be._state.margin is self.state.margin and be._state.pairs is self.state.pairs)
 
     def same_plan(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
                   search_last: bool, learning_rate: float | None,
                   best_first: tuple[int, int, int] | None) -> bool:
         """Whether `plan_levels` with these arguments is the plan launched."""
-        plan_levels, mask, plan_reg, rate = self.plan
-        return (levels == plan_levels and not search_last and best_first is None
-                and learning_rate == rate and np.array_equal(feature_mask, mask)
-                and np.array_equal(reg, plan_reg))
+        plan_levels, mask, plan_reg, plan_search_last, rate, plan_best_first = self.plan
+        return (levels == plan_levels and search_last == plan_search_last
+                and best_first == plan_best_first and learning_rate == rate
+                and np.array_equal(feature_mask, mask) and np.array_equal(reg, plan_reg))
 
 
 class CUDABackend:
@@ -192,21 +249,10 @@ class CUDABackend:
         self.weight = (torch.ones(1, dtype=torch.float64, device=dev) if weight is None
                        else torch.from_numpy(np.ascontiguousarray(weight, np.float64)).to(dev))
         self._has_label = label is not None
-        self._margin = torch.zeros((self.n_rows, self.n_outputs), dtype=torch.float64,
-                                   device=dev)
-        self._pairs = torch.zeros((self.n_outputs, self.n_rows, 2), dtype=torch.float32,
-                                  device=dev)
-        # the next round's gradients, computed ahead behind a round's last margin update
-        # (`_gradients_ahead`): pairs and their bounds (K, 2) in pinned memory behind an event
-        self._loss: str | None = None  # the loss of the last compute_gradients
-        self._pairs_ahead = None
-        self._ahead_loss: str | None = None  # _pairs_ahead holds this loss's gradients
-        # ... of the margins added ahead into the spare column (`ahead.LevelPlan`), valid
-        # once update_margin keeps them
-        self._spare_loss: str | None = None
-        self._bounds_host = None
-        self._bounds_event = None
-        self._bounds_ready = False  # _bounds_host holds the bounds of _pairs
+        self._state = _TreeState(
+            torch.zeros((self.n_rows, self.n_outputs), dtype=torch.float64, device=dev),
+            torch.zeros((self.n_outputs, self.n_rows, 2), dtype=torch.float32, device=dev),
+            self._k["common"].CHUNK_ROWS)
         self._ints = torch.zeros((self.n_rows, 2), dtype=torch.int32, device=dev)
         # the same pairs as one int64 a row, which the histogram kernel loads in one access
         self._ints_words = self._ints.view(torch.int64).view(self.n_rows)
@@ -222,21 +268,9 @@ class CUDABackend:
         # their first entries, the root's in buffer 0
         self._rows2 = torch.empty((2, self.n_rows), dtype=torch.int32, device=dev)
         self._set_histogram_launch(histogram.HIST_THREADS, None, None)
-        self._scales = (1.0, 1.0)
-        self._wide = False
-        self._chunk_cap = self._k["common"].CHUNK_ROWS
-        self._uses_all_rows = True
-        self._growing = False
-        self._ranges = NodeRanges()
-        self._side: dict[int, int] = {}  # node -> the row buffer holding its rows
-        # histograms: one pool of slots, zeroed up to `_used` at every tree; a subtracted
-        # sibling takes its parent's slot and is made in place by the next kernel reading it
-        # (`_pending`: node -> its built sibling's slot)
+        # histograms: one pool of slots, shared by the trees (`_TreeState.used`, `slot`)
         self._pool = torch.zeros((0, self.total_bins, self._channels), dtype=torch.int64,
                                  device=dev)
-        self._used = 0
-        self._slot: dict[int, int] = {}
-        self._pending: dict[int, int] = {}
         # persistent kernel outputs, grown on demand (`_buffer`)
         self._chunk_left = None  # int64 (chunks,): left rows per partition chunk
         self._child_counts = None  # int64 (k, 2)
@@ -247,18 +281,10 @@ class CUDABackend:
         self._step_search = None  # int64 (2k, 2): a step's children for the split search
         self._step_out = None  # float64 (3k, REC_WIDTH): a step's records and row counts
         self._step_ranges = None  # int64 (2k, 3): a step's children's rows (unread)
-        self._ahead: LevelPlan | BestFirstPlan | None = None  # steps planned on the device
-        # a plan whose margin update was launched ahead into `_margin_spare` (n, 1)
-        self._margin_plan: LevelPlan | None = None
-        self._margin_spare = None
-        self._output = 0
         self.margins_kept_ahead = 0  # trees whose margin update ran ahead and was kept
-        self._level_buffers = None  # its buffers (`ahead.LevelBuffers`), kept between trees
-        # best-first steps planned on the device after the levels (`best_first.BestFirstPlan`,
-        # answering once the levels are stepped) and their buffers, kept between trees
-        self._best_first: BestFirstPlan | None = None
-        self._best_first_buffers = None
-        self._best_first_last: BestFirstPlan | None = None  # the last tree's, for its steps
+        # steps the last finished best-first trees took from the device, by their shape
+        # (max_leaves, max_depth, batch), at most `_RECENT_TREES` (`_plan_best_first`)
+        self._best_first_steps: dict[tuple[int, int, int], list[int]] = {}
         # the grower's calls of best-first steps answered from steps planned on the device
         self.best_first_calls_answered = 0
         # the next round's tree launched ahead (`_launch_next_tree`): the hint of
@@ -269,12 +295,10 @@ class CUDABackend:
         self._taken: _NextTree | None = None
         self._taken_stage = ""
         self._launching_ahead = False  # in `_launch_next_tree`
-        # buffers of the tree launched ahead, besides the current tree's: margins (n, 1),
-        # pairs (K, n, 2), bounds (pinned (K, 2), event) and level buffers
-        self._margin_free = None
-        self._pairs_free = None
-        self._bounds_free = None
-        self._level_buffers_free = None
+        # buffers of the tree launched ahead, besides the current tree's, by `_TreeState`
+        # field: margin_spare (n, 1), bounds ((pinned (K, 2), event)), level_buffers and
+        # best_first_buffers (absent: made when first needed)
+        self._free: dict[str, Any] = {}
         self.trees_ahead_launched = 0  # next rounds' trees launched ahead
         self.trees_ahead_kept = 0  # ... and taken
         self.trees_ahead_dropped = 0  # ... and dropped (the next round was not as foretold)
@@ -332,7 +356,7 @@ class CUDABackend:
         """Rows per block of a histogram call over `rows` rows in all
         (`partition.hist_chunk_rows`: about `_hist_blocks` blocks)."""
         return self._k["partition"].hist_chunk_rows(int(rows), self._hist_blocks,
-                                                    self._chunk_cap)
+                                                    self._state.chunk_cap)
 
     def _build_blocks(self, lengths: np.ndarray) -> tuple[int, np.ndarray, int]:
         """The blocks of a step's smaller children, from their parents' row counts (a child
@@ -353,7 +377,7 @@ class CUDABackend:
         hist.BUILD[self._bin_dtype, self._channels].launch(
             (n_chunks, int(self._group_first.shape[0])), self._hist_threads, self.device,
             self._words, self._ints_words, self._rows2, table_d, self._group_first,
-            self._group_last, self.offsets, self._shared_values, self._wide, self._pool,
+            self._group_last, self.offsets, self._shared_values, self._state.wide, self._pool,
             shared_bytes=self._hist_shared)
 
     def _bin_on_device(self, raw: np.ndarray, mapper) -> None:
@@ -483,18 +507,15 @@ class CUDABackend:
         """Drop every device buffer and return the cached memory to the driver."""
         self.synchronize()
         for name in ("_stage_dev", "bins", "_words", "_columns", "offsets", "missing_bins",
-                     "label", "weight", "_margin", "_margin_spare", "_pairs", "_pairs_ahead",
-                     "_bounds_host", "_margin_free", "_pairs_free", "_ints", "_ints_words",
-                     "_all_rows", "_row_ids",
+                     "label", "weight", "_ints", "_ints_words", "_all_rows", "_row_ids",
                      "_rows2", "_pool", "_chunk_left", "_child_counts", "_records", "_best",
                      "_done", "_step_build", "_step_search", "_step_out", "_step_ranges",
-                     "_group_first", "_group_last", "_level_buffers", "_best_first_buffers"):
+                     "_group_first", "_group_last"):
             setattr(self, name, None)
-        self._ahead = self._margin_plan = self._best_first = self._best_first_last = None
-        self._ahead_loss = self._spare_loss = None
+        self._state = None  # the tree's buffers and plans
+        self._best_first_steps = {}
         self._next = self._taken = self._next_quantise = None
-        self._bounds_free = self._level_buffers_free = None
-        self._bounds_ready = False
+        self._free = {}
         self._stage_host = self._stage_np = None
         self._stage_copies = {}
         self._stage_views = {}
@@ -506,33 +527,35 @@ class CUDABackend:
     def _spare_margin(self):
         """float64 (n, 1): margins of one output written out of place (a tree's margin
         update launched ahead, `ahead.LevelPlan.launch_leaves`)."""
-        if self._margin_spare is None:
-            self._margin_spare = self._torch.empty((self.n_rows, 1), dtype=self._torch.float64,
-                                                   device=self.device)
-        return self._margin_spare
+        st = self._state
+        if st.margin_spare is None:
+            st.margin_spare = self._torch.empty((self.n_rows, 1), dtype=self._torch.float64,
+                                                device=self.device)
+        return st.margin_spare
 
     def _keep_spare_margin(self, output: int) -> None:
         """The spare margins become output's (a swap with one output, else a copy)."""
         self.margins_kept_ahead += 1
+        st = self._state
         if self.n_outputs == 1:
-            self._margin, self._margin_spare = self._margin_spare, self._margin
+            st.margin, st.margin_spare = st.margin_spare, st.margin
         else:
-            self._margin[:, output].copy_(self._margin_spare[:, 0])
+            st.margin[:, output].copy_(st.margin_spare[:, 0])
 
     def set_margin(self, margin: np.ndarray) -> None:
-        if margin.shape != tuple(self._margin.shape):
-            raise ValueError(f"margin must have shape {tuple(self._margin.shape)}, got "
+        if margin.shape != tuple(self._state.margin.shape):
+            raise ValueError(f"margin must have shape {tuple(self._state.margin.shape)}, got "
                              f"{margin.shape}")
         margin = np.asarray(margin, np.float64)
         if margin.ndim == 2 and margin.strides[0] == 0:  # every row the same (a broadcast)
-            self._margin.copy_(self._tensor(margin[:1].copy()).expand_as(self._margin))
+            self._state.margin.copy_(self._tensor(margin[:1].copy()).expand_as(self._state.margin))
         else:
-            self._margin.copy_(self._tensor(margin))
-        self._ahead_loss = self._spare_loss = None
+            self._state.margin.copy_(self._tensor(margin))
+        self._state.ahead_loss = self._state.spare_loss = None
         self._forget_next()
 
     def margin(self) -> np.ndarray:
-        return self._margin.cpu().numpy().copy()
+        return self._state.margin.cpu().numpy().copy()
 
     def compute_gradients(self, loss: str) -> None:
         try:
@@ -542,17 +565,17 @@ class CUDABackend:
                 from None
         if not self._has_label:
             raise ValueError("the backend holds no labels")
-        self._loss = loss
-        if self._ahead_loss == loss:  # computed ahead from these margins (_gradients_ahead)
-            self._pairs, self._pairs_ahead = self._pairs_ahead, self._pairs
-            self._ahead_loss = None
-            self._bounds_ready = True
+        self._state.loss = loss
+        if self._state.ahead_loss == loss:  # computed ahead from these margins (_gradients_ahead)
+            self._state.pairs, self._state.pairs_ahead = self._state.pairs_ahead, self._state.pairs
+            self._state.ahead_loss = None
+            self._state.bounds_ready = True
             return
-        self._ahead_loss = None
-        self._bounds_ready = False
+        self._state.ahead_loss = None
+        self._state.bounds_ready = False
         grid = self._k["common"].grid(self.n_rows)
-        kernel.launch(grid, self._k["common"].THREADS, self.device, self._margin, self.label,
-                      self.weight, self._weighted, self._pairs)
+        kernel.launch(grid, self._k["common"].THREADS, self.device, self._state.margin, self.label,
+                      self.weight, self._weighted, self._state.pairs)
 
     def _gradients_ahead(self, margin=None) -> str | None:
         """The next round's gradient pairs of the last loss from `margin` (float64 (n, K);
@@ -564,24 +587,32 @@ class CUDABackend:
         round's start launches no gradient kernel and waits for none. Anything that changes
         the margins or pairs first (`set_margin`, `update_margin`, `set_gradients`) drops
         them."""
-        if self._loss is None or self.n_rows == 0:
+        if self._state.loss is None or self.n_rows == 0:
             return None
         torch = self._torch
-        if self._pairs_ahead is None:
-            self._pairs_ahead = torch.empty_like(self._pairs)
-            self._bounds_host, self._bounds_event = self._new_bounds()
-        kernel = self._k["gradients"].PAIR_KERNELS[self._loss]
+        if self._state.pairs_ahead is None:
+            self._state.pairs_ahead = torch.empty_like(self._state.pairs)
+            self._state.bounds_host, self._state.bounds_event = self._new_bounds()
+        kernel = self._k["gradients"].PAIR_KERNELS[self._state.loss]
         grid = self._k["common"].grid(self.n_rows)
         kernel.launch(grid, self._k["common"].THREADS, self.device,
-                      self._margin if margin is None else margin, self.label, self.weight,
-                      self._weighted, self._pairs_ahead)
-        bounds = torch.linalg.vector_norm(self._pairs_ahead, ord=math.inf, dim=1)
-        if self._bounds_event is None:  # the simulator: CPU tensors
-            self._bounds_host.copy_(bounds)
+                      self._state.margin if margin is None else margin, self.label, self.weight,
+                      self._weighted, self._state.pairs_ahead)
+        bounds = torch.linalg.vector_norm(self._state.pairs_ahead, ord=math.inf, dim=1)
+        if self._state.bounds_event is None:  # the simulator: CPU tensors
+            self._state.bounds_host.copy_(bounds)
         else:
-            self._bounds_host.copy_(bounds, non_blocking=True)
-            self._bounds_event.record(torch.cuda.current_stream(self.device))
-        return self._loss
+            self._state.bounds_host.copy_(bounds, non_blocking=True)
+            self._state.bounds_event.record(torch.cuda.current_stream(self.device))
+        return self._state.loss
+
+    def _gradients_of_spare(self) -> None:
+        """The next round's gradients from the margins a tree's margin update launched ahead
+        wrote into the spare column, while the host replays the tree (with one output;
+        `update_margin` makes them valid when it keeps the margins)."""
+        if self.n_outputs == 1:
+            st = self._state
+            st.spare_loss = self._gradients_ahead(st.margin_spare)
 
     def _new_bounds(self) -> tuple:
         """Pinned float32 (K, 2) host bounds and their event (None under the simulator)."""
@@ -591,27 +622,27 @@ class CUDABackend:
                 torch.cuda.Event() if on_gpu else None)
 
     def set_gradients(self, pairs: np.ndarray) -> None:
-        if pairs.shape != tuple(self._pairs.shape):
-            raise ValueError(f"gradient pairs must have shape {tuple(self._pairs.shape)}, got "
-                             f"{pairs.shape}")
-        self._pairs.copy_(self._tensor(np.asarray(pairs, np.float32)))
-        self._loss = self._ahead_loss = None
+        if pairs.shape != tuple(self._state.pairs.shape):
+            raise ValueError(f"gradient pairs must have shape {tuple(self._state.pairs.shape)}, "
+                             f"got {pairs.shape}")
+        self._state.pairs.copy_(self._tensor(np.asarray(pairs, np.float32)))
+        self._state.loss = self._state.ahead_loss = None
         self._forget_next()
-        self._bounds_ready = False
+        self._state.bounds_ready = False
 
     def gradients(self, output: int) -> np.ndarray:
-        return self._pairs[output].cpu().numpy().copy()
+        return self._state.pairs[output].cpu().numpy().copy()
 
     def gradient_bounds(self, output: int) -> tuple[float, float]:
         if self.n_rows == 0:
             return 0.0, 0.0
-        if self._bounds_ready:  # computed ahead with the pairs (_gradients_ahead)
-            if self._bounds_event is not None:
-                self._bounds_event.synchronize()
-            g, h = self._bounds_host[output].tolist()
+        if self._state.bounds_ready:  # computed ahead with the pairs (_gradients_ahead)
+            if self._state.bounds_event is not None:
+                self._state.bounds_event.synchronize()
+            g, h = self._state.bounds_host[output].tolist()
             return float(g), float(h)
         # max |v| in one pass (abs().amax() wrote and read an n x 2 temporary)
-        g, h = self._torch.linalg.vector_norm(self._pairs[output], ord=math.inf,
+        g, h = self._torch.linalg.vector_norm(self._state.pairs[output], ord=math.inf,
                                               dim=0).cpu().tolist()
         return float(g), float(h)
 
@@ -641,18 +672,18 @@ class CUDABackend:
             largest = quantisation.max_value
         common = self._k["common"]
         self._k["gradients"].ROUND_PAIRS.launch(
-            common.grid(self.n_rows), common.THREADS, self.device, self._pairs, output,
+            common.grid(self.n_rows), common.THREADS, self.device, self._state.pairs, output,
             self._row_ids, g_inv, h_inv, key >> 32, key & 0xFFFFFFFF, stochastic, self._ints)
-        self._scales = (1.0 / g_inv, 1.0 / h_inv)
-        self._wide = largest > top
-        self._chunk_cap = self._k["histogram"].chunk_cap(largest)
-        self._uses_all_rows = rows is None
-        self._growing = True  # replace_columns rebuilds the tree's held histograms
-        self._ahead = None
-        self._best_first = None
-        self._margin_plan = None
-        self._spare_loss = None
-        self._output = int(output)
+        self._state.scales = (1.0 / g_inv, 1.0 / h_inv)
+        self._state.wide = largest > top
+        self._state.chunk_cap = self._k["histogram"].chunk_cap(largest)
+        self._state.uses_all_rows = rows is None
+        self._state.growing = True  # replace_columns rebuilds the tree's held histograms
+        self._state.ahead = None
+        self._state.best_first = None
+        self._state.margin_plan = None
+        self._state.spare_loss = None
+        self._state.output = int(output)
         if rows is None:
             n = self.n_rows
             self._rows2[0].copy_(self._all_rows)
@@ -661,28 +692,29 @@ class CUDABackend:
             if n:
                 self._rows2[0, :n].copy_(self._torch.from_numpy(
                     np.ascontiguousarray(rows, np.int32)))
-        if self._used:
-            self._pool[:self._used].zero_()
-        self._used = 0
-        self._slot.clear()
-        self._pending.clear()
-        self._side = {0: 0}
-        self._ranges.reset(n)
+        if self._state.used:
+            self._pool[:self._state.used].zero_()
+        self._state.used = 0
+        self._state.slot.clear()
+        self._state.pending.clear()
+        self._state.side = {0: 0}
+        self._state.ranges.reset(n)
         return n
 
     def _node_table(self, nodes: list[int], chunk, extra: list | None = None
                     ) -> tuple[np.ndarray, int]:
         """The int64 node table of `nodes` and its chunk count (`_common.node_table`)."""
-        return self._k["common"].node_table(self._ranges.bounds(nodes),
-                                            [self._side[i] for i in nodes], chunk, extra)
+        return self._k["common"].node_table(self._state.ranges.bounds(nodes),
+                                            [self._state.side[i] for i in nodes], chunk, extra)
 
     def _settle(self, nodes: list[int] | None = None) -> None:
         """Make the pending subtractions of `nodes` (None: all) in one launch."""
-        todo = list(self._pending) if nodes is None else [i for i in dict.fromkeys(nodes)
-                                                          if i in self._pending]
+        todo = list(self._state.pending) if nodes is None else [i for i in dict.fromkeys(nodes)
+                                                          if i in self._state.pending]
         if not todo:
             return
-        pairs = np.array([(self._slot[i], self._pending.pop(i)) for i in todo], np.int64)
+        st = self._state
+        pairs = np.array([(st.slot[i], st.pending.pop(i)) for i in todo], np.int64)
         (pairs_d,) = self._upload(pairs)
         common = self._k["common"]
         self._k["histogram"].SUBTRACT.launch(
@@ -695,13 +727,14 @@ class CUDABackend:
         twice is settled first (two blocks would subtract)."""
         if len(set(nodes)) < len(nodes):
             self._settle(nodes)
-        table = np.array([(self._slot[i], self._pending.pop(i, -1)) for i in nodes], np.int64)
+        st = self._state
+        table = np.array([(st.slot[i], st.pending.pop(i, -1)) for i in nodes], np.int64)
         return table.reshape(-1, 2)
 
     def _gather(self, nodes: list[int]):
         """The (k, total_bins, C) histograms of settled `nodes`: a view of the pool when their
         slots are consecutive, else a copy."""
-        slots = [self._slot[i] for i in nodes]
+        slots = [self._state.slot[i] for i in nodes]
         first = slots[0]
         if slots == list(range(first, first + len(slots))):
             return self._pool[first:first + len(slots)]
@@ -710,19 +743,23 @@ class CUDABackend:
 
     def _scaled(self, sums: np.ndarray) -> np.ndarray:
         """Integer sums (..., C) in gradient units (float64; exact: power-of-two scales)."""
-        scale = np.array([self._scales[0], self._scales[1], 1.0][:sums.shape[-1]])
+        scale = np.array([self._state.scales[0], self._state.scales[1], 1.0][:sums.shape[-1]])
         return sums.astype(np.float64) * scale
 
     def _alloc_slots(self, k: int) -> int:
-        """k fresh (zero) consecutive pool slots; returns the first."""
-        first = self._used
+        """k fresh (zero) consecutive pool slots; returns the first. The pool grows to a
+        quarter more than needed, not to twice its size: a 255-leaf tree needs about 64 +
+        33 a best-first step launched, 115 KB a slot at 28 features of 256 bins, and a
+        doubling past 512 slots would hold 59 MB more than needed (docs/gpu.md)."""
+        first = self._state.used
         if first + k > self._pool.shape[0]:  # grow, keeping the tree's histograms
             torch = self._torch
-            pool = torch.zeros((max(first + k, 2 * self._pool.shape[0], 8), self.total_bins,
-                                self._channels), dtype=torch.int64, device=self.device)
+            need = first + k
+            pool = torch.zeros((max(need + need // 4, 8), self.total_bins, self._channels),
+                               dtype=torch.int64, device=self.device)
             pool[:first] = self._pool[:first]
             self._pool = pool
-        self._used = first + k
+        self._state.used = first + k
         return first
 
     def build_histograms(self, nodes: list[int]):
@@ -734,13 +771,13 @@ class CUDABackend:
         k = len(nodes)
         first = self._alloc_slots(k)
         for j, i in enumerate(nodes):
-            self._slot[i] = first + j
-            self._pending.pop(i, None)
+            self._state.slot[i] = first + j
+            self._state.pending.pop(i, None)
         common = self._k["common"]
-        bounds = self._ranges.bounds(nodes)
+        bounds = self._state.ranges.bounds(nodes)
         chunk = self._hist_chunk(sum(max(b - a, 0) for a, b in bounds))
         table, n_chunks = self._node_table(nodes, chunk, [(first + j,) for j in range(k)])
-        if self._uses_all_rows:  # a node over all rows in order reads no row indices
+        if self._state.uses_all_rows:  # a node over all rows in order reads no row indices
             whole = (table[:, common.T_START] == 0) & (table[:, common.T_END] == self.n_rows) \
                 & (table[:, common.T_SIDE] == 0)
             table[whole, common.T_SIDE] = self._k["histogram"].IDENTITY_SIDE
@@ -753,17 +790,17 @@ class CUDABackend:
         """Make the pending subtractions that must not wait past a subtraction from `parents`
         (whose slots their siblings take and change): of the parents and built nodes, and of
         nodes whose built sibling's slot a parent's is."""
-        slots = {self._slot[i] for i in parents}
-        waiting = [i for i in (*parents, *built) if i in self._pending]
-        waiting += [i for i, s in self._pending.items() if s in slots]
+        slots = {self._state.slot[i] for i in parents}
+        waiting = [i for i in (*parents, *built) if i in self._state.pending]
+        waiting += [i for i, s in self._state.pending.items() if s in slots]
         self._settle(waiting)
 
     def subtract_histograms(self, parents: list[int], built: list[int],
                             targets: list[int]) -> None:
         self._settle_before_split(parents, built)
         for p, b, t in zip(parents, built, targets, strict=True):
-            self._slot[t] = self._slot.pop(p)
-            self._pending[t] = self._slot[b]
+            self._state.slot[t] = self._state.slot.pop(p)
+            self._state.pending[t] = self._state.slot[b]
 
     def read_histograms(self, nodes: list[int]) -> np.ndarray:
         self._settle(nodes)
@@ -776,10 +813,11 @@ class CUDABackend:
         (`histboost.kernels.cuda.ahead`); the grower's calls for them are then answered from
         them. Declined (False) for more than `ahead.MAX_LEVELS` levels (its launches are
         sized for 2**levels nodes) or when other histograms than the root's are held. With
-        a learning rate and a tree over all rows, the tree's margin update is launched
-        behind its levels (`ahead.LevelPlan.launch_leaves`; `update_margin` checks it). With
         `best_first`, the tree's next best-first steps are launched behind the levels
-        (`_plan_best_first`)."""
+        (`_plan_best_first`). With a learning rate and a tree over all rows, the tree's
+        margin update is launched behind its levels (`ahead.LevelPlan.launch_leaves`) or
+        best-first steps (`best_first.BestFirstPlan.launch_leaves`), `update_margin`
+        checks it, and the next round's tree is launched behind it (`_launch_next_tree`)."""
         from . import ahead
 
         taken, self._taken = self._taken, None
@@ -787,109 +825,114 @@ class CUDABackend:
             if self._taken_stage == "plan" and taken.same_plan(
                     levels, feature_mask, reg, search_last, learning_rate, best_first):
                 self.trees_ahead_kept += 1
-                self._launch_next_tree(levels, feature_mask, reg, learning_rate)
+                self._launch_next_tree(taken.plan)
                 return True
             self._taken = taken
             self._rewind()
-        if not 0 < levels <= ahead.MAX_LEVELS or list(self._slot) != [0] or self._pending:
+        st = self._state
+        if not 0 < levels <= ahead.MAX_LEVELS or list(st.slot) != [0] or st.pending:
             return False
-        n = self._ranges.bounds([0])[0][1]
-        bufs = self._level_buffers
+        n = st.ranges.bounds([0])[0][1]
+        bufs = st.level_buffers
         if bufs is None or bufs.depth != levels or bufs.n_rows != n:
-            self._level_buffers = None
-            bufs = self._level_buffers = ahead.LevelBuffers(self, levels, n)
+            st.level_buffers = None
+            bufs = st.level_buffers = ahead.LevelBuffers(self, levels, n)
         plan = ahead.LevelPlan(self, bufs, n, search_last, at_once=self._launching_ahead)
-        rate = learning_rate if self._uses_all_rows and not search_last else None
-        plan.launch(feature_mask, reg, rate, self._output)
-        self._ahead = plan
-        self._margin_plan = plan if rate is not None else None
+        rate = learning_rate if st.uses_all_rows else None
+        plan.launch(feature_mask, reg, None if search_last else rate, st.output)
+        st.ahead = plan
         if best_first is not None and search_last:
-            self._best_first = self._plan_best_first(bufs, feature_mask, reg, *best_first)
-        elif rate is not None:
-            self._launch_next_tree(levels, feature_mask, reg, rate)
+            st.best_first = self._plan_best_first(plan, feature_mask, reg, rate, *best_first)
+            st.margin_plan = st.best_first if rate is not None else None
+        else:
+            st.margin_plan = plan if rate is not None and not search_last else None
+        if st.margin_plan is not None:
+            self._launch_next_tree((levels, np.asarray(feature_mask, bool).copy(),
+                                    np.asarray(reg, np.float64).copy(), search_last,
+                                    learning_rate, best_first))
         return True
 
     def next_round(self, quantise: Callable[[float, float], Quantisation | None] | None
                    ) -> None:
-        """`Backend.next_round`: kept for the round's tree planned whole on the device, behind
-        which `_launch_next_tree` launches the next round's."""
+        """`Backend.next_round`: kept for the round's tree whose margins the device adds
+        ahead, behind which `_launch_next_tree` launches the next round's."""
         self._next_quantise = quantise
 
-    def _launch_next_tree(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
-                          learning_rate: float) -> None:
+    def _launch_next_tree(self, plan: tuple) -> None:
         """The next round's tree launched behind this one (`Backend.next_round`'s hint),
         while the host replays this one: once the device has computed the next round's
         gradient bounds (behind this tree's margins added ahead: the host waits for this
         tree's kernels here, which its replay waits for anyway), the next round's
-        `begin_tree`, root histogram and `plan_levels` (with this tree's plan, and the
+        `begin_tree`, root histogram and `plan_levels` (`plan`: this tree's arguments; the
         margin update and the following round's gradients behind it) run on the state the
-        next round will have (`_NextTree`): this tree's spare margins as the margins, the
-        gradients computed ahead as the pairs, and buffers of their own for what it writes
-        (the third margin and pairs buffers, a second set of bounds and level buffers). The
-        current tree's state is restored; `begin_tree` takes the launched one when the next
-        round is the one foretold (`_NextTree.foretold`), else it is dropped, having
-        changed nothing the model depends on. One output, all rows, and the tree's feature
-        mask all features (so the next tree's too), else nothing is launched."""
+        next round will have (a `_TreeState` of its own, `_NextTree`): this tree's spare
+        margins as the margins, the gradients computed ahead as the pairs, this tree's pairs
+        for its own gradients ahead, and buffers of their own for what it writes (the third
+        margin buffer, a second set of bounds, level and best-first buffers). The current
+        tree's state is restored; `begin_tree` takes the launched one when the next round is
+        the one foretold (`_NextTree.foretold`), else it is dropped, having changed nothing
+        the model depends on. One output, all rows, the tree's feature mask all features (so
+        the next tree's too), and a best-first tree finished on the device (otherwise the
+        host plans its last steps from the histograms and rows the next tree would
+        overwrite), else nothing is launched."""
         quantise, self._next_quantise = self._next_quantise, None
-        if (quantise is None or self.n_outputs != 1 or self._spare_loss is None
-                or not self._uses_all_rows or not bool(np.all(feature_mask))):
+        cur = self._state
+        if (quantise is None or self.n_outputs != 1 or cur.spare_loss is None
+                or not cur.uses_all_rows or not bool(np.all(plan[1]))):
             return
-        if self._bounds_event is not None:
-            self._bounds_event.synchronize()
-        g, h = (float(v) for v in self._bounds_host[0].tolist())
+        if cur.bounds_event is not None:
+            cur.bounds_event.synchronize()
+        if cur.best_first is not None and not cur.best_first.finished():
+            return
+        g, h = (float(v) for v in cur.bounds_host[0].tolist())
         quantisation = quantise(g, h)
         torch = self._torch
-        if self._margin_free is None:
-            self._margin_free = torch.empty_like(self._margin_spare)
-        if self._pairs_free is None:
-            self._pairs_free = torch.empty_like(self._pairs)
-        bounds_host, bounds_event = self._bounds_free or self._new_bounds()
-        state = {"_margin": self._margin_spare, "_margin_spare": self._margin_free,
-                 "_pairs": self._pairs_ahead, "_pairs_ahead": self._pairs_free,
-                 "_bounds_host": bounds_host, "_bounds_event": bounds_event,
-                 "_bounds_ready": False, "_ahead_loss": None,
-                 "_level_buffers": self._level_buffers_free,
-                 "_slot": {}, "_pending": {}, "_side": {}, "_ranges": NodeRanges()}
-        current = {name: getattr(self, name) for name in _TREE_STATE}
+        free, self._free = self._free, {}
+        margin_spare = free.get("margin_spare")
+        bounds_host, bounds_event = free.get("bounds") or self._new_bounds()
+        # its next round's gradients go into this round's pairs: read only by this tree's
+        # rounding (`begin_tree`), which the device runs before them
+        state = cur.fork(
+            margin=cur.margin_spare, pairs=cur.pairs_ahead, pairs_ahead=cur.pairs,
+            margin_spare=torch.empty_like(cur.margin_spare) if margin_spare is None
+            else margin_spare,
+            bounds_host=bounds_host, bounds_event=bounds_event, bounds_ready=False,
+            ahead_loss=None, level_buffers=free.get("level_buffers"),
+            best_first_buffers=free.get("best_first_buffers"), slot={}, pending={}, side={},
+            ranges=NodeRanges())
+        self._state = state
         self._launching_ahead = True
         try:
-            for name, value in state.items():
-                setattr(self, name, value)
             self.begin_tree(0, None, quantisation, (g, h) if quantisation is None else None)
             self.build_histograms([0])
-            self.plan_levels(levels, feature_mask, reg, False, learning_rate)
-            launched = {name: getattr(self, name) for name in _TREE_STATE}
+            self.plan_levels(*plan)
         finally:
             self._launching_ahead = False
-            for name, value in current.items():
-                setattr(self, name, value)
-        self._margin_free = self._pairs_free = None
-        self._bounds_free = self._level_buffers_free = None
+            self._state = cur
         self.trees_ahead_launched += 1
-        self._next = _NextTree(launched, quantisation, (g, h), (
-            levels, np.asarray(feature_mask, bool).copy(), np.asarray(reg, np.float64).copy(),
-            learning_rate))
+        self._next = _NextTree(state, quantisation, (g, h), plan)
+
+    @staticmethod
+    def _buffers_of(state: _TreeState) -> dict[str, Any]:
+        """The buffers of `state` that a tree launched ahead takes as its own (`_free`)."""
+        return {"margin_spare": state.margin_spare,
+                "bounds": (state.bounds_host, state.bounds_event),
+                "level_buffers": state.level_buffers,
+                "best_first_buffers": state.best_first_buffers}
 
     def _take_next(self, nxt: _NextTree) -> None:
         """The tree launched ahead becomes the current tree (its root histogram built, its
         levels planned); the current state's buffers it does not use become the free ones."""
-        self._margin_free = self._margin_spare
-        self._pairs_free = self._pairs_ahead
-        self._bounds_free = (self._bounds_host, self._bounds_event)
-        self._level_buffers_free = self._level_buffers
-        for name, value in nxt.state.items():
-            setattr(self, name, value)
+        self._free = self._buffers_of(self._state)
+        self._state = nxt.state
         self._taken, self._taken_stage = nxt, "root"
 
     def _drop_next(self, nxt: _NextTree) -> None:
         """The tree launched ahead is not the next round's: its buffers are free again (what
         it wrote there and in the tree's shared buffers is overwritten by the next tree
         before it is read; its pool slots are zeroed with the next tree's)."""
-        self._margin_free = nxt.state["_margin_spare"]
-        self._pairs_free = nxt.state["_pairs_ahead"]
-        self._bounds_free = (nxt.state["_bounds_host"], nxt.state["_bounds_event"])
-        self._level_buffers_free = nxt.state["_level_buffers"]
-        self._used = max(self._used, nxt.state["_used"])
+        self._free = self._buffers_of(nxt.state)
+        self._state.used = max(self._state.used, nxt.state.used)
         self.trees_ahead_dropped += 1
 
     def _forget_next(self) -> None:
@@ -909,39 +952,41 @@ class CUDABackend:
                         taken.bounds if taken.quantisation is None else None)
         self.build_histograms([0])
 
-    def _plan_best_first(self, levels, feature_mask: np.ndarray, reg: np.ndarray,
-                         max_leaves: int, max_depth: int, batch: int) -> BestFirstPlan | None:
-        """Best-first steps after the planned levels (`levels`, `ahead.LevelBuffers`) run on
-        the device (`histboost.kernels.cuda.best_first`); the host plans any step beyond
-        them. How many: two more than the last tree of the same shape took from the device
-        (a step launched and not needed costs seven launches of kernels that return at once;
-        a step needed and not launched, a host round trip), for the first tree the leaves
-        left in batches of `batch` and a few more (a step splits leaves ahead that the tree
-        may not keep). None (not planned) for trees without a leaf budget or with more
-        leaves than the device's tables hold."""
+    def _plan_best_first(self, levels: LevelPlan, feature_mask: np.ndarray, reg: np.ndarray,
+                         learning_rate: float | None, max_leaves: int, max_depth: int,
+                         batch: int) -> BestFirstPlan | None:
+        """Best-first steps after the planned levels (`levels`, launched) run on the device
+        (`histboost.kernels.cuda.best_first`); the host plans any step beyond them. How
+        many: two more than the most the last finished trees of the same shape took from the
+        device (`_RECENT_TREES`; a step launched and not needed costs seven launches of
+        kernels that return at once; a step needed and not launched, a host round trip, and
+        the tree's margins are not added ahead nor the next tree launched ahead), for the
+        first tree the leaves left in batches of `batch` and a few more (a step splits
+        leaves ahead that the tree may not keep). With a learning rate, the tree's margin
+        update follows the steps. None (not planned) for trees without a leaf budget or with
+        more leaves than the device's tables hold."""
         from . import best_first as bf
 
         # a step adds a leaf per parent to a tree of fewer than max_leaves leaves
         parents = min(bf.step_shape(batch, max_depth), max_leaves - 1)
         if not 0 < max_leaves <= bf.NODE_CAP // 2 - 32 or parents > bf.MAX_PARENTS:
             return None
-        left = max(0, max_leaves - (1 << levels.depth))
+        left = max(0, max_leaves - (1 << levels.bufs.depth))
         first_guess = min(bf.MAX_STEPS, -(-left // max(1, batch)) + 2)
-        last = self._best_first_last
-        steps = first_guess
-        if last is not None and last.shape == (max_leaves, max_depth, batch):
-            steps = min(bf.MAX_STEPS, last.index + 2)
+        recent = self._best_first_steps.get((max_leaves, max_depth, batch))
+        steps = min(bf.MAX_STEPS, max(recent) + 2) if recent else first_guess
         # buffers for the most steps at once: grown to each tree's guess, they were made
         # again (and every step's kernel parameters packed again) tree after tree while the
         # guesses rose from the first towards MAX_STEPS
-        bufs = self._best_first_buffers
+        st = self._state
+        bufs = st.best_first_buffers
         if bufs is None or (bufs.parents, bufs.n_rows) != (parents, levels.n_rows):
-            self._best_first_buffers = None
-            bufs = self._best_first_buffers = bf.BestFirstBuffers(
+            st.best_first_buffers = None
+            bufs = st.best_first_buffers = bf.BestFirstBuffers(
                 self, bf.MAX_STEPS, parents, levels.n_rows)
-        plan = self._best_first_last = bf.BestFirstPlan(self, bufs, max_leaves, max_depth,
-                                                        batch)
-        plan.launch(levels, feature_mask, reg, steps)
+        plan = bf.BestFirstPlan(self, bufs, levels, max_leaves, max_depth, batch,
+                                at_once=self._launching_ahead)
+        plan.launch(feature_mask, reg, steps, learning_rate, st.output)
         return plan
 
     def _answer_ahead(self, parents: list[int], lefts: list[int], rights: list[int],
@@ -950,25 +995,25 @@ class CUDABackend:
         """A step answered from the plan ahead (`_ahead`): the children's counts and records
         (None without a search); None when the plan does not hold this step (the host plans
         it, and the tree's later steps)."""
-        plan = self._ahead
+        plan = self._state.ahead
         answer = plan.step(parents, lefts, rights, feature_masks, reg)
         if answer is None:
-            self._ahead = None
+            self._state.ahead = None
             return None
         counts, recs, last = answer
-        if plan is self._best_first:
+        if plan is self._state.best_first:
             self.best_first_calls_answered += 1
         elif last:  # the levels are stepped: best-first steps planned on the device follow
-            self._ahead = self._best_first
-            if self._best_first is not None:
-                self._best_first.begin(plan.bufs.depth, plan.frontier)
+            self._state.ahead = self._state.best_first
+            if self._state.best_first is not None:
+                self._state.best_first.begin()
         return self._record_children(parents, lefts, rights, counts[:, 0]), recs
 
     def histogram_totals(self, nodes: list[int]) -> np.ndarray:
         if self._taken is not None:  # the tree is not planned as foretold
             self._rewind()
-        if self._ahead is not None and not self._ahead.root_read and nodes == [0]:
-            return self._ahead.root_totals()
+        if self._state.ahead is not None and not self._state.ahead.root_read and nodes == [0]:
+            return self._state.ahead.root_totals()
         self._settle(nodes)
         o0, o1 = int(self.offsets_host[0]), int(self.offsets_host[1])
         sums = self._gather(nodes)[:, o0:o1, :2].sum(dim=1)  # exact integers
@@ -1003,10 +1048,10 @@ class CUDABackend:
         k = len(nodes)
         if k == 0:
             return np.zeros((0, REC_WIDTH))
-        if self._ahead is not None:
-            if monotone is not None or nodes != [0] or self._ahead.root_read:
-                self._ahead.mismatch("a search other than the root's")
-            return self._ahead.root_records(totals, feature_masks, reg)
+        if self._state.ahead is not None:
+            if monotone is not None or nodes != [0] or self._state.ahead.root_read:
+                self._state.ahead.mismatch("a search other than the root's")
+            return self._state.ahead.root_records(totals, feature_masks, reg)
         records = self._buffer("_records", k, (self.n_features, REC_WIDTH), torch.float64)
         best = self._buffer("_best", k, (REC_WIDTH,), torch.float64)
         done = self._buffer("_done", k, (), torch.int32, zeros=True)
@@ -1019,7 +1064,7 @@ class CUDABackend:
         split = self._k["split"]
         split.BEST_SPLIT.launch(
             k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
-            self._scales[0], self._scales[1], table, tot, self.offsets, masks, reg_d,
+            self._state.scales[0], self._state.scales[1], table, tot, self.offsets, masks, reg_d,
             constrained, cons, lower, upper, records, best, done)
         return self._read(self._front(best, k))
 
@@ -1039,7 +1084,7 @@ class CUDABackend:
             upper)
         split.OBLIVIOUS_NODE_GAINS.launch(
             common.grid(k * self.n_features), common.THREADS, self.device, self._pool,
-            self._scales[0], self._scales[1], table, tot, self.offsets, mask, reg_d,
+            self._state.scales[0], self._state.scales[1], table, tot, self.offsets, mask, reg_d,
             constrained, cons, lower, upper, node_gains, unordered)
         out = torch.empty((self.total_bins, 2), dtype=torch.float64, device=self.device)
         split.SUM_OVER_NODES.launch(common.grid(2 * self.total_bins), common.THREADS,
@@ -1083,14 +1128,14 @@ class CUDABackend:
     def _record_children(self, parents: list[int], lefts: list[int], rights: list[int],
                          n_left: np.ndarray) -> np.ndarray:
         for p, left, right in zip(parents, lefts, rights, strict=True):
-            self._side[left] = self._side[right] = 1 - self._side[p]
-        return self._ranges.split(parents, lefts, rights, n_left)
+            self._state.side[left] = self._state.side[right] = 1 - self._state.side[p]
+        return self._state.ranges.split(parents, lefts, rights, n_left)
 
     def apply_splits(self, parents: list[int], lefts: list[int], rights: list[int],
                      records: np.ndarray) -> np.ndarray:
         common = self._k["common"]
         k = len(parents)
-        if self._ahead is not None:
+        if self._state.ahead is not None:
             answer = self._answer_ahead(parents, lefts, rights, None, None)
             if answer is not None:
                 return answer[0]
@@ -1124,9 +1169,9 @@ class CUDABackend:
         part = self._k["partition"]
         split = self._k["split"]
         k = len(parents)
-        if self._ahead is not None:
+        if self._state.ahead is not None:
             if monotone is not None:
-                self._ahead.mismatch("monotone constraints")
+                self._state.ahead.mismatch("monotone constraints")
             with phase(timer, "levels"):  # waiting for the device's level
                 answer = self._answer_ahead(parents, lefts, rights, feature_masks, reg)
             if answer is not None:
@@ -1137,7 +1182,7 @@ class CUDABackend:
             lengths = table[:, common.T_END] - table[:, common.T_START]
             chunk, build_first, n_blocks = self._build_blocks(lengths)
             first_slot = self._alloc_slots(k)
-            parent_slots = np.array([self._slot[p] for p in parents], np.int64)
+            parent_slots = np.array([self._state.slot[p] for p in parents], np.int64)
             constrained, cons, lower, upper = self._bounds(2 * k, monotone)
             totals = np.zeros((2 * k, 3))
             totals[:, :2] = child_sums
@@ -1167,16 +1212,16 @@ class CUDABackend:
             self._narrow_masks(masks, search)
             split.BEST_SPLIT.launch(
                 2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
-                self._scales[0], self._scales[1], search, totals_d, self.offsets, masks, reg_d,
-                constrained, cons, lower, upper, records_buf, out, done)
+                self._state.scales[0], self._state.scales[1], search, totals_d, self.offsets,
+                masks, reg_d, constrained, cons, lower, upper, records_buf, out, done)
             result = self._read(self._front(out, 3 * k))
         child_counts = result[2 * k:, :2].astype(np.int64)
         # the histograms' slots, as the planning kernel chose them; every one settled
         for j, (p, left, right) in enumerate(zip(parents, lefts, rights, strict=True)):
             small, large = (left, right) if child_counts[j, 0] <= child_counts[j, 1] \
                 else (right, left)
-            self._slot[small] = first_slot + j
-            self._slot[large] = self._slot.pop(p)
+            self._state.slot[small] = first_slot + j
+            self._state.slot[large] = self._state.slot.pop(p)
         return self._record_children(parents, lefts, rights, child_counts[:, 0]), \
             result[:2 * k]
 
@@ -1204,7 +1249,7 @@ class CUDABackend:
             index = torch.from_numpy(f).to(self.device)
             self.bins[:, index] = src
             self._columns[index] = src.t()
-        held = list(self._slot) if self._growing else []
+        held = list(self._state.slot) if self._state.growing else []
         if held:
             self._settle()
             if combine is None:
@@ -1217,7 +1262,7 @@ class CUDABackend:
         and replaced by combine(int64 (held, those slots, channels) host array); the other
         slots (sums over every worker) are kept."""
         torch = self._torch
-        old = {i: self._slot[i] for i in held}
+        old = {i: self._state.slot[i] for i in held}
         fresh = self.build_histograms(held)  # whole, local rows, in fresh slots
         o = self.offsets_host
         index = torch.from_numpy(np.concatenate(
@@ -1226,25 +1271,30 @@ class CUDABackend:
         summed = np.ascontiguousarray(combine(np.ascontiguousarray(local)), np.int64)
         slots = torch.tensor([old[i] for i in held], dtype=torch.int64, device=self.device)
         self._pool[slots[:, None], index[None, :]] = torch.from_numpy(summed).to(self.device)
-        self._slot.update(old)
+        self._state.slot.update(old)
 
     def update_margin(self, tree: Tree, leaves: list[int], values: np.ndarray,
                       output: int) -> None:
-        self._growing = False  # the tree is done: its histograms need no more columns
-        self._ahead = None
-        self._ahead_loss = None  # the margins change
-        spare_loss, self._spare_loss = self._spare_loss, None
-        plan, self._margin_plan = self._margin_plan, None
-        if plan is not None and output == self._output and plan.leaves_match(leaves, values):
+        st = self._state
+        st.growing = False  # the tree is done: its histograms need no more columns
+        st.ahead = None
+        st.ahead_loss = None  # the margins change
+        if st.best_first is not None:  # its steps taken size the next trees'
+            steps = self._best_first_steps.setdefault(st.best_first.shape, [])
+            steps.append(st.best_first.index)
+            del steps[:-_RECENT_TREES]
+        spare_loss, st.spare_loss = st.spare_loss, None
+        plan, st.margin_plan = st.margin_plan, None
+        if plan is not None and output == st.output and plan.leaves_match(leaves, values):
             self._keep_spare_margin(output)
             if spare_loss is not None:  # the gradients of these margins were launched ahead
-                self._ahead_loss = spare_loss
+                st.ahead_loss = spare_loss
                 return
         else:
             self._forget_next()  # launched on the spare margins, not kept
             self._add_margin(tree, output)
         if output == self.n_outputs - 1:  # the round's margins are complete
-            self._ahead_loss = self._gradients_ahead()
+            st.ahead_loss = self._gradients_ahead()
 
     def _add_margin(self, tree: Tree, output: int) -> None:
         """margin[:, output] += the tree's leaf values, every row walking the tree on the
@@ -1260,4 +1310,4 @@ class CUDABackend:
                               f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
             common.grid(self.n_rows), common.THREADS, self.device, self._columns,
-            self.missing_bins, *arrays, self._margin)
+            self.missing_bins, *arrays, self._state.margin)

@@ -44,14 +44,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import cuda
 
-from ...tree.split import MIN_SPLIT_GAIN, REC_FEATURE, REC_GAIN, REC_WIDTH
+from ...tree.split import (
+    MIN_SPLIT_GAIN,
+    REC_BIN,
+    REC_DEFAULT_LEFT,
+    REC_FEATURE,
+    REC_GAIN,
+    REC_WIDTH,
+)
 from ..launch import CudaKernel
-from ._common import TABLE_WIDTH, THREADS, grid
+from ._common import TABLE_WIDTH, THREADS, grid, mul
 from .ahead import PinnedBlocks
-from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT
+from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT, _goes_left, _u
+from .split import _leaf_weight
 
 if TYPE_CHECKING:
-    from .ahead import LevelBuffers
+    from .ahead import LevelPlan
     from .backend import CUDABackend
 
 # nodes of a tree the device keeps (its shared-memory tables); a tree growing more nodes
@@ -142,20 +150,22 @@ def _push_children(hg, hn, hi, size, left, gain, node, commits):
 
 @cuda.jit
 def _first_state(blocks, ranges, search, totals, levels, meta, gain, left, depth, rec, rows,
-                 slot, tot, queue_g, queue_ni):
+                 slot, tot, queue_g, queue_ni, committed):
     """One block: the grower's state after the planned levels, from their output blocks
-    (`ahead.LevelBuffers.out`, float64 (levels + 1, R, REC_WIDTH)): node (b, j), the j-th of
-    the frontier at depth b, is the device's node 2**b - 1 + j; a node splits when its gain is
-    positive (the levels' rule), its children are the next frontier's 2p, 2p + 1 for the p-th
-    splitting node. Per node: gain (its record's where positive and searched, else -1),
-    left child (-1: a leaf) and depth; for the deepest frontier also its record, rows, slot
-    and sums (ranges int64 (m, 3), search int64 (m, 2), totals float64 (m, 3) of that
-    frontier). The queue holds the root (the grower commits the levels from there), one
-    leaf, no commit, no step pending."""
+    (`ahead.LevelBuffers.out`, float64 (levels + 1, R, REC_WIDTH)) and frontiers' sums
+    (totals float64 (levels + 1, m, 3)): node (b, j), the j-th of the frontier at depth b, is
+    the device's node 2**b - 1 + j; a node splits when its gain is positive (the levels'
+    rule), its children are the next frontier's 2p, 2p + 1 for the p-th splitting node. Per
+    node: gain (its record's where positive and searched, else -1), left child (-1: a
+    leaf), depth, record and sums, none committed; for the deepest frontier also its rows
+    and slot (ranges int64 (m, 3), search int64 (m, 2) of that frontier). The queue holds
+    the root (the grower commits the levels from there), one leaf, no commit, no step
+    pending."""
     t = cuda.threadIdx.x
     for i in range(t, gain.shape[0], THREADS):
         gain[i] = -1.0
         left[i] = -1
+        committed[i] = 0
     cuda.syncthreads()
     if t != 0:
         return
@@ -166,6 +176,10 @@ def _first_state(blocks, ranges, search, totals, levels, meta, gain, left, depth
         for j in range(np.int64(blocks[b, info, INFO_FRONT])):
             i = base + j
             depth[i] = b
+            for w in range(REC_WIDTH):
+                rec[i, w] = blocks[b, j, w]
+            for w in range(3):
+                tot[i, w] = totals[b, j, w]
             if blocks[b, j, REC_GAIN] > MIN_SPLIT_GAIN and blocks[b, j, REC_FEATURE] >= 0:
                 gain[i] = blocks[b, j, REC_GAIN]
                 if b < levels:
@@ -174,11 +188,8 @@ def _first_state(blocks, ranges, search, totals, levels, meta, gain, left, depth
     base = (1 << levels) - 1
     for j in range(np.int64(blocks[levels, info, INFO_FRONT])):
         i = base + j
-        for w in range(REC_WIDTH):
-            rec[i, w] = blocks[levels, j, w]
         for w in range(3):
             rows[i, w] = ranges[j, w]
-            tot[i, w] = totals[j, w]
         slot[i] = search[j, 0]
     size = 0
     if gain[0] > MIN_SPLIT_GAIN:
@@ -197,8 +208,8 @@ def _first_state(blocks, ranges, search, totals, levels, meta, gain, left, depth
 
 @cuda.jit
 def _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gain, left, depth,
-               rec, rows, slot, tot, queue_g, queue_ni, max_leaves, max_depth, batch, front,
-               front_rows, front_search, front_totals, out):
+               rec, rows, slot, tot, queue_g, queue_ni, committed, max_leaves, max_depth, batch,
+               front, front_rows, front_search, front_totals, out):
     """One block: one best-first step of the grower (`TreeGrower._grow_lossguide`) on the
     device. First the children of the step before (pending int64 (P, 2): its parents and
     whether their children were searched; their records prev_out[0:2k], rows prev_rows,
@@ -209,11 +220,12 @@ def _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gai
     numbered by the commits played) until `batch` leaves whose children are searched are
     popped (one leaf when batch is 1) or the tree would be full, collecting the leaves not
     yet split as parents, searched when the tree is not full after them and max_depth allows
-    (0: no limit). More than P parents or NODE_CAP nodes: STOPPED (the host goes on). The
-    parents, searched ones first, are written as a frontier for `partition.PLAN_LEVEL`
-    (front float64 (P + 1, REC_WIDTH): their records, the count in the last row; their rows,
-    slots and sums) and into out[3P:4P] (device id, searched, first child's id); the status
-    and counts into out[-1]."""
+    (0: no limit); each node committed is marked (committed int64 (NODE_CAP,): 1). More
+    than P parents or NODE_CAP nodes: STOPPED (the host goes on). The parents, searched
+    ones first, are written as a frontier for `partition.PLAN_LEVEL` (front float64 (P + 1,
+    REC_WIDTH): their records, the count in the last row; their rows, slots and sums) and
+    into out[3P:4P] (device id, searched, first child's id); the status and counts into
+    out[-1]."""
     t = cuda.threadIdx.x
     hg = cuda.shared.array(HEAP_CAP, np.float64)
     hn = cuda.shared.array(HEAP_CAP, np.int32)
@@ -269,6 +281,7 @@ def _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gai
                 if sleft[head] == -1:
                     break
                 size = _pop(hg, hn, hi, size)
+                committed[head] = 1
                 commits += 1
                 leaves += 1
                 size = _push_children(hg, hn, hi, size, sleft, sgain, head, commits)
@@ -347,15 +360,94 @@ def _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gai
         out[3 * cap + q, 2] = n_nodes + 2 * q
 
 
+@cuda.jit
+def _tree_leaves(meta, left, tot, committed, reg, learning_rate, values):
+    """One block, after a tree's last planned step: its leaves and their values once the
+    device's grower has finished it (status DONE; otherwise only the status is written). A
+    committed split is one of the tree; a node split ahead and not committed is a leaf over
+    the nodes below it (`TreeGrower._commit_order`). Writes values float64 (NODE_CAP + 1,
+    2): per node i, the value of the tree's leaf holding its rows, leaf_weight(G, H, reg)
+    * learning_rate of that leaf's sums (the grower's float64 operations, the product
+    rounded on its own), and 1 where the node is one of the tree's and not split (a node of
+    the grower's leaf lists), else 0; last row: (status, those nodes' count). Nodes are
+    numbered after their parents, so one pass in id order from the root carries a value
+    down."""
+    t = cuda.threadIdx.x
+    sval = cuda.shared.array(NODE_CAP, np.float64)
+    # 1: a node of the tree (the levels' tables have places for nodes that do not exist)
+    sreach = cuda.shared.array(NODE_CAP, np.int32)
+    last = values.shape[0] - 1
+    status = meta[M_STATUS]
+    if status != DONE:
+        if t == 0:
+            values[last, 0] = status
+            values[last, 1] = 0
+        return
+    n_nodes = meta[M_NODES]
+    for i in range(t, n_nodes, THREADS):
+        sval[i] = mul(_leaf_weight(tot[i, 0], tot[i, 1], reg), learning_rate)
+        sreach[i] = 1 if i == 0 else 0
+    cuda.syncthreads()
+    if t == 0:
+        held = 0
+        for i in range(n_nodes):
+            if sreach[i] == 0:
+                continue
+            lc = left[i]
+            if lc < 0:
+                held += 1
+                continue
+            sreach[lc] = 1
+            sreach[lc + 1] = 1
+            if committed[i] == 0:  # split ahead, not kept: its rows are its own leaf's
+                sval[lc] = sval[i]
+                sval[lc + 1] = sval[i]
+        values[last, 0] = status
+        values[last, 1] = held
+    cuda.syncthreads()
+    for i in range(t, n_nodes, THREADS):
+        values[i, 0] = sval[i]
+        values[i, 1] = 1.0 if left[i] < 0 and sreach[i] != 0 else 0.0
+
+
+@cuda.jit
+def _tree_margins_into(columns, missing_bins, meta, rec, left, committed, values, margin,
+                       output, out):
+    """out[row, 0] = margin[row, output] + the value of the row's leaf of a tree the
+    device's grower finished (`_tree_leaves`), one thread a row: the row walks the
+    committed splits (the partition's rule, `partition._goes_left`) from the root to the
+    first node not committed, whose value is its leaf's; nothing when the tree is not
+    finished. The margins stay as they are until the host has checked the values
+    (`CUDABackend.update_margin`)."""
+    i = cuda.grid(1)
+    if i >= columns.shape[1] or meta[M_STATUS] != DONE:
+        return
+    row = _u(i)
+    node = 0
+    while committed[node] != 0:
+        f = np.int64(rec[node, REC_FEATURE])
+        go_left = _goes_left(columns, _u(f), row, np.int64(rec[node, REC_BIN]),
+                             missing_bins[f], np.int64(rec[node, REC_DEFAULT_LEFT]))
+        node = left[node] + (0 if go_left else 1)
+    out[row, 0] = margin[row, _u(output)] + values[node, 0]
+
+
 _STATE = (("int64", 1), ("float64", 1), ("int64", 1), ("int64", 1), ("float64", 2),
-          ("int64", 2), ("int64", 1), ("float64", 2), ("float64", 1), ("int64", 2))
+          ("int64", 2), ("int64", 1), ("float64", 2), ("float64", 1), ("int64", 2), ("int64", 1))
 FIRST_STATE = CudaKernel(_first_state, (("float64", 3), ("int64", 2), ("int64", 2),
-                                        ("float64", 2), "int64", *_STATE))
+                                        ("float64", 3), "int64", *_STATE))
 PLAN_STEP = CudaKernel(_plan_step, (("float64", 2), ("int64", 2), ("int64", 2), ("float64", 2),
                                     _STATE[0], ("int64", 2), *_STATE[1:], "int64", "int64",
                                     "int64", ("float64", 2), ("int64", 2), ("int64", 2),
                                     ("float64", 2), ("float64", 2)))
-KERNELS = (FIRST_STATE, PLAN_STEP)
+TREE_LEAVES = CudaKernel(_tree_leaves, (("int64", 1), ("int64", 1), ("float64", 2), ("int64", 1),
+                                        ("float64", 1), "float64", ("float64", 2)))
+TREE_MARGINS_INTO = {
+    np.dtype(dtype): CudaKernel(_tree_margins_into, (
+        (dtype, 2), ("int32", 1), ("int64", 1), ("float64", 2), ("int64", 1), ("int64", 1),
+        ("float64", 2), ("float64", 2), "int64", ("float64", 2)))
+    for dtype in ("uint8", "int32")}
+KERNELS = (FIRST_STATE, PLAN_STEP, TREE_LEAVES, *TREE_MARGINS_INTO.values())
 
 
 def step_shape(batch: int, max_depth: int) -> int:
@@ -368,7 +460,8 @@ def step_shape(batch: int, max_depth: int) -> int:
 class BestFirstBuffers:
     """The device buffers of best-first steps planned on the device: `steps` steps of at most
     `parents` parents over `n_rows` rows, the state of the device's grower, and the pinned
-    host copies of the steps' output blocks with one event each."""
+    host copies of the steps' output blocks with one event each; the tree's leaf values
+    (`_tree_leaves`) and their pinned host copy behind an event."""
 
     def __init__(self, be: CUDABackend, steps: int, parents: int, n_rows: int) -> None:
         torch = be._torch
@@ -385,12 +478,16 @@ class BestFirstBuffers:
         self.state = (zeros(NODE_CAP, dtype=f64), zeros(NODE_CAP), zeros(NODE_CAP),
                       zeros(NODE_CAP, REC_WIDTH, dtype=f64), zeros(NODE_CAP, 3), zeros(NODE_CAP),
                       zeros(NODE_CAP, 3, dtype=f64), zeros(HEAP_CAP, dtype=f64),
-                      zeros(HEAP_CAP, 2))
+                      zeros(HEAP_CAP, 2), zeros(NODE_CAP))
         self.out = zeros(s, 4 * p + 1, REC_WIDTH, dtype=f64)
         on_gpu = dev.type == "cuda"
         self.host = torch.zeros((s, 4 * p + 1, REC_WIDTH), dtype=f64, pin_memory=on_gpu)
         self.host_np = self.host.numpy()
         self.events = [torch.cuda.Event() if on_gpu else None for _ in range(s)]
+        self.values = zeros(NODE_CAP + 1, 2, dtype=f64)
+        self.values_host = torch.zeros((NODE_CAP + 1, 2), dtype=f64, pin_memory=on_gpu)
+        self.values_np = self.values_host.numpy()
+        self.leaf_event = torch.cuda.Event() if on_gpu else None
         front = zeros(s, p + 1, REC_WIDTH, dtype=f64)
         front_rows, front_search = zeros(s, p, 3), zeros(s, p, 2)
         front_totals = zeros(s, p, 3, dtype=f64)
@@ -414,20 +511,24 @@ class BestFirstBuffers:
             self.meta, self.pending, *self.state, self.out, front, front_rows, front_search,
             front_totals, child_rows, child_search, child_totals, self.table, self.build,
             self.slots, self.first, self.counts, self.chunk, self.chunk_left, self.records,
-            self.done))
+            self.done, self.values))
 
 
 class BestFirstPlan:
     """Best-first steps of one tree planned on the device after its planned levels: launched
     behind them (`launch`), then answering the grower's steps (`step`) once the levels are
-    stepped (`begin`)."""
+    stepped (`begin`); with a learning rate, the tree's margin update behind them
+    (`launch_leaves`), kept when the grower's tree is the device's (`leaves_match`)."""
 
     root_read = True  # the levels' plan answered the root's calls
 
-    def __init__(self, be: CUDABackend, bufs: BestFirstBuffers, max_leaves: int,
-                 max_depth: int, batch: int) -> None:
+    def __init__(self, be: CUDABackend, bufs: BestFirstBuffers, levels: LevelPlan,
+                 max_leaves: int, max_depth: int, batch: int, at_once: bool = False) -> None:
+        """levels: the tree's planned levels (launched); at_once: the host reads the steps
+        only once they are all done (`PinnedBlocks`; a tree launched ahead of its round)."""
         self.be = be
         self.bufs = bufs
+        self.levels = levels
         self.max_leaves, self.max_depth, self.batch = max_leaves, max_depth, batch
         self.shape = (max_leaves, max_depth, batch)
         self.steps = 0  # steps launched
@@ -438,32 +539,37 @@ class BestFirstPlan:
         self.build_grid = 0
         self.mask: np.ndarray | None = None
         self.reg: np.ndarray | None = None
-        self._blocks = PinnedBlocks(be, bufs)
+        self.at_once = at_once
+        self._blocks: PinnedBlocks | None = None
+        self.leaves_ahead = False  # the margin update was launched (`launch_leaves`)
 
-    def launch(self, levels: LevelBuffers, feature_mask: np.ndarray, reg: np.ndarray,
-               steps: int) -> None:
+    def launch(self, feature_mask: np.ndarray, reg: np.ndarray, steps: int,
+               learning_rate: float | None = None, output: int = 0) -> None:
         """The device's grower state from the planned levels, then `steps` steps (at most
         the buffers'): each the step's plan (`_plan_step`), then a planned level's kernels
-        over its parents."""
+        over its parents; with a learning rate, the tree's margin update of `output` behind
+        them (`launch_leaves`)."""
         be, bufs = self.be, self.bufs
+        levels = self.levels.bufs
         common, part, split = be._k["common"], be._k["partition"], be._k["split"]
         dev, threads = be.device, common.THREADS
         p = bufs.parents
         self.mask = np.asarray(feature_mask, bool).copy()
         self.reg = np.asarray(reg, np.float64).copy()
         self.steps = min(int(steps), bufs.steps)
+        self._blocks = PinnedBlocks(be, bufs, self.at_once, self.steps)
         self.first_slot = be._alloc_slots(self.steps * p)
         _, cons, lower, upper = be._bounds(2 * p, None)
         masks, reg_d, cons, lower, upper = be._upload(
             np.repeat(self.mask[None].astype(np.uint8), 2 * p, axis=0), self.reg, cons, lower,
             upper)
-        gs, hs = be._scales
+        gs, hs = be._state.scales
         last = levels.levels[-1]
         FIRST_STATE.launch(1, threads, dev, levels.out, last["child_ranges"],
-                           last["child_search"], last["child_totals"], levels.depth, bufs.meta,
+                           last["child_search"], levels.totals, levels.depth, bufs.meta,
                            *bufs.state)
         half_rows = -(-levels.n_rows // 2)
-        self.build_grid = max(be._hist_blocks, -(-half_rows // be._chunk_cap)) + p + 1
+        self.build_grid = max(be._hist_blocks, -(-half_rows // be._state.chunk_cap)) + p + 1
         prev = bufs.step_views[0]
         for b, v in enumerate(bufs.step_views[:self.steps]):
             PLAN_STEP.launch(1, threads, dev, prev["out"], prev["child_rows"],
@@ -474,7 +580,7 @@ class BestFirstPlan:
             part.PLAN_LEVEL.launch(1, threads, dev, v["front"], v["front_rows"],
                                    v["front_search"], v["front_totals"], bufs.table,
                                    bufs.slots, bufs.first, v["child_totals"], bufs.chunk,
-                                   v["out"], be._hist_blocks, be._chunk_cap)
+                                   v["out"], be._hist_blocks, be._state.chunk_cap)
             args = (be._columns, be._rows2, bufs.table, be.missing_bins, bufs.chunk_left)
             part.COUNT_LEFT[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args)
             part.SCATTER_ROWS[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args,
@@ -490,13 +596,74 @@ class BestFirstPlan:
                                     v["out"], bufs.done)
             self._blocks.copy(b)
             prev = v
+        if learning_rate is not None:
+            self.launch_leaves(reg_d, float(learning_rate), output)
 
-    def begin(self, depth: int, frontier: list[int]) -> None:
-        """The planned levels are stepped: frontier, the grower's ids of the nodes at the
-        deepest level, `depth`, in the device's order (its node j is the device's 2**depth - 1
-        + j)."""
-        base = (1 << depth) - 1
-        self.ids = {base + j: i for j, i in enumerate(frontier)}
+    def launch_leaves(self, reg_d, learning_rate: float, output: int) -> None:
+        """The margin update of the tree behind its last step, so that the device runs it while
+        the host replays the tree: its leaves and values once the device's grower has
+        finished it (`_tree_leaves`; the values to the host behind an event), then margin +
+        value into the backend's spare margin column, every row walking the committed splits
+        (`_tree_margins_into`), and the next round's gradients from those margins
+        (`CUDABackend._gradients_of_spare`). `CUDABackend.update_margin` keeps the spare
+        margins only when the grower's leaves and values are these, bit for bit
+        (`leaves_match`); a tree the device did not finish (stopped, or more steps than
+        launched) adds nothing there and is added as before."""
+        be, bufs = self.be, self.bufs
+        common = be._k["common"]
+        dev, threads = be.device, common.THREADS
+        meta = bufs.meta
+        _, left, _, rec, _, _, tot, _, _, committed = bufs.state
+        spare = be._spare_margin()
+        TREE_LEAVES.launch(1, threads, dev, meta, left, tot, committed, reg_d, learning_rate,
+                           bufs.values)
+        self.leaves_ahead = True
+        if bufs.leaf_event is None:  # the simulator: CPU tensors
+            bufs.values_host.copy_(bufs.values)
+        else:
+            bufs.values_host.copy_(bufs.values, non_blocking=True)
+            bufs.leaf_event.record(be._torch.cuda.current_stream(dev))
+        TREE_MARGINS_INTO[be._bin_dtype].launch(
+            common.grid(self.levels.n_rows), threads, dev, be._columns, be.missing_bins, meta,
+            rec, left, committed, bufs.values, be._state.margin, output, spare)
+        be._gradients_of_spare()
+
+    def finished(self) -> bool:
+        """Whether the device's grower finished the tree (its margin update launched ahead
+        holds it); waits for the leaves' values."""
+        if not self.leaves_ahead:
+            return False
+        if self.bufs.leaf_event is not None:
+            self.bufs.leaf_event.synchronize()
+        return int(self.bufs.values_np[-1, 0]) == DONE
+
+    def leaves_match(self, leaves: list[int], values: np.ndarray) -> bool:
+        """Whether the margins added ahead (`launch_leaves`) are those of the grower's
+        `leaves` (its node ids) with `values` (float64, bit for bit): a finished tree whose
+        unsplit nodes are these, each holding its leaf's value."""
+        if not self.finished():
+            return False
+        by_grower = {i: d for d, i in self._device_ids().items()}
+        at = np.fromiter((by_grower.get(i, -1) for i in leaves), np.int64, len(leaves))
+        table = self.bufs.values_np
+        if at.size != int(table[-1, 1]) or np.any(at < 0) or np.unique(at).size != at.size \
+                or not np.all(table[at, 1] == 1.0):
+            return False
+        return np.array_equal(table[at, 0].view(np.int64),
+                              np.ascontiguousarray(values, np.float64).view(np.int64))
+
+    def _device_ids(self) -> dict[int, int]:
+        """Device node id -> grower's id of every node the grower's calls named so far: the
+        planned levels' frontiers (node j of the frontier at depth b is the device's
+        2**b - 1 + j) and the steps' children."""
+        ids = {(1 << b) - 1 + j: i for b, frontier in enumerate(self.levels.frontiers)
+               for j, i in enumerate(frontier)}
+        ids.update(self.ids)
+        return ids
+
+    def begin(self) -> None:
+        """The planned levels are stepped: the steps' parents are named from here on."""
+        self.ids = self._device_ids()
 
     def step(self, parents: list[int], lefts: list[int], rights: list[int],
              feature_masks: np.ndarray | None, reg: np.ndarray | None
@@ -506,7 +673,7 @@ class BestFirstPlan:
         others), their records float64 (2k, REC_WIDTH), as the grower's calls give them, and
         False (more steps may follow); None when the device did not plan this step (the
         host plans it and the rest of the tree). The backend then holds the searched
-        children's histograms (`_slot`)."""
+        children's histograms (`_TreeState.slot`)."""
         bufs = self.bufs
         if self.index >= self.steps:
             return None
@@ -537,7 +704,7 @@ class BestFirstPlan:
                     f"the parents of step {self.index}")
         counts = block[2 * p + lo:2 * p + hi, :2].astype(np.int64)
         slots = block[2 * p + lo:2 * p + hi, 2:4].astype(np.int64).tolist()
-        held = self.be._slot
+        held = self.be._state.slot
         for q, first in enumerate(rows[:, 2].astype(np.int64).tolist()):
             ids[first] = lefts[q]
             ids[first + 1] = rights[q]
