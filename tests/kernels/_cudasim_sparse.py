@@ -100,8 +100,8 @@ def check_build_and_fix_against_numpy() -> None:
 
 def _rows_of(be, node: int) -> np.ndarray:
     """The rows of `node` in the backend's row buffers, in order."""
-    (a, b), = be._ranges.bounds([node])
-    return be._rows2[be._side[node], a:b].numpy()
+    (a, b), = be._state.ranges.bounds([node])
+    return be._rows2[be._state.side[node], a:b].numpy()
 
 
 def check_partition_and_margins_against_numpy() -> None:
@@ -143,7 +143,7 @@ def check_partition_and_margins_against_numpy() -> None:
                 np.testing.assert_array_equal(_rows_of(be, lc), lw, err_msg=unstored)
                 np.testing.assert_array_equal(_rows_of(be, rc), rw, err_msg=unstored)
                 assert tuple(c) == (lw.size, rw.size)
-        assert be._ranges.bounds([5])[0][0] == be._ranges.bounds([5])[0][1]
+        assert be._state.ranges.bounds([5])[0][0] == be._state.ranges.bounds([5])[0][1]
     X = bins.astype(np.float64)
     X[bins == missing] = np.nan
     y = bins[:, 2] + (bins[:, 3] > 2) + rng.random(n)
@@ -261,8 +261,8 @@ def check_search_skips_absent_features() -> None:
     counts, recs = be.split_and_search([0], [1], [2], rec, child_sums, masks, reg)
     assert tuple(counts[0]) == (20, 20)
     present = be._present.numpy()
-    np.testing.assert_array_equal(present[be._slot[1]], [1, 0, 0])  # built: rows 20..39
-    np.testing.assert_array_equal(present[be._slot[2]], [1, 1, 1])  # the parent's
+    np.testing.assert_array_equal(present[be._state.slot[1]], [1, 0, 0])  # built: rows 20..39
+    np.testing.assert_array_equal(present[be._state.slot[2]], [1, 1, 1])  # the parent's
     be._narrow_masks = lambda masks, nodes: None  # every feature searched
     full = [be.find_best_splits([node], np.array([[*be.histogram_totals([node])[0], 20.0]]),
                                 np.ones((1, 3), bool), reg)[0] for node in (1, 2)]
@@ -271,8 +271,8 @@ def check_search_skips_absent_features() -> None:
 
 def check_pool_memory_is_checked() -> None:
     """A histogram pool that would not fit the device raises MemoryError naming the sizes
-    (before any allocation), and exactly what a tree needs is taken where doubling would
-    not fit."""
+    (before any allocation), and exactly what a tree needs is taken where the usual growth
+    (a quarter more than needed) would not fit."""
     from histboost.kernels.cuda.sparse import SparseCUDABackend
 
     rng = np.random.default_rng(1)
@@ -284,17 +284,18 @@ def check_pool_memory_is_checked() -> None:
     per_slot = 12 * 2 * 8 + 3  # and a byte a feature
     be.compute_gradients("logistic")
     be.begin_tree(0, None, None)
-    be._alloc_slots(8)  # a pool of 8 slots
-    be._free_bytes = lambda: 9 * per_slot  # doubling to 16 does not fit, 9 does
-    be._alloc_slots(1)
-    assert be._pool.shape[0] == 9, be._pool.shape
+    be._alloc_slots(8)
+    assert be._pool.shape[0] == 10, be._pool.shape  # a quarter more than needed
+    be._free_bytes = lambda: 11 * per_slot  # 11 + 2 slots do not fit, 11 do
+    be._alloc_slots(3)
+    assert be._pool.shape[0] == 11, be._pool.shape
     try:
         be._alloc_slots(1)
     except MemoryError as e:
         assert "12 slots x 2 channels" in str(e) and "device='cpu'" in str(e), e
     else:
         raise AssertionError("a pool over the free memory was allocated")
-    assert isinstance(be, SparseCUDABackend) and be._pool.shape[0] == 9
+    assert isinstance(be, SparseCUDABackend) and be._pool.shape[0] == 11
 
 
 def main() -> int:

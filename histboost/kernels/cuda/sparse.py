@@ -312,12 +312,13 @@ class SparseCUDABackend(CUDABackend):
                 f"histograms follow the stored values)")
 
     def _alloc_slots(self, k: int) -> int:
-        """`CUDABackend._alloc_slots`, its pool grown by doubling where that fits, else to
-        exactly the slots the tree needs, else MemoryError (`_check_pool_fits`)."""
-        need = self._used + k
+        """`CUDABackend._alloc_slots`, its pool grown as there (a quarter more than needed)
+        where that fits, else to exactly the slots the tree needs, else MemoryError
+        (`_check_pool_fits`)."""
+        need = self._state.used + k
         if need > self._pool.shape[0]:
             try:
-                self._check_pool_fits(max(need, 2 * self._pool.shape[0], 8))
+                self._check_pool_fits(max(need + need // 4, 8))
             except MemoryError:
                 self._check_pool_fits(need)
                 self._grow_pool(need)
@@ -331,7 +332,8 @@ class SparseCUDABackend(CUDABackend):
 
     def begin_tree(self, output: int, rows: np.ndarray | None, quantisation,
                    bounds: tuple[float, float] | None = None) -> int:
-        self._present[:self._used].zero_()  # with the pool's slots (`CUDABackend.begin_tree`)
+        # with the pool's slots (`CUDABackend.begin_tree`)
+        self._present[:self._state.used].zero_()
         return super().begin_tree(output, rows, quantisation, bounds)
 
     def _grow_pool(self, slots: int) -> None:
@@ -339,7 +341,7 @@ class SparseCUDABackend(CUDABackend):
         torch = self._torch
         pool = torch.zeros((slots, self.total_bins, self._channels), dtype=torch.int64,
                            device=self.device)
-        pool[:self._used] = self._pool[:self._used]
+        pool[:self._state.used] = self._pool[:self._state.used]
         self._pool = pool
 
     def release(self) -> None:
@@ -352,7 +354,7 @@ class SparseCUDABackend(CUDABackend):
     def _launch_build(self, table_d, n_chunks: int) -> None:
         """The sparse build over the chunks of a node table on the device, then the default
         bins of its nodes (`FIX_DEFAULT_BINS`)."""
-        width0 = 0 if self._wide or self._width0 * self._channels > SHARED_VALUES \
+        width0 = 0 if self._state.wide or self._width0 * self._channels > SHARED_VALUES \
             else self._width0
         BUILD[self._channels].launch(
             n_chunks, THREADS, self.device, self.indptr, self.slots, self._ints_words,
@@ -397,7 +399,7 @@ class SparseCUDABackend(CUDABackend):
                               f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         ADD_MARGIN.launch(grid(self.n_rows), THREADS, self.device, self.indptr, self.slots,
                           self.offsets, self.default_bins, self.missing_bins, *arrays,
-                          self._margin)
+                          self._state.margin)
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
                     search_last: bool, learning_rate: float | None = None,
