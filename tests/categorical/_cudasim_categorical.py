@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -22,6 +21,7 @@ import torch  # noqa: E402
 import histboost  # noqa: E402
 from histboost.categorical.combinations import pack_ids  # noqa: E402
 from histboost.kernels.cuda.target_stats import DeviceTargetStats  # noqa: E402
+from histboost.testing.simulator import run_checks  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -269,19 +269,7 @@ def main() -> int:
     checks = [check_ordered_statistics_match_brute_force, check_combination_ids_match_host,
               check_replace_columns_mid_tree, check_training_matches_cpu,
               check_prediction_from_raw_values_matches_cpu]
-    failed = 0
-    for fn in checks:
-        t0 = time.perf_counter()
-        try:
-            fn()
-            print(f"ok   {fn.__name__} ({time.perf_counter() - t0:.1f}s)", flush=True)
-        except Exception as e:  # report every failing check, then fail
-            failed += 1
-            import traceback
-            traceback.print_exc()
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}", flush=True)
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_checks([(fn.__name__, fn) for fn in checks])
 
 
 if __name__ == "__main__":

@@ -5,23 +5,15 @@ device's ordered statistics, combination ids and frequencies against brute force
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from histboost.testing.simulator import run_script
 
 pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
 pytest.importorskip("torch", reason="the CUDA backend needs torch")
 
 
 def test_cuda_categorical_in_simulator():
-    script = Path(__file__).with_name("_cudasim_categorical.py")
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                         text=True, timeout=900)
-    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-5000:]
-    assert " 0 failed" in res.stdout
+    run_script(Path(__file__).with_name("_cudasim_categorical.py"))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -27,6 +26,7 @@ from histboost.testing.conformance import CHECKS  # noqa: E402
 
 conformance.PROBLEM_ROWS = 96  # every simulated GPU thread is a Python thread
 from histboost.testing.data import make_classification  # noqa: E402
+from histboost.testing.simulator import run_checks  # noqa: E402
 
 
 def cuda_backend(bins, offsets, **kw):
@@ -605,7 +605,6 @@ def check_partition_kernels() -> None:
 
 
 def main() -> int:
-    failed = 0
     checks = [(c.__name__, lambda c=c: c(cuda_backend, 0)) for c in CHECKS]
     checks.append(("check_training_matches_cpu", check_training_matches_cpu))
     checks.append(("check_planned_levels_match_cpu", check_planned_levels_match_cpu))
@@ -622,18 +621,7 @@ def main() -> int:
     checks.append(("check_raw_prediction_kernel", check_raw_prediction_kernel))
     checks.append(("check_histogram_kernel_paths", check_histogram_kernel_paths))
     checks.append(("check_partition_kernels", check_partition_kernels))
-    for name, fn in checks:
-        t0 = time.perf_counter()
-        try:
-            fn()
-            print(f"ok   {name} ({time.perf_counter() - t0:.1f}s)", flush=True)
-        except Exception as e:  # report every failing check, then fail
-            failed += 1
-            import traceback
-            traceback.print_exc()
-            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_checks(checks)
 
 
 if __name__ == "__main__":

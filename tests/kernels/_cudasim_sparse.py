@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -26,6 +25,7 @@ from histboost.kernels.cuda import sparse as cuda_sparse  # noqa: E402
 from histboost.testing import conformance  # noqa: E402
 from histboost.testing.conformance import CHECKS  # noqa: E402
 from histboost.testing.data import sparse_bins_of  # noqa: E402
+from histboost.testing.simulator import run_checks  # noqa: E402
 from histboost.tree.predictor import PackedForest  # noqa: E402
 
 conformance.PROBLEM_ROWS = 48  # every simulated GPU thread is a Python thread
@@ -299,24 +299,12 @@ def check_pool_memory_is_checked() -> None:
 
 
 def main() -> int:
-    failed = 0
     checks = [(c.__name__, lambda c=c: c(sparse_cuda_backend("zero"), 0)) for c in CHECKS]
     checks += [(c.__name__, c) for c in (
         check_build_and_fix_against_numpy, check_partition_and_margins_against_numpy,
         check_search_skips_absent_features, check_training_matches_cpu,
         check_float_training_close_to_cpu, check_pool_memory_is_checked)]
-    for name, fn in checks:
-        t0 = time.perf_counter()
-        try:
-            fn()
-            print(f"ok   {name} ({time.perf_counter() - t0:.1f}s)", flush=True)
-        except Exception as e:  # report every failing check, then fail
-            failed += 1
-            import traceback
-            traceback.print_exc()
-            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_checks(checks)
 
 
 if __name__ == "__main__":
