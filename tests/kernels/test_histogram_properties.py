@@ -117,14 +117,14 @@ def _assert_hist_equal(got, want, exact):
 @SETTINGS
 @given(p=problems())
 def test_node_histogram_is_sum_over_its_rows(p, quantized, n_threads, chunked):
-    be, gh = _backend(p, quantized, n_threads)
     rows = p["rows"]
-    assert be.hist_dtype == (np.int64 if quantized else np.float64)
     # the root and two sub-ranges of the row array, built in one call
     cut = rows.size // 2
     starts, ends = np.array([0, 0, cut]), np.array([rows.size, cut, rows.size])
-    with _paths(n_threads, chunked, [rows.size]):
+    with _paths(n_threads, chunked, [rows.size]):  # the backend reads its paths when made
+        be, gh = _backend(p, quantized, n_threads)
         hists = be._build_ranges(starts, ends)
+    assert be.hist_dtype == (np.int64 if quantized else np.float64)
     assert hists.shape[:2] == (3, be.total_bins) and hists.dtype == be.hist_dtype
     fh = _as_float(be, hists, p)
     for k in range(3):
@@ -147,7 +147,6 @@ def _ref_partition(p, segment, f, b, d):
 @given(p=problems(), n_nodes=st.integers(1, 3), data=st.data())
 def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, chunked,
                                                      n_nodes, data):
-    be, gh = _backend(p, quantized, n_threads)
     rows = p["rows"]
     F = len(p["n_slots"])
     # split the row array into up to n_nodes contiguous nodes, leaving a gap at the front
@@ -158,8 +157,9 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
     split_bins = np.array([data.draw(st.integers(0, int(p["n_slots"][f]) - 2)) for f in feats],
                           np.int32)
     dleft = np.array([data.draw(st.integers(0, 1)) for _ in starts], np.uint8)
-    before = be.rows.copy()
-    with _paths(n_threads, chunked, list(ends - starts)):
+    with _paths(n_threads, chunked, list(ends - starts)):  # read by the backend when made
+        be, gh = _backend(p, quantized, n_threads)
+        before = be.rows.copy()
         parents = be._build_ranges(starts, ends)
         n_left = be._partition(list(zip(starts.tolist(), ends.tolist(), strict=True)), feats,
                                split_bins, dleft)
@@ -206,8 +206,8 @@ def test_partition_and_parent_equals_left_plus_right(p, quantized, n_threads, ch
 def test_quantised_histograms_do_not_depend_on_thread_count(p):
     out = []
     for n_threads, chunked in MODES:
-        be, _ = _backend(p, True, n_threads)
-        with _paths(n_threads, chunked, [p["rows"].size]):
+        with _paths(n_threads, chunked, [p["rows"].size]):  # read by the backend when made
+            be, _ = _backend(p, True, n_threads)
             out.append(be._build_ranges(np.array([0]), np.array([p["rows"].size])))
     np.testing.assert_array_equal(out[0], out[1])
     np.testing.assert_array_equal(out[0], out[2])
