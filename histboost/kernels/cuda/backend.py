@@ -1302,12 +1302,16 @@ class CUDABackend:
         by leaf through the row-index buffer, as before, gathered every row's margin at
         random: 0.64 ms a 255-leaf tree of 10M rows on an H100."""
         common = self._k["common"]
+        self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
+            common.grid(self.n_rows), common.THREADS, self.device, self._columns,
+            self.missing_bins, *self._tree_arrays(tree, output), self._state.margin)
+
+    def _tree_arrays(self, tree: Tree, output: int) -> tuple:
+        """The tree's `PackedForest` arrays on the device, in the margin kernels' argument
+        order; raises ValueError when the tree is not of `output`."""
         if tree.class_index != output:
             raise ValueError(f"tree of output {tree.class_index} added to output {output}")
         f = PackedForest([tree])
-        arrays = self._upload(f.tree_class, f.left, f.right, f.feature, f.split_bin,
-                              f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
-                              f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
-        self._k["predict"].ADD_MARGIN_BINNED[self._bin_dtype].launch(
-            common.grid(self.n_rows), common.THREADS, self.device, self._columns,
-            self.missing_bins, *arrays, self._state.margin)
+        return self._upload(f.tree_class, f.left, f.right, f.feature, f.split_bin,
+                            f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
+                            f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ...tree.predictor import PackedForest
 from ...tree.tree import Tree
 from ..cpu.predict import binned_goes_left
 from ..cpu.sparse_predict import _bin_at
@@ -391,15 +390,9 @@ class SparseCUDABackend(CUDABackend):
         masks.mul_(self._present.index_select(0, nodes[:, 0]))
 
     def _add_margin(self, tree: Tree, output: int) -> None:
-        if tree.class_index != output:
-            raise ValueError(f"tree of output {tree.class_index} added to output {output}")
-        f = PackedForest([tree])
-        arrays = self._upload(f.tree_class, f.left, f.right, f.feature, f.split_bin,
-                              f.default_left, f.value, f.node_ptr, f.level_ptr, f.obl_feature,
-                              f.obl_bin, f.obl_default_left, f.leaf_ptr, f.obl_leaf_value)
         ADD_MARGIN.launch(grid(self.n_rows), THREADS, self.device, self.indptr, self.slots,
-                          self.offsets, self.default_bins, self.missing_bins, *arrays,
-                          self._state.margin)
+                          self.offsets, self.default_bins, self.missing_bins,
+                          *self._tree_arrays(tree, output), self._state.margin)
 
     def plan_levels(self, levels: int, feature_mask: np.ndarray, reg: np.ndarray,
                     search_last: bool, learning_rate: float | None = None,
