@@ -4,6 +4,7 @@ values, and the sparse layout's histograms match a brute-force count over the de
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
@@ -803,11 +804,11 @@ def test_parallel_subtraction_and_emit_equal_serial_ones():
 
 
 @pytest.mark.parametrize("layout", ["float", "packed", "counted"])
-def test_root_built_from_columns_equals_row_chunk_build(layout):
+def test_root_built_from_columns_equals_row_chunk_build(layout, monkeypatch):
     """The root (all rows, in order) is built feature by feature from the column-major
-    entries, on parts of the features: the same slots and bit-identical sums as the
-    row-chunk build of the same chunks (float sums that round: the order is the same),
-    dead features left out."""
+    entries, on parts of the features (on the thread pool, and taken longest first on
+    Numba's loops): the same slots and bit-identical sums as the row-chunk build of the
+    same chunks (float sums that round: the order is the same), dead features left out."""
     d = histboost.Dataset(X_S).construct(max_bin=32)
     rng = np.random.default_rng(4)
     n = X_S.shape[0]
@@ -821,12 +822,12 @@ def test_root_built_from_columns_equals_row_chunk_build(layout):
     be.set_gradients(gh.astype(np.float32)[None])
     be.begin_tree(0, None, q)
     be._dead[0][[2, 5]] = 1
-    for chunks in (1, 3):
-        for parts in (1, 4):
-            be._build_root(0, chunks, parts)
-            got = be._hist.pop(0)
-            be._build_group([0], [(0, n)], [chunks], [0])
-            want = be._hist.pop(0)
-            np.testing.assert_array_equal(got[0], want[0])
-            np.testing.assert_array_equal(got[1], want[1])
-            assert not np.isin(be._slot_feature[got[0]], [2, 5]).any()
+    for chunks, threads, loop_min in itertools.product((1, 3), (1, 4), (1, 1 << 30)):
+        monkeypatch.setattr(sparse_backend, "_LOOP_MIN_THREADS", loop_min)
+        be._build_root(0, chunks, threads)
+        got = be._hist.pop(0)
+        be._build_group([0], [(0, n)], [chunks], [0])
+        want = be._hist.pop(0)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert not np.isin(be._slot_feature[got[0]], [2, 5]).any()

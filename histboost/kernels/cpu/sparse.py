@@ -379,14 +379,22 @@ def root_parts(lo, hi, step, bounds, n_rows, n_chunks, indptr, slots, offsets, c
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def root_parts_parallel(step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
-                        col_rows, col_bins, dead, gh, acc, seen, counts, pos, stage_slots,
-                        stage_vals, out_slots, out_vals):
-    """`root_parts` of every part on Numba's parallel loop, a part a thread."""
-    for w in nb.prange(bounds.shape[0] - 1):
-        root_parts(w, w + 1, step, bounds, n_rows, n_chunks, indptr, slots, offsets, col_ptr,
-                   col_rows, col_bins, dead, gh, acc, seen, counts, pos, stage_slots,
-                   stage_vals, out_slots, out_vals)
+def root_parts_parallel(workers, order, step, bounds, n_rows, n_chunks, indptr, slots,
+                        offsets, col_ptr, col_rows, col_bins, dead, gh, acc, seen, counts, pos,
+                        stage_slots, stage_vals, out_slots, out_vals):
+    """`root_parts` of every part on Numba's parallel loop: `workers` threads take the parts
+    in the order of `order` (int64, every part once: the longest first) from a shared
+    counter as they come free."""
+    taken = np.zeros(24, np.int64)  # the counter at taken[8], a cache line of its own
+    for _ in nb.prange(workers):
+        while True:
+            c = fetch_add(taken, 8, 1)
+            if c >= order.shape[0]:
+                break
+            w = order[c]
+            root_parts(w, w + 1, step, bounds, n_rows, n_chunks, indptr, slots, offsets,
+                       col_ptr, col_rows, col_bins, dead, gh, acc, seen, counts, pos,
+                       stage_slots, stage_vals, out_slots, out_vals)
 
 
 @nb.njit(cache=True, nogil=True)

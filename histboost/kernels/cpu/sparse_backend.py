@@ -105,6 +105,12 @@ _STRETCHES_PER_THREAD = 4
 # On the loops, the nodes of a step (up to this many at a time) are searched in one parallel
 # loop, their stretches shared by the threads (`_search_nodes`)
 _SEARCH_GROUP = 4
+# The root's build (`_build_root`) in this many parts of the features a thread: the parts'
+# entries are about equal, but a few features hold one entry for nearly every row (200k x
+# 100k sparse_like: five of about 200k, a sixteenth of all being 332k), and parts taken
+# longest first as threads come free even out their uneven sizes (there, 16 threads: a
+# part a thread, the longest 1.6x the mean; 4 a thread, the busiest thread 1.03x)
+_ROOT_PARTS_PER_THREAD = 4
 
 
 def _lines(items: int, itemsize: int) -> int:
@@ -441,19 +447,25 @@ class SparseCPUBackend(CPUBackend):
             self._build_group(nodes, bounds, chunks, group)
         return None if self._root_index is None else self._shared_buffer(nodes)
 
-    def _build_root(self, node: int, chunks: int, parts: int) -> None:
+    def _build_root(self, node: int, chunks: int, threads: int) -> None:
         """The histogram of a node of all rows in order (the root, without row sampling),
         feature by feature from the column-major entries (`sparse.root_parts`): the sums of
         `_build_group` with the same chunks, on parts of the features (about equal stored
-        values each) on several threads (used on Numba's loops: on one thread the row-chunk
+        values each) on `threads` threads (used on Numba's loops: on one thread the row-chunk
         build is as fast), each feature's run staged at its own slots in one pass over the
         entries, then the runs moved together."""
         sb = self.sbins
         F = self.n_features
-        bounds = np.searchsorted(sb.col_ptr, np.arange(parts + 1) * (int(sb.col_ptr[-1])
-                                                                     // parts))
+        # parts of about equal entries (feature 0 has one a row: its column holds only its
+        # non-default ones), _ROOT_PARTS_PER_THREAD a thread, taken as threads come free,
+        # the longest first
+        parts = min(F, threads * _ROOT_PARTS_PER_THREAD)
+        entries = sb.col_ptr.copy()
+        entries[1:] += self.n_rows - (entries[1] - entries[0])
+        bounds = np.searchsorted(entries, np.arange(parts + 1) * (int(entries[-1]) // parts))
         bounds = np.minimum(bounds, F).astype(np.int64)
         bounds[0], bounds[-1] = 0, F
+        order = np.argsort(entries[bounds[:-1]] - entries[bounds[1:]], kind="stable")
         C = self._channels_native
         width = max(1, self._widest)
         acc = np.empty((parts, chunks * width, C), self.hist_dtype)
@@ -473,10 +485,10 @@ class SparseCPUBackend(CPUBackend):
                 np.cumsum(counts, out=pos[1:])
                 args[-2] = np.empty(int(pos[-1]), self._slot_dtype)
                 args[-1] = np.empty((int(pos[-1]), C), self.hist_dtype)
-            if parts > 1 and self._loops():
-                sparse.root_parts_parallel(step, *args)
+            if threads > 1 and self._loops():
+                sparse.root_parts_parallel(threads, order, step, *args)
             else:
-                run_ranges(sparse.root_parts, parts, step, *args, threads=parts)
+                run_ranges(sparse.root_parts, parts, step, *args, threads=threads)
         self._hist[node] = (args[-2], args[-1])
 
     def _build_group(self, nodes: list[int], bounds: list[tuple[int, int]],
