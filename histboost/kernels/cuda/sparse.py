@@ -43,8 +43,8 @@ from numba import cuda
 from ...tree.tree import Tree
 from ..cpu.predict import binned_goes_left
 from ..cpu.sparse_predict import _bin_at
-from ..launch import CudaKernel
-from . import partition, predict
+from ..launch import CudaKernel, simulated
+from . import histogram, partition, predict
 from ._common import (
     T_BIN,
     T_DEFAULT_LEFT,
@@ -65,6 +65,10 @@ from .histogram import IDENTITY_SIDE, SHARED_VALUES
 # threads of a build block taking one row together (consecutive entries of the row: a group's
 # loads of the slots are one sector); sparse_like rows store ~40 values, 6 passes of 8
 LANES = 8
+# blocks of a split search a node, each taking every SEARCH_BLOCKS-th listed feature (a node
+# stores tens of thousands of features at 100k columns); under the simulator 2, so that the
+# tests' blocks take several features
+SEARCH_BLOCKS = 2 if simulated() else 1024
 # the device's bin lookups and split rule are the CPU sparse predictor's
 _bin_at_d = cuda.jit(device=True, inline=True)(_bin_at.py_func)
 _goes_left_d = cuda.jit(device=True, inline=True)(binned_goes_left.py_func)
@@ -277,6 +281,7 @@ class SparseCUDABackend(CUDABackend):
         self._width0 = int(self.offsets_host[1] - self.offsets_host[0])
         # features stored by some row of the node in each pool slot (a subtracted child keeps
         # its parent's: a superset), which narrow the split search (`_narrow_masks`)
+        self._feature_ids = self._tensor(np.arange(self.n_features, dtype=np.int32))
         self._slot_feature = self._tensor(np.repeat(
             np.arange(self.n_features, dtype=np.int32), np.diff(self.offsets_host)))
         self._present = torch.zeros((0, self.n_features), dtype=torch.uint8,
@@ -347,7 +352,7 @@ class SparseCUDABackend(CUDABackend):
         super().release()
         self.indptr = self.slots = self.default_bins = None
         self._flags = self._no_missing = self._flag_table = None
-        self._slot_feature = self._present = None
+        self._feature_ids = self._slot_feature = self._present = None
 
     # -- layout-bound kernels ---------------------------------------------------------------
     def _launch_build(self, table_d, n_chunks: int) -> None:
@@ -382,12 +387,26 @@ class SparseCUDABackend(CUDABackend):
                                                     counts)
         return counts
 
-    def _narrow_masks(self, masks, nodes) -> None:
+    def _searched_features(self, masks, nodes) -> tuple:
         """A feature none of a node's rows stores has all of them in its default bin, so no
-        split (the CPU's sparse lists leave it out too): the search's masks keep only the
-        features present in each node's slot (a block of the split kernel then returns at
-        once for the others)."""
-        masks.mul_(self._present.index_select(0, nodes[:, 0]))
+        split (the CPU's sparse lists leave it out too): each node searches the features
+        present in its slot and not masked, listed on the device (a cumulative sum places
+        them; no read), over `SEARCH_BLOCKS` blocks a node. The kernel subtracts only the
+        features it lists, so the nodes' pending subtractions are made here first, over
+        every slot (later reads of the histograms see them whole), and nodes[:, 1] becomes
+        -1."""
+        torch = self._torch
+        k = int(nodes.shape[0])
+        histogram.SUBTRACT.launch(grid(k * self.total_bins * self._channels), THREADS,
+                                  self.device, self._pool, nodes)
+        nodes[:, 1] = -1
+        searched = masks.mul_(self._present.index_select(0, nodes[:, 0]))
+        n_listed = searched.sum(1, dtype=torch.int32)
+        position = torch.cumsum(searched, 1, dtype=torch.int64) - 1
+        position.masked_fill_(searched == 0, self.n_features)  # not listed: a spare column
+        listed = torch.empty((k, self.n_features + 1), dtype=torch.int32, device=self.device)
+        listed.scatter_(1, position, self._feature_ids.expand(k, -1))
+        return listed, n_listed, min(self.n_features, SEARCH_BLOCKS)
 
     def _add_margin(self, tree: Tree, output: int) -> None:
         ADD_MARGIN.launch(grid(self.n_rows), THREADS, self.device, self.indptr, self.slots,

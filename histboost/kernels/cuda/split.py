@@ -108,40 +108,75 @@ SPLIT_THREADS = 8 if simulated() else 256
 
 @cuda.jit
 def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, feature_masks, reg,
-                            constrained, monotone, lower, upper, out, best_out, done):
-    """out[k, f] = the best split record of node k on feature f (zeros, feature -1: none),
-    and best_out[k] the first best of out[k, :] over the features, written by the node's
-    last block to finish (done int32 (k,) zeros: its finished blocks, left zero). hists: the
-    pool; nodes int64 (k, 2): each node's slot and its pending sibling's (-1: none). With
-    `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,) the
-    nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
-    SPLIT_THREADS threads. A node of slot -1 is padding (a level planned on the device for
-    at most k nodes): its blocks return at once."""
+                            constrained, monotone, lower, upper, listed, n_listed, out,
+                            best_out, done):
+    """out[k, i] = the best split record of node k on its i-th searched feature (zeros,
+    feature -1: none), and best_out[k] the first best of those records, written by the
+    node's last block to finish (done int32 (k,) zeros: its finished blocks, left zero).
+    hists: the pool; nodes int64 (k, 2): each node's slot and its pending sibling's (-1:
+    none). Searched features: listed int32 (k, >= m) ascending with n_listed int32 (k,)
+    (node k searches listed[k, :n_listed[k]], its blocks taking list positions grid-stride,
+    whose pending subtraction the caller has made), or both empty (shapes (0, 0), (0,)):
+    every feature, i = f. With `constrained`: monotone int32 (F,) constraint per feature,
+    lower / upper float64 (k,) the nodes' weight bounds (see the module docstring). grid: k
+    times the blocks a node (empty lists: n_features, a block a feature) of SPLIT_THREADS
+    threads. A node of slot -1 is padding (a level planned on the device for at most k
+    nodes): its blocks return at once."""
     n_features = offsets.shape[0] - 1
-    task = cuda.blockIdx.x
-    k = task // n_features
-    f = task % n_features
+    per_node = cuda.gridDim.x // nodes.shape[0]
+    k = cuda.blockIdx.x // per_node
     t = cuda.threadIdx.x
     if nodes[k, 0] < 0:
         return
-    _settle(hists, nodes, k, f, offsets, t, SPLIT_THREADS)
-    cuda.syncthreads()
-    rec = out[k, f]
-    _feature_best(hists, g_scale, h_scale, k, nodes[k, 0], f, totals, offsets, feature_masks,
-                  reg, constrained, monotone, lower, upper, rec)
-    if t != 0:
-        return
-    # the node's last block to finish picks its best feature (the fences order the records
-    # before the counter, and the counter before reading the other blocks' records)
-    cuda.threadfence()
-    if cuda.atomic.add(done, k, 1) == n_features - 1:
+    every = n_listed.shape[0] == 0
+    n = n_features if every else n_listed[k]
+    for i in range(cuda.blockIdx.x % per_node, n, per_node):
+        f = i if every else listed[k, i]
+        _settle(hists, nodes, k, f, offsets, t, SPLIT_THREADS)
+        cuda.syncthreads()
+        _feature_best(hists, g_scale, h_scale, k, nodes[k, 0], f, totals, offsets,
+                      feature_masks, reg, constrained, monotone, lower, upper, out[k, i])
+    # the node's last block to finish picks its best record (thread 0 wrote this block's
+    # records; the fences order them before the counter, and the counter before reading the
+    # other blocks' records)
+    last = cuda.shared.array(1, np.int32)
+    if t == 0:
         cuda.threadfence()
-        pick = 0
-        for g in range(1, n_features):
-            if out[k, g, REC_GAIN] > out[k, pick, REC_GAIN]:
-                pick = g
-        for i in range(rec.shape[0]):
-            best_out[k, i] = out[k, pick, i]
+        last[0] = cuda.atomic.add(done, k, 1) == per_node - 1
+    cuda.syncthreads()
+    if last[0] == 0:
+        return
+    cuda.threadfence()
+    top = cuda.shared.array(SPLIT_THREADS, np.float64)
+    at = cuda.shared.array(SPLIT_THREADS, np.int32)
+    # each thread's first maximum over its positions, then the block's: the highest gain,
+    # ties to the lowest position (the lowest feature, as the CPU's scan)
+    pick = -1
+    gain = -np.inf
+    for i in range(t, n, SPLIT_THREADS):
+        if pick < 0 or out[k, i, REC_GAIN] > gain:
+            pick = i
+            gain = out[k, i, REC_GAIN]
+    top[t] = gain
+    at[t] = pick if pick >= 0 else n
+    cuda.syncthreads()
+    width = SPLIT_THREADS // 2
+    while width > 0:
+        if t < width:
+            a = top[t]
+            c = top[t + width]
+            if c > a or (c == a and at[t + width] < at[t]):
+                top[t] = c
+                at[t] = at[t + width]
+        cuda.syncthreads()
+        width //= 2
+    w = at[0]
+    for i in range(t, best_out.shape[1], SPLIT_THREADS):
+        if w < n:
+            best_out[k, i] = out[k, w, i]
+        else:  # no feature searched: no split
+            best_out[k, i] = -1.0 if i == REC_FEATURE else 0.0
+    if t == 0:
         done[k] = 0
 
 
@@ -342,8 +377,8 @@ _H = ("int64", 3)
 _BOUNDS = ("boolean", ("int32", 1), ("float64", 1), ("float64", 1))
 BEST_SPLIT = CudaKernel(_best_split_per_feature,
                         (_H, "float64", "float64", ("int64", 2), ("float64", 2), ("int64", 1),
-                         ("uint8", 2), ("float64", 1), *_BOUNDS, ("float64", 3),
-                         ("float64", 2), ("int32", 1)))
+                         ("uint8", 2), ("float64", 1), *_BOUNDS, ("int32", 2), ("int32", 1),
+                         ("float64", 3), ("float64", 2), ("int32", 1)))
 OBLIVIOUS_NODE_GAINS = CudaKernel(_oblivious_node_gains,
                                   (_H, "float64", "float64", ("int64", 2), ("float64", 2),
                                    ("int64", 1),
