@@ -44,7 +44,7 @@ from ...tree.tree import Tree
 from ..cpu.predict import binned_goes_left
 from ..cpu.sparse_predict import _bin_at
 from ..launch import CudaKernel, simulated
-from . import histogram, partition, predict
+from . import histogram, partition, predict, split
 from ._common import (
     T_BIN,
     T_DEFAULT_LEFT,
@@ -65,10 +65,10 @@ from .histogram import IDENTITY_SIDE, SHARED_VALUES
 # threads of a build block taking one row together (consecutive entries of the row: a group's
 # loads of the slots are one sector); sparse_like rows store ~40 values, 6 passes of 8
 LANES = 8
-# blocks of a split search a node, each taking every SEARCH_BLOCKS-th listed feature (a node
-# stores tens of thousands of features at 100k columns); under the simulator 2, so that the
-# tests' blocks take several features
-SEARCH_BLOCKS = 2 if simulated() else 1024
+# blocks of a split search's launch, shared by its nodes, each block taking every P-th listed
+# feature of its node (a node stores tens of thousands of features at 100k columns; 32 warp
+# blocks fit an SM); under the simulator 2, so that the tests' blocks take several features
+SEARCH_BLOCKS = 2 if simulated() else 4096
 # the device's bin lookups and split rule are the CPU sparse predictor's
 _bin_at_d = cuda.jit(device=True, inline=True)(_bin_at.py_func)
 _goes_left_d = cuda.jit(device=True, inline=True)(binned_goes_left.py_func)
@@ -390,23 +390,29 @@ class SparseCUDABackend(CUDABackend):
     def _searched_features(self, masks, nodes) -> tuple:
         """A feature none of a node's rows stores has all of them in its default bin, so no
         split (the CPU's sparse lists leave it out too): each node searches the features
-        present in its slot and not masked, listed on the device (a cumulative sum places
-        them; no read), over `SEARCH_BLOCKS` blocks a node. The kernel subtracts only the
-        features it lists, so the nodes' pending subtractions are made here first, over
-        every slot (later reads of the histograms see them whole), and nodes[:, 1] becomes
-        -1."""
+        present in its slot and not masked, listed on the device (positions from one
+        cumulative sum over the nodes' flags; no read), with the warp-wide search kernel
+        (features of few bins) over about SEARCH_BLOCKS blocks a launch. The kernel
+        subtracts only the features it lists, so the nodes' pending subtractions are made
+        here first, over every slot (later reads of the histograms see them whole), and
+        nodes[:, 1] becomes -1."""
         torch = self._torch
         k = int(nodes.shape[0])
+        F = self.n_features
         histogram.SUBTRACT.launch(grid(k * self.total_bins * self._channels), THREADS,
                                   self.device, self._pool, nodes)
         nodes[:, 1] = -1
         searched = masks.mul_(self._present.index_select(0, nodes[:, 0]))
-        n_listed = searched.sum(1, dtype=torch.int32)
-        position = torch.cumsum(searched, 1, dtype=torch.int64) - 1
-        position.masked_fill_(searched == 0, self.n_features)  # not listed: a spare column
-        listed = torch.empty((k, self.n_features + 1), dtype=torch.int32, device=self.device)
+        ends = torch.cumsum(searched.view(-1), 0, dtype=torch.int32).view(k, F)
+        before = torch.cat([ends.new_zeros(1), ends[:-1, -1]])  # listed in earlier nodes
+        n_listed = ends[:, -1] - before
+        position = (ends - 1 - before[:, None]).long()
+        position.masked_fill_(searched == 0, F)  # not listed: a spare last column
+        listed = torch.empty((k, F + 1), dtype=torch.int32, device=self.device)
         listed.scatter_(1, position, self._feature_ids.expand(k, -1))
-        return listed, n_listed, min(self.n_features, SEARCH_BLOCKS)
+        per_node = min(F, max(1, SEARCH_BLOCKS // k))
+        return (split.NARROW_BEST_SPLIT, split.NARROW_SPLIT_THREADS, per_node, listed,
+                n_listed)
 
     def _add_margin(self, tree: Tree, output: int) -> None:
         ADD_MARGIN.launch(grid(self.n_rows), THREADS, self.device, self.indptr, self.slots,
