@@ -236,9 +236,10 @@ def check_float_training_close_to_cpu() -> None:
 
 def check_search_skips_absent_features() -> None:
     """A step's built child marks only the features its rows store, the child taking its
-    parent's slot keeps the parent's (a superset), and the split search's masks are narrowed
-    to them: a child whose rows all sit in the default bins of features 1 and 2 searches
-    feature 0 only, with the record of a search over all features."""
+    parent's slot keeps the parent's (a superset), and the split search lists only those: a
+    child whose rows all sit in the default bins of features 1 and 2 searches feature 0 only,
+    the other child three features with fewer blocks (a block takes several), both with the
+    records of a search over every feature; a node with no feature listed has no split."""
     rng = np.random.default_rng(8)
     n, widths = 40, [5, 3, 4]
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)

@@ -27,8 +27,9 @@ search, subtraction, totals, oblivious gain tables) is the dense backend's, unch
 - Margins (`ADD_MARGIN`): a thread per row walks the tree, each split's bin found as above.
 - Search: the build also marks the features each node's rows store (a byte per pool slot
   and feature; a subtracted child keeps its parent's marks, a superset), and the split
-  search's masks are narrowed to them (`_narrow_masks`): a feature no row of a node stores
-  has all of them in its default bin, so no split.
+  search takes only those, listed per node on the device (`_searched_features`), with the
+  warp-wide search kernel (`split.NARROW_BEST_SPLIT`): a feature no row of a node stores has
+  all of them in its default bin, so no split.
 
 The device-planned levels and best-first steps (`ahead`, `best_first`, the next round's tree
 launched ahead) read the dense matrix: `plan_levels` declines, so every step is planned on
@@ -279,9 +280,9 @@ class SparseCUDABackend(CUDABackend):
         self._no_missing = torch.full((1,), -1, dtype=torch.int32, device=self.device)
         self._flag_table = None
         self._width0 = int(self.offsets_host[1] - self.offsets_host[0])
-        # features stored by some row of the node in each pool slot (a subtracted child keeps
-        # its parent's: a superset), which narrow the split search (`_narrow_masks`)
         self._feature_ids = self._tensor(np.arange(self.n_features, dtype=np.int32))
+        # features stored by some row of the node in each pool slot (a subtracted child keeps
+        # its parent's: a superset), the features its split search lists (`_searched_features`)
         self._slot_feature = self._tensor(np.repeat(
             np.arange(self.n_features, dtype=np.int32), np.diff(self.offsets_host)))
         self._present = torch.zeros((0, self.n_features), dtype=torch.uint8,
