@@ -12,6 +12,9 @@ from histboost.testing.simulator import run_script
 pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
 pytest.importorskip("torch", reason="the CUDA backend needs torch")
 
+# started when the session collects this test (tests/conftest.py)
+SIMULATOR_SCRIPT = Path(__file__).with_name("_cudasim_backend.py")
+
 
 def test_cuda_backend_in_simulator():
-    run_script(Path(__file__).with_name("_cudasim_backend.py"))
+    run_script(SIMULATOR_SCRIPT)

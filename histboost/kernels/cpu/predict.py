@@ -89,7 +89,7 @@ def leaf_index(goes_left, a, b, c, d, e, i, t, left, right, feature, cut, defaul
 
 
 @nb.njit(cache=True, inline="always")
-def _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr, obl_leaf_value):
+def leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr, obl_leaf_value):
     if obl_leaf_value is not None:
         if level_ptr[t + 1] > level_ptr[t]:
             return obl_leaf_value[leaf_ptr[t] + leaf]
@@ -110,7 +110,7 @@ def predict_margin_raw(lo, hi, X, tree_begin, tree_end, tree_class, left, right,
                 leaf = leaf_index(dense_raw_rule, X, None, None, None, None, i, t, left,
                                   right, feature, threshold, default_left, node_ptr,
                                   level_ptr, obl_feature, obl_threshold, obl_default_left)
-                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                out[i, c] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)
 
 
@@ -146,7 +146,7 @@ def predict_margin_binned(lo, hi, bins, missing_bins, tree_begin, tree_end, tree
                 leaf = leaf_index(dense_binned_rule, bins, missing_bins, None, None, None, i,
                                   t, left, right, feature, split_bin, default_left, node_ptr,
                                   level_ptr, obl_feature, obl_bin, obl_default_left)
-                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                out[i, c] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)
 
 

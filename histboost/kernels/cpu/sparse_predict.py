@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .predict import _leaf_value, binned_goes_left, leaf_index, raw_goes_left
+from .predict import binned_goes_left, leaf_index, leaf_value, raw_goes_left
 
 _BLOCK = 128
 
@@ -85,7 +85,7 @@ def predict_margin_raw(indptr, indices, data, fill, tree_begin, tree_end, tree_c
                 leaf = leaf_index(sparse_raw_rule, indptr, indices, data, fill, None, i, t,
                                   left, right, feature, threshold, default_left, node_ptr,
                                   level_ptr, obl_feature, obl_threshold, obl_default_left)
-                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                out[i, c] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)
 
 
@@ -123,5 +123,5 @@ def predict_margin_binned(indptr, slots, offsets, default_bins, missing_bins, tr
                                   missing_bins, i, t, left, right, feature, split_bin,
                                   default_left, node_ptr, level_ptr, obl_feature, obl_bin,
                                   obl_default_left)
-                out[i, c] += _leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                out[i, c] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
                                          obl_leaf_value)

@@ -8,12 +8,30 @@ left, NaN (the missing slot) to the default side; oblivious trees by their bit p
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import cuda
 
+from ..cpu import predict as cpu_predict
+from ..cpu.predict import binned_goes_left, raw_goes_left
 from ..launch import CudaKernel
+
+# The tree walk and the leaf lookup are the CPU predictor's (`leaf_index`, `leaf_value`: one
+# algorithm for every row layout), compiled for the device; a layout's rule reads its rows
+# (here column-major (F, n) matrices; the sparse training rows' rule in `cuda.sparse`).
+leaf_index = cuda.jit(device=True, inline=True)(cpu_predict.leaf_index.py_func)
+leaf_value = cuda.jit(device=True, inline=True)(cpu_predict.leaf_value.py_func)
+
+
+@cuda.jit(device=True, inline=True)
+def columns_binned_rule(a, b, c, d, e, i, f, cut, default_left):
+    """Binned columns a: (F, n) uint8/int32; b: int32 (F,) each feature's missing slot."""
+    return binned_goes_left(np.int64(a[f, i]), b[f], cut, default_left)
+
+
+@cuda.jit(device=True, inline=True)
+def columns_raw_rule(a, b, c, d, e, i, f, cut, default_left):
+    """Raw columns a: (F, n) float32/float64."""
+    return raw_goes_left(a[f, i], cut, default_left)
 
 
 @cuda.jit
@@ -24,34 +42,11 @@ def _add_margin_binned(columns, missing_bins, tree_class, left, right, feature, 
     if i >= columns.shape[1]:
         return
     for t in range(tree_class.shape[0]):
-        lo = level_ptr[t]
-        hi = level_ptr[t + 1]
-        if hi > lo:
-            idx = 0
-            for lv in range(lo, hi):
-                f = obl_feature[lv]
-                b = np.int64(columns[f, i])
-                if b == missing_bins[f]:
-                    go_right = obl_default_left[lv] == 0
-                else:
-                    go_right = b > obl_bin[lv]
-                idx = 2 * idx + (1 if go_right else 0)
-            v = obl_leaf_value[leaf_ptr[t] + idx]
-        else:
-            base = node_ptr[t]
-            node = 0
-            while left[base + node] != -1:
-                f = feature[base + node]
-                b = np.int64(columns[f, i])
-                if b == missing_bins[f]:
-                    node = left[base + node] if default_left[base + node] else right[
-                        base + node]
-                elif b <= split_bin[base + node]:
-                    node = left[base + node]
-                else:
-                    node = right[base + node]
-            v = value[base + node]
-        margin[i, tree_class[t]] += v
+        leaf = leaf_index(columns_binned_rule, columns, missing_bins, None, None, None, i, t,
+                          left, right, feature, split_bin, default_left, node_ptr, level_ptr,
+                          obl_feature, obl_bin, obl_default_left)
+        margin[i, tree_class[t]] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                                               obl_leaf_value)
 
 
 @cuda.jit
@@ -62,32 +57,11 @@ def _add_margin_raw(XT, tree_begin, tree_end, tree_class, left, right, feature, 
     if i >= XT.shape[1]:
         return
     for t in range(tree_begin, tree_end):
-        lo = level_ptr[t]
-        hi = level_ptr[t + 1]
-        if hi > lo:
-            idx = 0
-            for lv in range(lo, hi):
-                v = XT[obl_feature[lv], i]
-                if math.isnan(v):
-                    go_right = obl_default_left[lv] == 0
-                else:
-                    go_right = v > obl_threshold[lv]
-                idx = 2 * idx + (1 if go_right else 0)
-            out = obl_leaf_value[leaf_ptr[t] + idx]
-        else:
-            base = node_ptr[t]
-            node = 0
-            while left[base + node] != -1:
-                v = XT[feature[base + node], i]
-                if math.isnan(v):
-                    node = left[base + node] if default_left[base + node] else right[
-                        base + node]
-                elif v <= threshold[base + node]:
-                    node = left[base + node]
-                else:
-                    node = right[base + node]
-            out = value[base + node]
-        margin[i, tree_class[t]] += out
+        leaf = leaf_index(columns_raw_rule, XT, None, None, None, None, i, t, left, right,
+                          feature, threshold, default_left, node_ptr, level_ptr, obl_feature,
+                          obl_threshold, obl_default_left)
+        margin[i, tree_class[t]] += leaf_value(t, leaf, value, node_ptr, level_ptr, leaf_ptr,
+                                               obl_leaf_value)
 
 
 _I32, _I64, _F64, _U8 = ("int32", 1), ("int64", 1), ("float64", 1), ("uint8", 1)

@@ -200,39 +200,31 @@ def _split_flags(indptr, slots, offsets, default_bins, missing_bins, rows2, tabl
         flags[0, r] = 0 if _goes_left_d(b, missing, split_bin, dleft) else 1
 
 
+@cuda.jit(device=True, inline=True)
+def _sparse_rule(indptr, slots, offsets, default_bins, missing_bins, i, f, cut, default_left):
+    """The CPU sparse predictor's rule (`sparse_binned_rule`) on the device's lookups (the
+    simulator cannot pass its arrays to the CPU's compiled `_bin_at`)."""
+    b = _bin_at_d(indptr, slots, offsets, default_bins, i, f)
+    return _goes_left_d(b, missing_bins[f], cut, default_left)
+
+
 @cuda.jit
 def _add_margin(indptr, slots, offsets, default_bins, missing_bins, tree_class, left, right,
                 feature, split_bin, default_left, value, node_ptr, level_ptr, obl_feature,
                 obl_bin, obl_default_left, leaf_ptr, obl_leaf_value, margin):
     """margin[i, class] += the leaf value of row i in each tree (`PackedForest` layout), one
-    thread a row, each split's bin from the row's slots (`predict`'s binned rule)."""
+    thread a row: the predictor's tree walk (`predict.leaf_index`) with the CPU sparse
+    predictor's rule (each split's bin found in the row's slots)."""
     i = cuda.grid(1)
     if i >= margin.shape[0]:
         return
     for t in range(tree_class.shape[0]):
-        lo = level_ptr[t]
-        hi = level_ptr[t + 1]
-        if hi > lo:
-            idx = 0
-            for lv in range(lo, hi):
-                f = obl_feature[lv]
-                b = _bin_at_d(indptr, slots, offsets, default_bins, i, f)
-                go_left = _goes_left_d(b, missing_bins[f], obl_bin[lv], obl_default_left[lv] != 0)
-                idx = 2 * idx + (0 if go_left else 1)
-            v = obl_leaf_value[leaf_ptr[t] + idx]
-        else:
-            base = node_ptr[t]
-            node = 0
-            while left[base + node] != -1:
-                f = feature[base + node]
-                b = _bin_at_d(indptr, slots, offsets, default_bins, i, f)
-                if _goes_left_d(b, missing_bins[f], split_bin[base + node],
-                                default_left[base + node] != 0):
-                    node = left[base + node]
-                else:
-                    node = right[base + node]
-            v = value[base + node]
-        margin[i, tree_class[t]] += v
+        leaf = predict.leaf_index(_sparse_rule, indptr, slots, offsets, default_bins,
+                                  missing_bins, i, t, left, right, feature, split_bin,
+                                  default_left, node_ptr, level_ptr, obl_feature, obl_bin,
+                                  obl_default_left)
+        margin[i, tree_class[t]] += predict.leaf_value(t, leaf, value, node_ptr, level_ptr,
+                                                       leaf_ptr, obl_leaf_value)
 
 
 _CSR = (("int64", 1), ("int32", 1))
