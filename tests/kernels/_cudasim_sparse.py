@@ -22,6 +22,7 @@ import histboost  # noqa: E402
 from histboost.kernels.backend import make_backend  # noqa: E402
 from histboost.kernels.cuda import _common  # noqa: E402
 from histboost.kernels.cuda import sparse as cuda_sparse  # noqa: E402
+from histboost.kernels.cuda.backend import CUDABackend  # noqa: E402
 from histboost.testing import conformance  # noqa: E402
 from histboost.testing.conformance import CHECKS  # noqa: E402
 from histboost.testing.data import sparse_bins_of  # noqa: E402
@@ -235,9 +236,10 @@ def check_float_training_close_to_cpu() -> None:
 
 def check_search_skips_absent_features() -> None:
     """A step's built child marks only the features its rows store, the child taking its
-    parent's slot keeps the parent's (a superset), and the split search's masks are narrowed
-    to them: a child whose rows all sit in the default bins of features 1 and 2 searches
-    feature 0 only, with the record of a search over all features."""
+    parent's slot keeps the parent's (a superset), and the split search lists only those: a
+    child whose rows all sit in the default bins of features 1 and 2 searches feature 0 only,
+    the other child three features with fewer blocks (a block takes several), both with the
+    records of a search over every feature; a node with no feature listed has no split."""
     rng = np.random.default_rng(8)
     n, widths = 40, [5, 3, 4]
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
@@ -263,10 +265,22 @@ def check_search_skips_absent_features() -> None:
     present = be._present.numpy()
     np.testing.assert_array_equal(present[be._state.slot[1]], [1, 0, 0])  # built: rows 20..39
     np.testing.assert_array_equal(present[be._state.slot[2]], [1, 1, 1])  # the parent's
-    be._narrow_masks = lambda masks, nodes: None  # every feature searched
-    full = [be.find_best_splits([node], np.array([[*be.histogram_totals([node])[0], 20.0]]),
-                                np.ones((1, 3), bool), reg)[0] for node in (1, 2)]
-    np.testing.assert_array_equal(recs, np.array(full))
+    listed = be._searched_features
+    be._searched_features = lambda masks, nodes: CUDABackend._searched_features(
+        be, masks, nodes)  # every feature searched, a block each
+
+    def every(node, mask):
+        return be.find_best_splits([node], np.array([[*be.histogram_totals([node])[0], 20.0]]),
+                                   np.array([mask], bool), reg)[0]
+
+    np.testing.assert_array_equal(recs, np.array([every(node, [1, 1, 1]) for node in (1, 2)]))
+    assert recs[1, conformance.REC_FEATURE] >= 0, recs  # a split found in a listed search
+    # no feature listed (all masked): no split, as a search over every feature finds
+    be._searched_features = listed
+    none = be.find_best_splits([2], np.array([[*be.histogram_totals([2])[0], 20.0]]),
+                               np.zeros((1, 3), bool), reg)[0]
+    np.testing.assert_array_equal(none, every(2, [0, 0, 0]))
+    assert none[conformance.REC_FEATURE] == -1 and not none[conformance.REC_GAIN], none
 
 
 def check_pool_memory_is_checked() -> None:

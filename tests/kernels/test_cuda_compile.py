@@ -47,7 +47,7 @@ def test_tree_kernels_compile(compile_ptx):
     from histboost.kernels.launch import numba_signature
 
     kernels = _kernels()
-    assert len(kernels) == 41
+    assert len(kernels) == 42
     ptx = {k.name + str(k.spec[0]): compile_ptx(k.dispatcher, numba_signature(k.spec))
            for k in kernels}
     assert all(".entry" in p for p in ptx.values())

@@ -211,7 +211,7 @@ class LevelPlan:
         def search(k, nodes, totals, out):
             split.BEST_SPLIT.launch(k * n_features, split.SPLIT_THREADS, dev, be._pool, gs, hs,
                                     nodes, totals, be.offsets, masks, reg_d, False, cons,
-                                    lower, upper, records, out, done)
+                                    lower, upper, *be.every_feature, records, out, done)
 
         search(1, r["search1"], r["totals1"], r["front"])
         self._blocks.copy(0)

@@ -271,6 +271,9 @@ class CUDABackend:
         # histograms: one pool of slots, shared by the trees (`_TreeState.used`, `slot`)
         self._pool = torch.zeros((0, self.total_bins, self._channels), dtype=torch.int64,
                                  device=dev)
+        # `split.BEST_SPLIT`'s feature lists of a search over every feature
+        self.every_feature = (torch.zeros((0, 0), dtype=torch.int32, device=dev),
+                              torch.zeros(0, dtype=torch.int32, device=dev))
         # persistent kernel outputs, grown on demand (`_buffer`)
         self._chunk_left = None  # int64 (chunks,): left rows per partition chunk
         self._child_counts = None  # int64 (k, 2)
@@ -1036,11 +1039,25 @@ class CUDABackend:
         return (True, np.asarray(cons, np.int32), np.asarray(lower, np.float64),
                 np.asarray(upper, np.float64))
 
-    def _narrow_masks(self, masks, nodes) -> None:
-        """Before a split search: its feature masks (device uint8 (k, F)) of the nodes in
-        pool slots nodes[:, 0] (device int64 (k, 2)) may be narrowed in place to features
-        that can split there; the dense layout keeps them (`sparse.SparseCUDABackend` drops
-        features with no stored value in a node)."""
+    def _searched_features(self, masks, nodes) -> tuple:
+        """How a split search takes the features of the nodes of nodes (device int64 (k, 2):
+        pool slot, pending sibling's slot) under their feature masks (device uint8 (k, F)):
+        (kernel, its threads, blocks a node, listed, n_listed), the last two the kernel's
+        lists (`split.BEST_SPLIT`). The dense layout searches every feature, a block of
+        SPLIT_THREADS each (empty lists); `sparse.SparseCUDABackend` lists the features with
+        stored values in each node."""
+        split = self._k["split"]
+        return split.BEST_SPLIT, split.SPLIT_THREADS, self.n_features, *self.every_feature
+
+    def _launch_search(self, nodes, totals, masks, reg, bounds: tuple, records, best,
+                       done) -> None:
+        """The split search of the nodes of `nodes` (device int64 (k, 2)) into best (float64
+        (k, REC_WIDTH)), its arguments on the device as `split.BEST_SPLIT` takes them
+        (bounds: constrained, constraint, lower, upper), over `_searched_features`."""
+        kernel, threads, per_node, listed, n_listed = self._searched_features(masks, nodes)
+        kernel.launch(int(nodes.shape[0]) * per_node, threads, self.device, self._pool,
+                      self._state.scales[0], self._state.scales[1], nodes, totals, self.offsets,
+                      masks, reg, *bounds, listed, n_listed, records, best, done)
 
     def find_best_splits(self, nodes: list[int], totals: np.ndarray, feature_masks: np.ndarray,
                          reg: np.ndarray, monotone: tuple | None = None) -> np.ndarray:
@@ -1060,12 +1077,8 @@ class CUDABackend:
             self._search_nodes(nodes), np.asarray(totals, np.float64),
             np.asarray(feature_masks, np.uint8), np.asarray(reg, np.float64), cons, lower,
             upper)
-        self._narrow_masks(masks, table)
-        split = self._k["split"]
-        split.BEST_SPLIT.launch(
-            k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
-            self._state.scales[0], self._state.scales[1], table, tot, self.offsets, masks, reg_d,
-            constrained, cons, lower, upper, records, best, done)
+        self._launch_search(table, tot, masks, reg_d, (constrained, cons, lower, upper),
+                            records, best, done)
         return self._read(self._front(best, k))
 
     def oblivious_gains(self, nodes: list[int], totals: np.ndarray, feature_mask: np.ndarray,
@@ -1167,7 +1180,6 @@ class CUDABackend:
         torch = self._torch
         common = self._k["common"]
         part = self._k["partition"]
-        split = self._k["split"]
         k = len(parents)
         if self._state.ahead is not None:
             if monotone is not None:
@@ -1209,11 +1221,8 @@ class CUDABackend:
             records_buf = self._buffer("_records", 2 * k, (self.n_features, REC_WIDTH),
                                        torch.float64)
             done = self._buffer("_done", 2 * k, (), torch.int32, zeros=True)
-            self._narrow_masks(masks, search)
-            split.BEST_SPLIT.launch(
-                2 * k * self.n_features, split.SPLIT_THREADS, self.device, self._pool,
-                self._state.scales[0], self._state.scales[1], search, totals_d, self.offsets,
-                masks, reg_d, constrained, cons, lower, upper, records_buf, out, done)
+            self._launch_search(search, totals_d, masks, reg_d,
+                                (constrained, cons, lower, upper), records_buf, out, done)
             result = self._read(self._front(out, 3 * k))
         child_counts = result[2 * k:, :2].astype(np.int64)
         # the histograms' slots, as the planning kernel chose them; every one settled

@@ -592,8 +592,8 @@ class BestFirstPlan:
             be._launch_build(bufs.build, self.build_grid)
             split.BEST_SPLIT.launch(2 * p * be.n_features, split.SPLIT_THREADS, dev, be._pool,
                                     gs, hs, v["child_search"], v["child_totals"], be.offsets,
-                                    masks, reg_d, False, cons, lower, upper, bufs.records,
-                                    v["out"], bufs.done)
+                                    masks, reg_d, False, cons, lower, upper,
+                                    *be.every_feature, bufs.records, v["out"], bufs.done)
             self._blocks.copy(b)
             prev = v
         if learning_rate is not None:

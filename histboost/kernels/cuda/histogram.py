@@ -236,12 +236,14 @@ def _make_build(per_word: int, channels: int, launch_bounds):
 @cuda.jit
 def _subtract(pool, pairs):
     """pool[pairs[m, 0]] -= pool[pairs[m, 1]] for every pair m (a sibling from its parent's
-    slot, in place); one thread per value."""
+    slot, in place) whose pairs[m, 1] >= 0 (-1: nothing pending); one thread per value."""
     i = cuda.grid(1)
     per_slot = pool.shape[1] * pool.shape[2]
     if i >= pairs.shape[0] * per_slot:
         return
     m = i // per_slot
+    if pairs[m, 1] < 0:
+        return
     v = i % per_slot
     s = v // pool.shape[2]
     ch = v % pool.shape[2]

@@ -27,8 +27,9 @@ search, subtraction, totals, oblivious gain tables) is the dense backend's, unch
 - Margins (`ADD_MARGIN`): a thread per row walks the tree, each split's bin found as above.
 - Search: the build also marks the features each node's rows store (a byte per pool slot
   and feature; a subtracted child keeps its parent's marks, a superset), and the split
-  search's masks are narrowed to them (`_narrow_masks`): a feature no row of a node stores
-  has all of them in its default bin, so no split.
+  search takes only those, listed per node on the device (`_searched_features`), with the
+  warp-wide search kernel (`split.NARROW_BEST_SPLIT`): a feature no row of a node stores has
+  all of them in its default bin, so no split.
 
 The device-planned levels and best-first steps (`ahead`, `best_first`, the next round's tree
 launched ahead) read the dense matrix: `plan_levels` declines, so every step is planned on
@@ -43,8 +44,8 @@ from numba import cuda
 from ...tree.tree import Tree
 from ..cpu.predict import binned_goes_left
 from ..cpu.sparse_predict import _bin_at
-from ..launch import CudaKernel
-from . import partition, predict
+from ..launch import CudaKernel, simulated
+from . import histogram, partition, predict, split
 from ._common import (
     T_BIN,
     T_DEFAULT_LEFT,
@@ -65,6 +66,10 @@ from .histogram import IDENTITY_SIDE, SHARED_VALUES
 # threads of a build block taking one row together (consecutive entries of the row: a group's
 # loads of the slots are one sector); sparse_like rows store ~40 values, 6 passes of 8
 LANES = 8
+# blocks of a split search's launch, shared by its nodes, each block taking every P-th listed
+# feature of its node (a node stores tens of thousands of features at 100k columns; 32 warp
+# blocks fit an SM); under the simulator 2, so that the tests' blocks take several features
+SEARCH_BLOCKS = 2 if simulated() else 4096
 # the device's bin lookups and split rule are the CPU sparse predictor's
 _bin_at_d = cuda.jit(device=True, inline=True)(_bin_at.py_func)
 _goes_left_d = cuda.jit(device=True, inline=True)(binned_goes_left.py_func)
@@ -267,8 +272,9 @@ class SparseCUDABackend(CUDABackend):
         self._no_missing = torch.full((1,), -1, dtype=torch.int32, device=self.device)
         self._flag_table = None
         self._width0 = int(self.offsets_host[1] - self.offsets_host[0])
+        self._feature_ids = self._tensor(np.arange(self.n_features, dtype=np.int32))
         # features stored by some row of the node in each pool slot (a subtracted child keeps
-        # its parent's: a superset), which narrow the split search (`_narrow_masks`)
+        # its parent's: a superset), the features its split search lists (`_searched_features`)
         self._slot_feature = self._tensor(np.repeat(
             np.arange(self.n_features, dtype=np.int32), np.diff(self.offsets_host)))
         self._present = torch.zeros((0, self.n_features), dtype=torch.uint8,
@@ -339,7 +345,7 @@ class SparseCUDABackend(CUDABackend):
         super().release()
         self.indptr = self.slots = self.default_bins = None
         self._flags = self._no_missing = self._flag_table = None
-        self._slot_feature = self._present = None
+        self._feature_ids = self._slot_feature = self._present = None
 
     # -- layout-bound kernels ---------------------------------------------------------------
     def _launch_build(self, table_d, n_chunks: int) -> None:
@@ -374,12 +380,32 @@ class SparseCUDABackend(CUDABackend):
                                                     counts)
         return counts
 
-    def _narrow_masks(self, masks, nodes) -> None:
+    def _searched_features(self, masks, nodes) -> tuple:
         """A feature none of a node's rows stores has all of them in its default bin, so no
-        split (the CPU's sparse lists leave it out too): the search's masks keep only the
-        features present in each node's slot (a block of the split kernel then returns at
-        once for the others)."""
-        masks.mul_(self._present.index_select(0, nodes[:, 0]))
+        split (the CPU's sparse lists leave it out too): each node searches the features
+        present in its slot and not masked, listed on the device (positions from one
+        cumulative sum over the nodes' flags; no read), with the warp-wide search kernel
+        (features of few bins) over about SEARCH_BLOCKS blocks a launch. The kernel
+        subtracts only the features it lists, so the nodes' pending subtractions are made
+        here first, over every slot (later reads of the histograms see them whole), and
+        nodes[:, 1] becomes -1."""
+        torch = self._torch
+        k = int(nodes.shape[0])
+        F = self.n_features
+        histogram.SUBTRACT.launch(grid(k * self.total_bins * self._channels), THREADS,
+                                  self.device, self._pool, nodes)
+        nodes[:, 1] = -1
+        searched = masks.mul_(self._present.index_select(0, nodes[:, 0]))
+        ends = torch.cumsum(searched.view(-1), 0, dtype=torch.int32).view(k, F)
+        before = torch.cat([ends.new_zeros(1), ends[:-1, -1]])  # listed in earlier nodes
+        n_listed = ends[:, -1] - before
+        position = (ends - 1 - before[:, None]).long()
+        position.masked_fill_(searched == 0, F)  # not listed: a spare last column
+        listed = torch.empty((k, F + 1), dtype=torch.int32, device=self.device)
+        listed.scatter_(1, position, self._feature_ids.expand(k, -1))
+        per_node = min(F, max(1, SEARCH_BLOCKS // k))
+        return (split.NARROW_BEST_SPLIT, split.NARROW_SPLIT_THREADS, per_node, listed,
+                n_listed)
 
     def _add_margin(self, tree: Tree, output: int) -> None:
         ADD_MARGIN.launch(grid(self.n_rows), THREADS, self.device, self.indptr, self.slots,

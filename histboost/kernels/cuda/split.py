@@ -6,9 +6,13 @@ integer histograms give the same gains, bit for bit, on both engines.
 prefix sum (integers: exact in any order, and equal to the CPU's running float sums, whose
 partial sums of power-of-two multiples are exact too) gives every candidate's left sums at
 once, and a block reduction picks the best (highest gain; ties to the missing-right pass, then
-the lowest bin: the CPU's scan order). The last block of a node to finish (a counter per node)
-reduces the node's per-feature bests (first maximum: the lowest feature wins ties, as on the
-CPU), so one small array of records is all the host reads.
+the lowest bin: the CPU's scan order, whatever the tile width). The last block of a node to
+finish (a counter per node) reduces the node's per-feature bests with all its threads (the
+highest gain, the lowest feature wins ties, as on the CPU), so one small array of records is
+all the host reads. Given lists of features per node (sparse data: the features a node
+stores), a node's blocks take the listed features grid-stride instead, each block keeping its
+first best, and the last block reduces the blocks' bests. `NARROW_BEST_SPLIT` is the same
+kernel with a warp a block, for features of few bins.
 
 Monotone constraints are a flag of the same kernels (`constrained`), which then compute what
 the CPU's constrained searches compute: weights clipped to the node's bounds [lower, upper],
@@ -104,158 +108,217 @@ def _settle(pool, nodes, k, f, offsets, first, step):
 # many); under the simulator, which runs every thread as a Python thread, 8: fewer threads
 # to wait for at each barrier, and the tests' features of up to 12 slots take two tiles
 SPLIT_THREADS = 8 if simulated() else 256
+# a warp a block, for features of few bins (sparse data's: 6 slots a feature on average at
+# 100k columns, where a block of 256 threads would mostly idle at its barriers); under the
+# simulator 4: three tiles of the tests' widest features, a tiling other than the CPU's and
+# the 8-thread kernel's (the record is the same for any tile width)
+NARROW_SPLIT_THREADS = 4 if simulated() else 32
 
 
-@cuda.jit
-def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, feature_masks, reg,
-                            constrained, monotone, lower, upper, out, best_out, done):
-    """out[k, f] = the best split record of node k on feature f (zeros, feature -1: none),
-    and best_out[k] the first best of out[k, :] over the features, written by the node's
-    last block to finish (done int32 (k,) zeros: its finished blocks, left zero). hists: the
-    pool; nodes int64 (k, 2): each node's slot and its pending sibling's (-1: none). With
-    `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,) the
-    nodes' weight bounds (see the module docstring). grid: k * n_features blocks of
-    SPLIT_THREADS threads. A node of slot -1 is padding (a level planned on the device for
-    at most k nodes): its blocks return at once."""
-    n_features = offsets.shape[0] - 1
-    task = cuda.blockIdx.x
-    k = task // n_features
-    f = task % n_features
-    t = cuda.threadIdx.x
-    if nodes[k, 0] < 0:
-        return
-    _settle(hists, nodes, k, f, offsets, t, SPLIT_THREADS)
-    cuda.syncthreads()
-    rec = out[k, f]
-    _feature_best(hists, g_scale, h_scale, k, nodes[k, 0], f, totals, offsets, feature_masks,
-                  reg, constrained, monotone, lower, upper, rec)
-    if t != 0:
-        return
-    # the node's last block to finish picks its best feature (the fences order the records
-    # before the counter, and the counter before reading the other blocks' records)
-    cuda.threadfence()
-    if cuda.atomic.add(done, k, 1) == n_features - 1:
-        cuda.threadfence()
-        pick = 0
-        for g in range(1, n_features):
-            if out[k, g, REC_GAIN] > out[k, pick, REC_GAIN]:
-                pick = g
-        for i in range(rec.shape[0]):
-            best_out[k, i] = out[k, pick, i]
-        done[k] = 0
+def _make_best_split(threads: int):
+    """The split search kernel (`BEST_SPLIT`) with blocks of `threads` threads (a power of
+    two, compiled in)."""
 
-
-@cuda.jit(device=True, inline=True)
-def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_masks, reg,
-                  constrained, monotone, lower, upper, rec):
-    """rec = the best split of node k (histogram in pool slot `slot`) on feature f, by the
-    block's SPLIT_THREADS threads (see `_best_split_per_feature`)."""
-    t = cuda.threadIdx.x
-    sg = cuda.shared.array(SPLIT_THREADS, np.int64)
-    sh = cuda.shared.array(SPLIT_THREADS, np.int64)
-    sc = cuda.shared.array(SPLIT_THREADS, np.int64)
-    gains = cuda.shared.array(SPLIT_THREADS, np.float64)
-    where = cuda.shared.array(SPLIT_THREADS, np.int32)
-    best = cuda.shared.array(8, np.float64)  # gain, bin, missing-left, gl, hl, cl, found
-    if t == 0:
-        for i in range(rec.shape[0]):
-            rec[i] = 0.0
-        rec[REC_FEATURE] = -1.0
-        best[0] = 0.0
-        best[6] = 0.0
-    if feature_masks[k, f] == 0:
-        return
-    G = totals[k, 0]
-    H = totals[k, 1]
-    C = totals[k, 2]
-    lo = lower[k]
-    hi = upper[k]
-    cons = monotone[f]
-    parent = _clipped_gain(G, H, reg, lo, hi) if constrained else _node_gain(G, H, reg)
-    cph = C / H if H > 0.0 else 0.0
-    plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
-    counted = hists.shape[2] == 3
-    o = offsets[f]
-    n_value_bins = offsets[f + 1] - o - 1
-    miss = o + n_value_bins
-    mg_i = hists[slot, miss, 0]
-    mh_i = hists[slot, miss, 1]
-    mc_i = hists[slot, miss, 2] if counted else np.int64(0)
-    mg = mul(np.float64(mg_i), g_scale)
-    mh = mul(np.float64(mh_i), h_scale)
-    mc = np.float64(mc_i) if counted else mul(mh, cph)
-    has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
-    for miss_left in range(2 if has_missing else 1):
-        cg = mg_i if miss_left else np.int64(0)
-        ch = mh_i if miss_left else np.int64(0)
-        cc = mc_i if miss_left else np.int64(0)
-        last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
-        for tile in range(0, last, SPLIT_THREADS):
-            b = tile + t
-            inside = b < last
-            sg[t] = hists[slot, o + b, 0] if inside else np.int64(0)
-            sh[t] = hists[slot, o + b, 1] if inside else np.int64(0)
-            sc[t] = hists[slot, o + b, 2] if (inside and counted) else np.int64(0)
-            cuda.syncthreads()
-            block_scan(sg, t, SPLIT_THREADS)
-            block_scan(sh, t, SPLIT_THREADS)
-            if counted:
-                block_scan(sc, t, SPLIT_THREADS)
-            gain = -np.inf
-            if inside:
-                gl = mul(np.float64(cg + sg[t]), g_scale)
-                hl = mul(np.float64(ch + sh[t]), h_scale)
-                cl = np.float64(cc + sc[t]) if counted else mul(hl, cph)
-                gr = G - gl
-                hr = H - hl
-                cr = C - cl
-                if _child_ok(hl, cl, reg) and _child_ok(hr, cr, reg):
-                    if not constrained:
-                        gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
-                    else:
-                        wl = _clip(_leaf_weight(gl, hl, reg), lo, hi)
-                        wr = _clip(_leaf_weight(gr, hr, reg), lo, hi)
-                        if not _breaks_direction(cons, wl, wr):
-                            gain = (_gain_given_weight(gl, hl, wl, reg)
-                                    + _gain_given_weight(gr, hr, wr, reg) - parent)
-            gains[t] = gain
-            where[t] = t
-            cuda.syncthreads()
-            # block argmax: the highest gain, ties to the lowest bin
-            width = SPLIT_THREADS // 2
-            while width > 0:
-                if t < width:
-                    a = gains[t]
-                    c = gains[t + width]
-                    if c > a or (c == a and where[t + width] < where[t]):
-                        gains[t] = c
-                        where[t] = where[t + width]
+    @cuda.jit(device=True, inline=True)
+    def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_masks, reg,
+                      constrained, monotone, lower, upper, rec):
+        """rec = the best split of node k (histogram in pool slot `slot`) on feature f, by the
+        block's threads (see `_best_split_per_feature`)."""
+        t = cuda.threadIdx.x
+        sg = cuda.shared.array(threads, np.int64)
+        sh = cuda.shared.array(threads, np.int64)
+        sc = cuda.shared.array(threads, np.int64)
+        gains = cuda.shared.array(threads, np.float64)
+        where = cuda.shared.array(threads, np.int32)
+        best = cuda.shared.array(8, np.float64)  # gain, bin, missing-left, gl, hl, cl, found
+        if t == 0:
+            for i in range(rec.shape[0]):
+                rec[i] = 0.0
+            rec[REC_FEATURE] = -1.0
+            best[0] = 0.0
+            best[6] = 0.0
+        if feature_masks[k, f] == 0:
+            return
+        G = totals[k, 0]
+        H = totals[k, 1]
+        C = totals[k, 2]
+        lo = lower[k]
+        hi = upper[k]
+        cons = monotone[f]
+        parent = _clipped_gain(G, H, reg, lo, hi) if constrained else _node_gain(G, H, reg)
+        cph = C / H if H > 0.0 else 0.0
+        plain = reg[P_ALPHA] == 0.0 and reg[P_MDS] == 0.0
+        counted = hists.shape[2] == 3
+        o = offsets[f]
+        n_value_bins = offsets[f + 1] - o - 1
+        miss = o + n_value_bins
+        mg_i = hists[slot, miss, 0]
+        mh_i = hists[slot, miss, 1]
+        mc_i = hists[slot, miss, 2] if counted else np.int64(0)
+        mg = mul(np.float64(mg_i), g_scale)
+        mh = mul(np.float64(mh_i), h_scale)
+        mc = np.float64(mc_i) if counted else mul(mh, cph)
+        has_missing = mc > 0.0 or mh > 0.0 or mg != 0.0
+        for miss_left in range(2 if has_missing else 1):
+            cg = mg_i if miss_left else np.int64(0)
+            ch = mh_i if miss_left else np.int64(0)
+            cc = mc_i if miss_left else np.int64(0)
+            last = n_value_bins - 1 if (miss_left or not has_missing) else n_value_bins
+            for tile in range(0, last, threads):
+                b = tile + t
+                inside = b < last
+                sg[t] = hists[slot, o + b, 0] if inside else np.int64(0)
+                sh[t] = hists[slot, o + b, 1] if inside else np.int64(0)
+                sc[t] = hists[slot, o + b, 2] if (inside and counted) else np.int64(0)
                 cuda.syncthreads()
-                width //= 2
-            if t == 0 and gains[0] > best[0]:  # strictly better than earlier tiles / pass
-                w = where[0]
-                best[0] = gains[0]
-                best[1] = tile + w
-                best[2] = miss_left
-                best[3] = mul(np.float64(cg + sg[w]), g_scale)
-                best[4] = mul(np.float64(ch + sh[w]), h_scale)
-                best[5] = (np.float64(cc + sc[w]) if counted else mul(best[4], cph))
-                best[6] = 1.0
-            cg += sg[SPLIT_THREADS - 1]
-            ch += sh[SPLIT_THREADS - 1]
-            cc += sc[SPLIT_THREADS - 1]
+                block_scan(sg, t, threads)
+                block_scan(sh, t, threads)
+                if counted:
+                    block_scan(sc, t, threads)
+                gain = -np.inf
+                if inside:
+                    gl = mul(np.float64(cg + sg[t]), g_scale)
+                    hl = mul(np.float64(ch + sh[t]), h_scale)
+                    cl = np.float64(cc + sc[t]) if counted else mul(hl, cph)
+                    gr = G - gl
+                    hr = H - hl
+                    cr = C - cl
+                    if _child_ok(hl, cl, reg) and _child_ok(hr, cr, reg):
+                        if not constrained:
+                            gain = _pair_gain(gl, hl, gr, hr, reg, plain) - parent
+                        else:
+                            wl = _clip(_leaf_weight(gl, hl, reg), lo, hi)
+                            wr = _clip(_leaf_weight(gr, hr, reg), lo, hi)
+                            if not _breaks_direction(cons, wl, wr):
+                                gain = (_gain_given_weight(gl, hl, wl, reg)
+                                        + _gain_given_weight(gr, hr, wr, reg) - parent)
+                gains[t] = gain
+                where[t] = t
+                cuda.syncthreads()
+                # block argmax: the highest gain, ties to the lowest bin
+                width = threads // 2
+                while width > 0:
+                    if t < width:
+                        a = gains[t]
+                        c = gains[t + width]
+                        if c > a or (c == a and where[t + width] < where[t]):
+                            gains[t] = c
+                            where[t] = where[t + width]
+                    cuda.syncthreads()
+                    width //= 2
+                if t == 0 and gains[0] > best[0]:  # strictly better than earlier tiles / pass
+                    w = where[0]
+                    best[0] = gains[0]
+                    best[1] = tile + w
+                    best[2] = miss_left
+                    best[3] = mul(np.float64(cg + sg[w]), g_scale)
+                    best[4] = mul(np.float64(ch + sh[w]), h_scale)
+                    best[5] = (np.float64(cc + sc[w]) if counted else mul(best[4], cph))
+                    best[6] = 1.0
+                cg += sg[threads - 1]
+                ch += sh[threads - 1]
+                cc += sc[threads - 1]
+                cuda.syncthreads()
+        if t == 0 and best[6] > 0.0:
+            hl = best[4]
+            rec[REC_GAIN] = best[0]
+            rec[REC_FEATURE] = f
+            rec[REC_BIN] = best[1]
+            # with no missing values here, unseen ones go to the heavier side
+            rec[REC_DEFAULT_LEFT] = 1.0 if (best[2] > 0.0 or (not has_missing and hl >= H - hl)) \
+                else 0.0
+            rec[REC_LEFT_G] = best[3]
+            rec[REC_LEFT_H] = hl
+            rec[REC_LEFT_C] = best[5]
+
+    @cuda.jit
+    def _best_split_per_feature(hists, g_scale, h_scale, nodes, totals, offsets, feature_masks,
+                                reg, constrained, monotone, lower, upper, listed, n_listed, out,
+                                best_out, done):
+        """best_out[k] = the best split record of node k (zeros, feature -1: none): the
+        highest gain, ties to the lowest feature. hists: the pool; nodes int64 (k, 2): each
+        node's slot and its pending sibling's (-1: none). Searched features: listed int32
+        (k, >= m) ascending with n_listed int32 (k,) (node k searches listed[k, :n_listed[k]],
+        its P blocks taking list positions i = b, b + P, ... (block b), whose pending
+        subtractions the caller has made), or both empty (shapes (0, 0), (0,)): every
+        feature, position i = feature i, a block each (P = n_features). out float64 (k,
+        >= positions, REC_WIDTH): the record of position i (block b's first best moved to
+        position b); best_out[k] is picked from out[k, :min(P, positions)] by the node's last
+        block to finish (done int32 (k,) zeros: its finished blocks, left zero). With
+        `constrained`: monotone int32 (F,) constraint per feature, lower / upper float64 (k,)
+        the nodes' weight bounds (see the module docstring). grid: k * P blocks of `threads`
+        threads. A node of slot -1 is padding (a level planned on the device for at most k
+        nodes): its blocks return at once."""
+        n_features = offsets.shape[0] - 1
+        per_node = cuda.gridDim.x // nodes.shape[0]
+        k = cuda.blockIdx.x // per_node
+        first = cuda.blockIdx.x % per_node
+        t = cuda.threadIdx.x
+        if nodes[k, 0] < 0:
+            return
+        every = n_listed.shape[0] == 0
+        n = n_features if every else n_listed[k]
+        pick = -1  # thread 0: the block's first best position so far
+        top = 0.0
+        for i in range(first, n, per_node):
+            f = i if every else listed[k, i]
+            _settle(hists, nodes, k, f, offsets, t, threads)
             cuda.syncthreads()
-    if t == 0 and best[6] > 0.0:
-        hl = best[4]
-        rec[REC_GAIN] = best[0]
-        rec[REC_FEATURE] = f
-        rec[REC_BIN] = best[1]
-        # with no missing values here, unseen ones go to the heavier side
-        rec[REC_DEFAULT_LEFT] = 1.0 if (best[2] > 0.0 or (not has_missing and hl >= H - hl)) \
-            else 0.0
-        rec[REC_LEFT_G] = best[3]
-        rec[REC_LEFT_H] = hl
-        rec[REC_LEFT_C] = best[5]
+            _feature_best(hists, g_scale, h_scale, k, nodes[k, 0], f, totals, offsets,
+                          feature_masks, reg, constrained, monotone, lower, upper, out[k, i])
+            if t == 0 and (pick < 0 or out[k, i, REC_GAIN] > top):
+                pick = i
+                top = out[k, i, REC_GAIN]
+        last = cuda.shared.array(1, np.int32)
+        if t == 0:
+            if pick > first:
+                for j in range(out.shape[2]):
+                    out[k, first, j] = out[k, pick, j]
+            # the fences order this block's records (thread 0 wrote them) before the
+            # counter, and the counter before the last block reads the others' records
+            cuda.threadfence()
+            last[0] = cuda.atomic.add(done, k, 1) == per_node - 1
+        cuda.syncthreads()
+        if last[0] == 0:
+            return
+        cuda.threadfence()
+        gains = cuda.shared.array(threads, np.float64)
+        features = cuda.shared.array(threads, np.float64)
+        where = cuda.shared.array(threads, np.int32)
+        # the blocks' bests: the highest gain, ties to the lowest feature (the CPU's scan;
+        # equal gains are real splits, gain > 0, or all "none" records, which are alike)
+        m = min(per_node, n)
+        pick = -1
+        for i in range(t, m, threads):
+            if pick < 0 or out[k, i, REC_GAIN] > out[k, pick, REC_GAIN] or (
+                    out[k, i, REC_GAIN] == out[k, pick, REC_GAIN]
+                    and out[k, i, REC_FEATURE] < out[k, pick, REC_FEATURE]):
+                pick = i
+        gains[t] = out[k, pick, REC_GAIN] if pick >= 0 else -np.inf
+        features[t] = out[k, pick, REC_FEATURE] if pick >= 0 else np.inf
+        where[t] = pick
+        cuda.syncthreads()
+        width = threads // 2
+        while width > 0:
+            if t < width:
+                a = gains[t]
+                c = gains[t + width]
+                if c > a or (c == a and features[t + width] < features[t]):
+                    gains[t] = c
+                    features[t] = features[t + width]
+                    where[t] = where[t + width]
+            cuda.syncthreads()
+            width //= 2
+        w = where[0]
+        for i in range(t, best_out.shape[1], threads):
+            if w >= 0:
+                best_out[k, i] = out[k, w, i]
+            else:  # no feature searched: no split
+                best_out[k, i] = -1.0 if i == REC_FEATURE else 0.0
+        if t == 0:
+            done[k] = 0
+
+    return _best_split_per_feature
 
 
 @cuda.jit
@@ -340,14 +403,15 @@ def _sum_over_nodes(node_gains, unordered, out):
 _H = ("int64", 3)
 # constrained, monotone, lower, upper
 _BOUNDS = ("boolean", ("int32", 1), ("float64", 1), ("float64", 1))
-BEST_SPLIT = CudaKernel(_best_split_per_feature,
-                        (_H, "float64", "float64", ("int64", 2), ("float64", 2), ("int64", 1),
-                         ("uint8", 2), ("float64", 1), *_BOUNDS, ("float64", 3),
-                         ("float64", 2), ("int32", 1)))
+_SEARCH = (_H, "float64", "float64", ("int64", 2), ("float64", 2), ("int64", 1), ("uint8", 2),
+           ("float64", 1), *_BOUNDS, ("int32", 2), ("int32", 1), ("float64", 3),
+           ("float64", 2), ("int32", 1))
+BEST_SPLIT = CudaKernel(_make_best_split(SPLIT_THREADS), _SEARCH)
+NARROW_BEST_SPLIT = CudaKernel(_make_best_split(NARROW_SPLIT_THREADS), _SEARCH)
 OBLIVIOUS_NODE_GAINS = CudaKernel(_oblivious_node_gains,
                                   (_H, "float64", "float64", ("int64", 2), ("float64", 2),
                                    ("int64", 1),
                                    ("uint8", 1), ("float64", 1), *_BOUNDS, ("float64", 3),
                                    ("uint8", 2)))
 SUM_OVER_NODES = CudaKernel(_sum_over_nodes, (("float64", 3), ("uint8", 2), ("float64", 2)))
-KERNELS = (BEST_SPLIT, OBLIVIOUS_NODE_GAINS, SUM_OVER_NODES)
+KERNELS = (BEST_SPLIT, NARROW_BEST_SPLIT, OBLIVIOUS_NODE_GAINS, SUM_OVER_NODES)
