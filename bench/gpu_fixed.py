@@ -79,7 +79,6 @@ WRAPPED = (
     ("histboost.kernels.cuda.ahead", "PinnedBlocks", "copy"),
     ("histboost.tree.grower", "TreeGrower", "_grow_lossguide"),
     ("histboost.tree.grower", "TreeGrower", "_finish"),
-    ("histboost.tree.grower", "TreeGrower", "_commit_order"),
     ("torch.cuda", "Event", "synchronize"),
     ("histboost.kernels.cuda.backend", "CUDABackend", "release"),
     ("histboost.kernels.cuda.ahead", "LevelBuffers", "__init__"),
