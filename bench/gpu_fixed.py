@@ -17,7 +17,15 @@ allocations (cudaMalloc, `num_device_alloc`) are read at every round's end. Prin
 - the rounds: the first rounds' and the last round's time, their excess over the steady
   median, the excess of all rounds, and per function the time in rounds 0-2 against its
   median a round over rounds 3.. (the functions whose first rounds cost more);
+- the steady rounds (3..): per function, its median time a round inclusive and exclusive
+  (less the wrapped functions it calls: where a lossguide round's host time goes), and its
+  calls a round; each wrapped call adds about a microsecond of its own;
 - the sum: outside the rounds + the rounds' excess = (train - ingest) - rounds x steady.
+
+`--policy lossguide` trains `bench/gpu.py`'s 255-leaf lossguide trees (`--leaves`) instead of
+depth-wise ones. `--cprofile-rounds` then runs one more training under cProfile (its per-call
+overhead inflates functions called thousands of times a tree, such as the grower's heap
+pushes: compare with the clocks above).
 
 Then `--profile-rounds` rounds (set-up and release included) under torch.profiler: the
 CUDA runtime calls by host time (cudaMalloc, cudaFree, cudaHostAlloc, synchronisations).
@@ -79,6 +87,21 @@ WRAPPED = (
     ("histboost.kernels.cuda.ahead", "PinnedBlocks", "copy"),
     ("histboost.tree.grower", "TreeGrower", "_grow_lossguide"),
     ("histboost.tree.grower", "TreeGrower", "_finish"),
+    ("histboost.tree.grower", "TreeGrower", "_commit_order"),
+    ("histboost.tree.grower", "TreeGrower", "_split_ahead"),
+    ("histboost.tree.grower", "TreeGrower", "_split_nodes"),
+    ("histboost.tree.grower", "TreeGrower", "_apply_and_search"),
+    ("histboost.tree.grower", "TreeGrower", "_node_masks"),
+    ("histboost.tree.grower", "TreeGrower", "_planned_levels"),
+    ("histboost.tree.grower", "_Nodes", "add_children"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_record_children"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_launch_build"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_bounds"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_take_next"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_gradients_of_spare"),
+    ("histboost.kernels.cuda.ahead", "LevelPlan", "step"),
+    ("histboost.kernels.launch", "CudaKernel", "packed"),
+    ("histboost.kernels.launch", "CudaKernel", "_launch"),
     ("torch.cuda", "Event", "synchronize"),
     ("histboost.kernels.cuda.backend", "CUDABackend", "release"),
     ("histboost.kernels.cuda.ahead", "LevelBuffers", "__init__"),
@@ -104,14 +127,22 @@ class Clock:
         self.allocs: list[int] = []  # the allocator's cudaMalloc count at rounds' ends
         self.stats_seconds = 0.0  # spent reading it (taken off the later stamps)
         self._saved: list[tuple[object, str, object]] = []
+        # exclusive times: name -> round -> seconds outside the wrapped calls it made
+        self.own: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        self.inner: list[float] = []  # per open call, the time of the wrapped calls it made
 
     def install(self) -> None:
         for mod, cls, attr in WRAPPED:
             owner = importlib.import_module(mod)
             if cls is not None:
                 owner = getattr(owner, cls)
-            fn = getattr(owner, attr)
             name = f"{cls}.{attr}" if cls else attr
+            raw = owner.__dict__.get(attr) if cls is not None else None
+            if isinstance(raw, staticmethod):  # wrapped as a static method again
+                self._saved.append((owner, attr, raw))
+                setattr(owner, attr, staticmethod(self._wrap(raw.__func__, name)))
+                continue
+            fn = getattr(owner, attr)
             self._saved.append((owner, attr, fn))
             setattr(owner, attr, self._wrap(fn, name))
 
@@ -129,11 +160,17 @@ class Clock:
                 clock.round = int(args[1] if len(args) > 1 else kwargs["epoch"])
             depth, rnd = clock.depth, clock.round
             clock.depth += 1
+            clock.inner.append(0.0)
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                clock.calls.append((name, depth, rnd, t0, time.perf_counter()))
+                t1 = time.perf_counter()
+                clock.calls.append((name, depth, rnd, t0, t1))
+                own = t1 - t0 - clock.inner.pop()
+                clock.own[name][rnd] += own
+                if clock.inner:
+                    clock.inner[-1] += t1 - t0
                 clock.depth -= 1
 
         return timed
@@ -230,8 +267,9 @@ def one_run(histboost, X, y, params: dict, rounds: int) -> dict:
         if abs(ex) > 2e-4 or name == "_Training.boost_round":
             print(f"    {name}: {', '.join(f'{1e3 * by.get(r, 0.0):.2f}' for r in range(3))}"
                   f" | {1e3 * med:.2f} | {1e3 * ex:.2f}")
-    print("  steady rounds (3..), per function: median ms a round, calls a round "
-          "(inclusive times; nested functions count in their callers too)")
+    print("  steady rounds (3..), per function: median ms a round inclusive (nested "
+          "functions count in their callers too), median ms a round exclusive (outside the "
+          "wrapped functions it calls), calls a round")
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for name, _, rnd, _, _ in clock.calls:
         if rnd >= 0:
@@ -241,10 +279,11 @@ def one_run(histboost, X, y, params: dict, rounds: int) -> dict:
         later = [by.get(r, 0.0) for r in range(3, rounds)]
         if later:
             n_calls = float(np.median([counts[name].get(r, 0) for r in range(3, rounds)]))
-            steady_rows.append((float(np.median(later)), name, n_calls))
-    for med, name, n_calls in sorted(steady_rows, reverse=True):
+            own = float(np.median([clock.own[name].get(r, 0.0) for r in range(3, rounds)]))
+            steady_rows.append((float(np.median(later)), name, own, n_calls))
+    for med, name, own, n_calls in sorted(steady_rows, reverse=True):
         if med > 5e-5:
-            print(f"    {name}: {1e3 * med:.3f} ms, {n_calls:g} calls")
+            print(f"    {name}: {1e3 * med:.3f} ms, own {1e3 * own:.3f} ms, {n_calls:g} calls")
     fixed = (total - ingest) - rounds * steady
     print(f"  (train - ingest) - rounds x steady = {1e3 * fixed:.1f} ms: outside the rounds "
           f"{1e3 * (before + after - ingest):.1f} ms (ingest left out), the rounds' excess "
