@@ -643,8 +643,16 @@ class BestFirstPlan:
         unsplit nodes are these, each holding its leaf's value."""
         if not self.finished():
             return False
-        by_grower = {i: d for d, i in self._device_ids().items()}
-        at = np.fromiter((by_grower.get(i, -1) for i in leaves), np.int64, len(leaves))
+        ids = self._device_ids()
+        # grower's id -> device id as an array lookup (ids are distinct both ways)
+        device = np.fromiter(ids.keys(), np.int64, len(ids))
+        grower = np.fromiter(ids.values(), np.int64, len(ids))
+        want = np.asarray(leaves, np.int64)
+        if want.size and (want.min() < 0 or want.max() > grower.max()):
+            return False
+        by_grower = np.full(int(grower.max()) + 1, -1, np.int64)
+        by_grower[grower] = device
+        at = by_grower[want]
         table = self.bufs.values_np
         if at.size != int(table[-1, 1]) or np.any(at < 0) or np.unique(at).size != at.size \
                 or not np.all(table[at, 1] == 1.0):
@@ -698,20 +706,24 @@ class BestFirstPlan:
         self._check(int(info[INFO_FRONT]) == 2 * k and int(info[INFO_CHUNKS]) <= bufs.part_grid
                     and int(info[INFO_BLOCKS]) <= self.build_grid,
                     f"the launch sizes of step {self.index}")
-        rows = block[3 * p + lo:3 * p + hi]
+        # the step's rows as Python ints in one conversion each (a NumPy scalar a parent
+        # costs more than the rest of the loop)
+        device_ids, _, firsts = block[3 * p + lo:3 * p + hi, :3].astype(np.int64).T.tolist()
         ids = self.ids
-        self._check([ids.get(int(d), -1) for d in rows[:, 0]] == list(parents),
+        self._check([ids.get(d, -1) for d in device_ids] == list(parents),
                     f"the parents of step {self.index}")
         counts = block[2 * p + lo:2 * p + hi, :2].astype(np.int64)
-        slots = block[2 * p + lo:2 * p + hi, 2:4].astype(np.int64).tolist()
-        held = self.be._state.slot
-        for q, first in enumerate(rows[:, 2].astype(np.int64).tolist()):
+        for q, first in enumerate(firsts):
             ids[first] = lefts[q]
             ids[first + 1] = rights[q]
-            if search:
-                held.pop(parents[q], None)
-                held[lefts[q]] = slots[q][0]
-                held[rights[q]] = slots[q][1]
+        if search:
+            held = self.be._state.slot
+            lefts_slots, rights_slots = block[2 * p + lo:2 * p + hi, 2:4].astype(
+                np.int64).T.tolist()
+            for q, parent in enumerate(parents):
+                held.pop(parent, None)
+                held[lefts[q]] = lefts_slots[q]
+                held[rights[q]] = rights_slots[q]
         recs = None
         if search:
             recs = block[:2 * n_searched].copy()
