@@ -2,7 +2,8 @@
 exceeds the steady time a round.
 
     python bench/gpu_fixed.py [--rows 10000000] [--rounds 200] [--quantised] [--runs 2]
-        [--profile-rounds 4]
+        [--profile-rounds 4] [--policy depthwise|lossguide] [--leaves 255]
+        [--cprofile-rounds 0]
 
 One process, `bench/gpu.py`'s data (its cache, written here when missing) and its timed
 training: the same warm-up, then `Dataset(X)` and `train()` under one clock. The boosting
@@ -16,7 +17,15 @@ allocations (cudaMalloc, `num_device_alloc`) are read at every round's end. Prin
 - the rounds: the first rounds' and the last round's time, their excess over the steady
   median, the excess of all rounds, and per function the time in rounds 0-2 against its
   median a round over rounds 3.. (the functions whose first rounds cost more);
+- the steady rounds (3..): per function, its median time a round inclusive and exclusive
+  (less the wrapped functions it calls: where a lossguide round's host time goes), and its
+  calls a round; each wrapped call adds about a microsecond of its own;
 - the sum: outside the rounds + the rounds' excess = (train - ingest) - rounds x steady.
+
+`--policy lossguide` trains `bench/gpu.py`'s 255-leaf lossguide trees (`--leaves`) instead of
+depth-wise ones. `--cprofile-rounds` then runs one more training under cProfile (its per-call
+overhead inflates functions called thousands of times a tree, such as the grower's heap
+pushes: compare with the clocks above).
 
 Then `--profile-rounds` rounds (set-up and release included) under torch.profiler: the
 CUDA runtime calls by host time (cudaMalloc, cudaFree, cudaHostAlloc, synchronisations).
@@ -65,6 +74,35 @@ WRAPPED = (
     ("histboost.kernels.cuda.backend", "CUDABackend", "_alloc_slots"),
     ("histboost.kernels.cuda.backend", "CUDABackend", "_buffer"),
     ("histboost.kernels.cuda.backend", "CUDABackend", "update_margin"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "split_and_search"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "apply_splits"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_answer_ahead"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_plan_best_first"),
+    ("histboost.kernels.cuda.best_first", "BestFirstPlan", "launch"),
+    ("histboost.kernels.cuda.best_first", "BestFirstPlan", "launch_leaves"),
+    ("histboost.kernels.cuda.best_first", "BestFirstPlan", "step"),
+    ("histboost.kernels.cuda.best_first", "BestFirstPlan", "finished"),
+    ("histboost.kernels.cuda.best_first", "BestFirstPlan", "leaves_match"),
+    ("histboost.kernels.cuda.ahead", "PinnedBlocks", "block"),
+    ("histboost.kernels.cuda.ahead", "PinnedBlocks", "copy"),
+    ("histboost.tree.grower", "TreeGrower", "_grow_lossguide"),
+    ("histboost.tree.grower", "TreeGrower", "_finish"),
+    ("histboost.tree.grower", "TreeGrower", "_commit_order"),
+    ("histboost.tree.grower", "TreeGrower", "_split_ahead"),
+    ("histboost.tree.grower", "TreeGrower", "_split_nodes"),
+    ("histboost.tree.grower", "TreeGrower", "_apply_and_search"),
+    ("histboost.tree.grower", "TreeGrower", "_node_masks"),
+    ("histboost.tree.grower", "TreeGrower", "_planned_levels"),
+    ("histboost.tree.grower", "_Nodes", "add_children"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_record_children"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_launch_build"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_bounds"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_take_next"),
+    ("histboost.kernels.cuda.backend", "CUDABackend", "_gradients_of_spare"),
+    ("histboost.kernels.cuda.ahead", "LevelPlan", "step"),
+    ("histboost.kernels.launch", "CudaKernel", "packed"),
+    ("histboost.kernels.launch", "CudaKernel", "_launch"),
+    ("torch.cuda", "Event", "synchronize"),
     ("histboost.kernels.cuda.backend", "CUDABackend", "release"),
     ("histboost.kernels.cuda.ahead", "LevelBuffers", "__init__"),
     ("histboost.kernels.cuda.ahead", "LevelPlan", "launch"),
@@ -89,14 +127,22 @@ class Clock:
         self.allocs: list[int] = []  # the allocator's cudaMalloc count at rounds' ends
         self.stats_seconds = 0.0  # spent reading it (taken off the later stamps)
         self._saved: list[tuple[object, str, object]] = []
+        # exclusive times: name -> round -> seconds outside the wrapped calls it made
+        self.own: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        self.inner: list[float] = []  # per open call, the time of the wrapped calls it made
 
     def install(self) -> None:
         for mod, cls, attr in WRAPPED:
             owner = importlib.import_module(mod)
             if cls is not None:
                 owner = getattr(owner, cls)
-            fn = getattr(owner, attr)
             name = f"{cls}.{attr}" if cls else attr
+            raw = owner.__dict__.get(attr) if cls is not None else None
+            if isinstance(raw, staticmethod):  # wrapped as a static method again
+                self._saved.append((owner, attr, raw))
+                setattr(owner, attr, staticmethod(self._wrap(raw.__func__, name)))
+                continue
+            fn = getattr(owner, attr)
             self._saved.append((owner, attr, fn))
             setattr(owner, attr, self._wrap(fn, name))
 
@@ -114,11 +160,17 @@ class Clock:
                 clock.round = int(args[1] if len(args) > 1 else kwargs["epoch"])
             depth, rnd = clock.depth, clock.round
             clock.depth += 1
+            clock.inner.append(0.0)
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                clock.calls.append((name, depth, rnd, t0, time.perf_counter()))
+                t1 = time.perf_counter()
+                clock.calls.append((name, depth, rnd, t0, t1))
+                own = t1 - t0 - clock.inner.pop()
+                clock.own[name][rnd] += own
+                if clock.inner:
+                    clock.inner[-1] += t1 - t0
                 clock.depth -= 1
 
         return timed
@@ -215,6 +267,23 @@ def one_run(histboost, X, y, params: dict, rounds: int) -> dict:
         if abs(ex) > 2e-4 or name == "_Training.boost_round":
             print(f"    {name}: {', '.join(f'{1e3 * by.get(r, 0.0):.2f}' for r in range(3))}"
                   f" | {1e3 * med:.2f} | {1e3 * ex:.2f}")
+    print("  steady rounds (3..), per function: median ms a round inclusive (nested "
+          "functions count in their callers too), median ms a round exclusive (outside the "
+          "wrapped functions it calls), calls a round")
+    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for name, _, rnd, _, _ in clock.calls:
+        if rnd >= 0:
+            counts[name][rnd] += 1
+    steady_rows = []
+    for name, by in per.items():
+        later = [by.get(r, 0.0) for r in range(3, rounds)]
+        if later:
+            n_calls = float(np.median([counts[name].get(r, 0) for r in range(3, rounds)]))
+            own = float(np.median([clock.own[name].get(r, 0.0) for r in range(3, rounds)]))
+            steady_rows.append((float(np.median(later)), name, own, n_calls))
+    for med, name, own, n_calls in sorted(steady_rows, reverse=True):
+        if med > 5e-5:
+            print(f"    {name}: {1e3 * med:.3f} ms, own {1e3 * own:.3f} ms, {n_calls:g} calls")
     fixed = (total - ingest) - rounds * steady
     print(f"  (train - ingest) - rounds x steady = {1e3 * fixed:.1f} ms: outside the rounds "
           f"{1e3 * (before + after - ingest):.1f} ms (ingest left out), the rounds' excess "
@@ -240,6 +309,25 @@ def profile_run(histboost, X, y, params: dict, rounds: int) -> None:
         print(f"  {e.key}: {e.self_cpu_time_total / 1e3:.2f} ms ({e.count} calls)")
 
 
+def cprofile_run(histboost, X, y, params: dict, rounds: int, top: int = 45) -> None:
+    """One training under cProfile (its Python functions' host time; C calls such as
+    cuLaunchKernel and event waits are their own rows): the top `top` by own time, then by
+    cumulative time."""
+    import cProfile
+    import io
+    import pstats
+    d = histboost.Dataset(X, label=y, max_bin=params["max_bin"])
+    prof = cProfile.Profile()
+    prof.enable()
+    histboost.train(params, d, rounds, verbose_eval=False)
+    prof.disable()
+    for key in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(top)
+        print(f"\ncProfile of a {rounds}-round training by {key}:")
+        print("\n".join(line[:160] for line in buf.getvalue().splitlines()[6:]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -249,6 +337,10 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--bins", type=int, default=256)
     ap.add_argument("--quantised", action="store_true")
+    ap.add_argument("--policy", choices=("depthwise", "lossguide"), default="depthwise")
+    ap.add_argument("--leaves", type=int, default=255, help="lossguide's max_leaves")
+    ap.add_argument("--cprofile-rounds", type=int, default=0,
+                    help="then one training of this many rounds under cProfile")
     ap.add_argument("--profile-rounds", type=int, default=4)
     ap.add_argument("--data-dir", default="/tmp/histboost-gpu-bench")
     a = ap.parse_args()
@@ -259,16 +351,21 @@ def main() -> None:
     X = np.ascontiguousarray(np.load(data / "X.npy"))
     y = np.load(data / "y.npy")
     params = {"objective": "binary:logistic", "learning_rate": 0.1, "max_bin": a.bins,
-              "device": "cuda", "grow_policy": "depthwise", "max_depth": a.depth,
-              "quantized_grad": a.quantised}
+              "device": "cuda", "quantized_grad": a.quantised,
+              **({"grow_policy": "depthwise", "max_depth": a.depth} if a.policy == "depthwise"
+                 else {"grow_policy": "lossguide", "max_leaves": a.leaves, "max_depth": 0})}
     warm = histboost.Dataset(X[:20_000], label=y[:20_000], max_bin=a.bins)  # as bench/gpu.py
     histboost.train({**params, "subsample": 0.5}, warm, 2, verbose_eval=False)
     histboost.train(params, warm, 2, verbose_eval=False)
-    print(f"{'quantised' if a.quantised else 'float'} depth-{a.depth} depth-wise, {a.rows:,} "
+    shape = f"depth-{a.depth} depth-wise" if a.policy == "depthwise" else \
+        f"{a.leaves}-leaf lossguide"
+    print(f"{'quantised' if a.quantised else 'float'} {shape}, {a.rows:,} "
           f"rows, {a.rounds} rounds, {a.bins} bins")
     results = [one_run(histboost, X, y, params, a.rounds) for _ in range(a.runs)]
     if a.profile_rounds:
         profile_run(histboost, X, y, params, a.profile_rounds)
+    if a.cprofile_rounds:
+        cprofile_run(histboost, X, y, params, a.cprofile_rounds)
     print("\n| run | ms/round | steady | before the rounds (ingest out) | after | rounds' "
           "excess | fixed in all |\n|---|---|---|---|---|---|---|")
     for i, r in enumerate(results):

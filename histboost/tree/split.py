@@ -19,6 +19,7 @@ from ..kernels.cpu.split import (  # noqa: F401  (re-exported record layout)
     REC_LEFT_G,
     REC_LEFT_H,
     REC_WIDTH,
+    leaf_values,
     leaf_weight,
     node_gain,
 )

@@ -437,3 +437,22 @@ def test_quantized_differs_from_float_but_is_seeded():
     assert _json(a) == _json(b)
     assert _json(a) != _json(c)  # the rounding noise follows the seed
     assert _json(a) != _json(f)
+
+
+def test_leaf_values_equal_leaf_weight_bit_for_bit():
+    """The grower's compiled leaf values of a step's children (`leaf_values`) are the
+    interpreter's `leaf_weight(G, H, reg) * learning_rate` bit for bit: regularisation on
+    and off, H under min_child_weight or zero, G inside alpha, signed zeros."""
+    from histboost.kernels.cpu.split import leaf_values, leaf_weight
+
+    rng = np.random.default_rng(3)
+    sums = np.concatenate([rng.normal(size=(200, 2)) * [[1.0, 5.0]],
+                           [[0.0, 1.0], [-0.0, 1.0], [0.3, 0.0], [0.2, -1.0], [1e-300, 2.0]]])
+    for lam, alpha, mds, mcw in ((1.0, 0.0, 0.0, 1.0), (0.0, 0.5, 0.7, 0.0),
+                                 (0.3, 0.2, 0.0, 2.5)):
+        reg = np.array([lam, alpha, mds, mcw, 0.0])
+        for lr in (0.1, 0.3, 1.0):
+            got = leaf_values(sums, reg, lr)
+            want = np.array([leaf_weight.py_func(g, h, reg.tolist()) * lr
+                             for g, h in sums.tolist()])
+            assert np.array_equal(got.view(np.int64), want.view(np.int64))

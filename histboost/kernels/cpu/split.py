@@ -50,6 +50,17 @@ def leaf_weight(G, H, reg):
     return w
 
 
+@nb.njit(cache=True)
+def leaf_values(sums, reg, learning_rate):
+    """leaf_weight(G, H, reg) * learning_rate of each row of sums float64 (n, 2) (G, H), the
+    product rounded on its own: float64 (n,). The growers' values of a step's children in one
+    call (a Python call of `leaf_weight.py_func` per child cost a few microseconds each)."""
+    out = np.empty(sums.shape[0])
+    for i in range(sums.shape[0]):
+        out[i] = leaf_weight(sums[i, 0], sums[i, 1], reg) * learning_rate
+    return out
+
+
 @nb.njit(cache=True, inline="always")
 def gain_given_weight(G, H, w, reg):
     """The loss reduction of weight w at sums (G, H); 0 when H is below min_child_weight."""

@@ -357,7 +357,9 @@ class LevelPlan:
         if feature_masks is not None:
             child_recs = nxt[np.stack([2 * order, 2 * order + 1], axis=1).reshape(-1)]
         if self.leaves_ahead and len(ok) < len(self.frontier):
-            js = np.setdiff1d(np.arange(len(self.frontier)), ok)
+            leaf = np.ones(len(self.frontier), bool)  # the frontier's nodes not split
+            leaf[ok] = False
+            js = np.flatnonzero(leaf)
             self.leaf_ids.append(np.asarray(self.frontier, np.int64)[js])
             self.leaf_at.append(np.stack([np.full(js.size, b, np.int64), js], axis=1))
         self.frontier = [c for q in where for c in (lefts[q], rights[q])]

@@ -961,7 +961,7 @@ class CUDABackend:
         """Best-first steps after the planned levels (`levels`, launched) run on the device
         (`histboost.kernels.cuda.best_first`); the host plans any step beyond them. How
         many: two more than the most the last finished trees of the same shape took from the
-        device (`_RECENT_TREES`; a step launched and not needed costs seven launches of
+        device (`_RECENT_TREES`; a step launched and not needed costs six launches of
         kernels that return at once; a step needed and not launched, a host round trip, and
         the tree's margins are not added ahead nor the next tree launched ahead), for the
         first tree the leaves left in batches of `batch` and a few more (a step splits

@@ -7,12 +7,13 @@ each a host round trip (the grower's choice, one upload, the step's kernels, one
 the device idles between them. Yet the grower's choice of a step's leaves is a fixed
 algorithm of the records it has read (`TreeGrower._grow_lossguide`: commit the best-first
 queue while its head is split, then play the queue forward to pick the next leaves), so the
-device can run it too: a one-block kernel per step (`_plan_step`; its sequential part on one
-thread, the queues as binary heaps in shared memory) keeps the grower's state (nodes, gains,
-the queue, commit and leaf counts), adds the children of the step before, commits, plays
-forward, and writes the step's parents as a frontier in the layout of a planned level: the
-level kernels (`partition.PLAN_LEVEL`, the partition, `PLAN_CHILDREN`, the histograms, the
-split search) then run the step unchanged. Every step is launched after the levels, without
+device can run it too: a one-block kernel per step (`_step`: first `_plan_step`, its
+sequential part on one thread, the queues as binary heaps in shared memory) keeps the
+grower's state (nodes, gains, the queue, commit and leaf counts), adds the children of the
+step before, commits, plays forward, and writes the step's parents as a frontier in the
+layout of a planned level; the same block then plans that level (`partition.plan_level`), and
+the level kernels (the partition, `PLAN_CHILDREN`, the histograms, the split search) run the
+step unchanged. Every step is launched after the levels, without
 the host; each step's records, row counts, histogram slots and parents go to pinned memory
 behind an event.
 
@@ -55,7 +56,7 @@ from ...tree.split import (
 from ..launch import CudaKernel
 from ._common import TABLE_WIDTH, THREADS, grid, mul
 from .ahead import PinnedBlocks
-from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT, _goes_left, _u
+from .partition import INFO_BLOCKS, INFO_CHUNKS, INFO_FRONT, _goes_left, _u, plan_level
 from .split import _leaf_weight
 
 if TYPE_CHECKING:
@@ -207,25 +208,41 @@ def _first_state(blocks, ranges, search, totals, levels, meta, gain, left, depth
 
 
 @cuda.jit
+def _step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gain, left, depth, rec,
+          rows, slot, tot, queue_g, queue_ni, committed, max_leaves, max_depth, batch, front,
+          front_rows, front_search, front_totals, out, table, parent_slots, build_first,
+          child_totals, chunk_out, hist_blocks, hist_cap):
+    """One block: a best-first step's plan (`_plan_step`), then its parents' partition table,
+    histogram plan and children's sums as a planned level's (`partition.plan_level` of the
+    step's frontier into table, parent_slots, build_first, child_totals, chunk_out and the
+    INFO_* of out's last row): one launch where there were two, back to back, a step."""
+    _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gain, left, depth,
+               rec, rows, slot, tot, queue_g, queue_ni, committed, max_leaves, max_depth, batch,
+               front, front_rows, front_search, front_totals, out)
+    cuda.syncthreads()  # the frontier written by every thread, its size by thread 0
+    plan_level(front, front_rows, front_search, front_totals, table, parent_slots, build_first,
+               child_totals, chunk_out, out, hist_blocks, hist_cap)
+
+
+@cuda.jit(device=True, inline=True)
 def _plan_step(prev_out, prev_rows, prev_search, prev_totals, meta, pending, gain, left, depth,
                rec, rows, slot, tot, queue_g, queue_ni, committed, max_leaves, max_depth, batch,
                front, front_rows, front_search, front_totals, out):
-    """One block: one best-first step of the grower (`TreeGrower._grow_lossguide`) on the
-    device. First the children of the step before (pending int64 (P, 2): its parents and
-    whether their children were searched; their records prev_out[0:2k], rows prev_rows,
-    slots prev_search[:, 0], sums prev_totals) become nodes. Then, on one thread: commit the
-    queue while its head is split (each commit adds a leaf and pushes the node's children of
-    positive gain); stop (DONE) when the queue is empty or max_leaves leaves are reached;
-    else play the queue forward as the grower does: pop (split nodes push their children,
-    numbered by the commits played) until `batch` leaves whose children are searched are
-    popped (one leaf when batch is 1) or the tree would be full, collecting the leaves not
-    yet split as parents, searched when the tree is not full after them and max_depth allows
-    (0: no limit); each node committed is marked (committed int64 (NODE_CAP,): 1). More
-    than P parents or NODE_CAP nodes: STOPPED (the host goes on). The parents, searched
-    ones first, are written as a frontier for `partition.PLAN_LEVEL` (front float64 (P + 1,
-    REC_WIDTH): their records, the count in the last row; their rows, slots and sums) and
-    into out[3P:4P] (device id, searched, first child's id); the status and counts into
-    out[-1]."""
+    """Run by one whole block (`_step`): one best-first step of the grower
+    (`TreeGrower._grow_lossguide`) on the device. First the children of the step before (pending
+    int64 (P, 2): its parents and whether their children were searched; their records
+    prev_out[0:2k], rows prev_rows, slots prev_search[:, 0], sums prev_totals) become nodes. Then,
+    on one thread: commit the queue while its head is split (each commit adds a leaf and pushes the
+    node's children of positive gain); stop (DONE) when the queue is empty or max_leaves leaves are
+    reached; else play the queue forward as the grower does: pop (split nodes push their children,
+    numbered by the commits played) until `batch` leaves whose children are searched are popped (one
+    leaf when batch is 1) or the tree would be full, collecting the leaves not yet split as parents,
+    searched when the tree is not full after them and max_depth allows (0: no limit); each node
+    committed is marked (committed int64 (NODE_CAP,): 1). More than P parents or NODE_CAP nodes:
+    STOPPED (the host goes on). The parents, searched ones first, are written as a frontier for
+    `partition.plan_level` (front float64 (P + 1, REC_WIDTH): their records, the count in the last
+    row; their rows, slots and sums) and into out[3P:4P] (device id, searched, first child's id);
+    the status and counts into out[-1]."""
     t = cuda.threadIdx.x
     hg = cuda.shared.array(HEAP_CAP, np.float64)
     hn = cuda.shared.array(HEAP_CAP, np.int32)
@@ -436,10 +453,11 @@ _STATE = (("int64", 1), ("float64", 1), ("int64", 1), ("int64", 1), ("float64", 
           ("int64", 2), ("int64", 1), ("float64", 2), ("float64", 1), ("int64", 2), ("int64", 1))
 FIRST_STATE = CudaKernel(_first_state, (("float64", 3), ("int64", 2), ("int64", 2),
                                         ("float64", 3), "int64", *_STATE))
-PLAN_STEP = CudaKernel(_plan_step, (("float64", 2), ("int64", 2), ("int64", 2), ("float64", 2),
-                                    _STATE[0], ("int64", 2), *_STATE[1:], "int64", "int64",
-                                    "int64", ("float64", 2), ("int64", 2), ("int64", 2),
-                                    ("float64", 2), ("float64", 2)))
+STEP = CudaKernel(_step, (("float64", 2), ("int64", 2), ("int64", 2), ("float64", 2), _STATE[0],
+                          ("int64", 2), *_STATE[1:], "int64", "int64", "int64", ("float64", 2),
+                          ("int64", 2), ("int64", 2), ("float64", 2), ("float64", 2),
+                          ("int64", 2), ("int64", 1), ("int64", 1), ("float64", 2),
+                          ("int64", 1), "int64", "int64"))
 TREE_LEAVES = CudaKernel(_tree_leaves, (("int64", 1), ("int64", 1), ("float64", 2), ("int64", 1),
                                         ("float64", 1), "float64", ("float64", 2)))
 TREE_MARGINS_INTO = {
@@ -447,7 +465,7 @@ TREE_MARGINS_INTO = {
         (dtype, 2), ("int32", 1), ("int64", 1), ("float64", 2), ("int64", 1), ("int64", 1),
         ("float64", 2), ("float64", 2), "int64", ("float64", 2)))
     for dtype in ("uint8", "int32")}
-KERNELS = (FIRST_STATE, PLAN_STEP, TREE_LEAVES, *TREE_MARGINS_INTO.values())
+KERNELS = (FIRST_STATE, STEP, TREE_LEAVES, *TREE_MARGINS_INTO.values())
 
 
 def step_shape(batch: int, max_depth: int) -> int:
@@ -546,9 +564,9 @@ class BestFirstPlan:
     def launch(self, feature_mask: np.ndarray, reg: np.ndarray, steps: int,
                learning_rate: float | None = None, output: int = 0) -> None:
         """The device's grower state from the planned levels, then `steps` steps (at most
-        the buffers'): each the step's plan (`_plan_step`), then a planned level's kernels
-        over its parents; with a learning rate, the tree's margin update of `output` behind
-        them (`launch_leaves`)."""
+        the buffers'): each the step's plan and its level's plan (`_step`), then a planned
+        level's kernels over its parents; with a learning rate, the tree's margin update of
+        `output` behind them (`launch_leaves`)."""
         be, bufs = self.be, self.bufs
         levels = self.levels.bufs
         common, part, split = be._k["common"], be._k["partition"], be._k["split"]
@@ -572,15 +590,12 @@ class BestFirstPlan:
         self.build_grid = max(be._hist_blocks, -(-half_rows // be._state.chunk_cap)) + p + 1
         prev = bufs.step_views[0]
         for b, v in enumerate(bufs.step_views[:self.steps]):
-            PLAN_STEP.launch(1, threads, dev, prev["out"], prev["child_rows"],
-                             prev["child_search"], prev["child_totals"], bufs.meta,
-                             bufs.pending, *bufs.state, self.max_leaves, self.max_depth,
-                             self.batch, v["front"], v["front_rows"], v["front_search"],
-                             v["front_totals"], v["out"])
-            part.PLAN_LEVEL.launch(1, threads, dev, v["front"], v["front_rows"],
-                                   v["front_search"], v["front_totals"], bufs.table,
-                                   bufs.slots, bufs.first, v["child_totals"], bufs.chunk,
-                                   v["out"], be._hist_blocks, be._state.chunk_cap)
+            STEP.launch(1, threads, dev, prev["out"], prev["child_rows"], prev["child_search"],
+                        prev["child_totals"], bufs.meta, bufs.pending, *bufs.state,
+                        self.max_leaves, self.max_depth, self.batch, v["front"],
+                        v["front_rows"], v["front_search"], v["front_totals"], v["out"],
+                        bufs.table, bufs.slots, bufs.first, v["child_totals"], bufs.chunk,
+                        be._hist_blocks, be._state.chunk_cap)
             args = (be._columns, be._rows2, bufs.table, be.missing_bins, bufs.chunk_left)
             part.COUNT_LEFT[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args)
             part.SCATTER_ROWS[be._bin_dtype].launch(bufs.part_grid, threads, dev, *args,
@@ -643,8 +658,16 @@ class BestFirstPlan:
         unsplit nodes are these, each holding its leaf's value."""
         if not self.finished():
             return False
-        by_grower = {i: d for d, i in self._device_ids().items()}
-        at = np.fromiter((by_grower.get(i, -1) for i in leaves), np.int64, len(leaves))
+        ids = self._device_ids()
+        # grower's id -> device id as an array lookup (ids are distinct both ways)
+        device = np.fromiter(ids.keys(), np.int64, len(ids))
+        grower = np.fromiter(ids.values(), np.int64, len(ids))
+        want = np.asarray(leaves, np.int64)
+        if want.size and (want.min() < 0 or want.max() > grower.max()):
+            return False
+        by_grower = np.full(int(grower.max()) + 1, -1, np.int64)
+        by_grower[grower] = device
+        at = by_grower[want]
         table = self.bufs.values_np
         if at.size != int(table[-1, 1]) or np.any(at < 0) or np.unique(at).size != at.size \
                 or not np.all(table[at, 1] == 1.0):
@@ -698,20 +721,24 @@ class BestFirstPlan:
         self._check(int(info[INFO_FRONT]) == 2 * k and int(info[INFO_CHUNKS]) <= bufs.part_grid
                     and int(info[INFO_BLOCKS]) <= self.build_grid,
                     f"the launch sizes of step {self.index}")
-        rows = block[3 * p + lo:3 * p + hi]
+        # the step's rows as Python ints in one conversion each (a NumPy scalar a parent
+        # costs more than the rest of the loop)
+        device_ids, _, firsts = block[3 * p + lo:3 * p + hi, :3].astype(np.int64).T.tolist()
         ids = self.ids
-        self._check([ids.get(int(d), -1) for d in rows[:, 0]] == list(parents),
+        self._check([ids.get(d, -1) for d in device_ids] == list(parents),
                     f"the parents of step {self.index}")
         counts = block[2 * p + lo:2 * p + hi, :2].astype(np.int64)
-        slots = block[2 * p + lo:2 * p + hi, 2:4].astype(np.int64).tolist()
-        held = self.be._state.slot
-        for q, first in enumerate(rows[:, 2].astype(np.int64).tolist()):
+        for q, first in enumerate(firsts):
             ids[first] = lefts[q]
             ids[first + 1] = rights[q]
-            if search:
-                held.pop(parents[q], None)
-                held[lefts[q]] = slots[q][0]
-                held[rights[q]] = slots[q][1]
+        if search:
+            held = self.be._state.slot
+            lefts_slots, rights_slots = block[2 * p + lo:2 * p + hi, 2:4].astype(
+                np.int64).T.tolist()
+            for q, parent in enumerate(parents):
+                held.pop(parent, None)
+                held[lefts[q]] = lefts_slots[q]
+                held[rights[q]] = rights_slots[q]
         recs = None
         if search:
             recs = block[:2 * n_searched].copy()

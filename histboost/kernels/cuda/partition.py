@@ -295,19 +295,28 @@ INFO_FRONT, INFO_CHUNKS, INFO_BLOCKS, INFO_HIST_CHUNK = 0, 1, 2, 3
 @cuda.jit
 def _plan_level(front, ranges, search, totals, table, parent_slots, build_first, child_totals,
                 chunk_out, nxt, hist_blocks, hist_cap):
-    """One block: the next level of a depth-wise tree from the frontier's records, as the
-    grower chooses it (a node splits when its best gain > MIN_SPLIT_GAIN on some feature),
-    without the host. The frontier: front float64 (R, REC_WIDTH), records of its
+    """One block: `plan_level`."""
+    plan_level(front, ranges, search, totals, table, parent_slots, build_first, child_totals,
+               chunk_out, nxt, hist_blocks, hist_cap)
+
+
+@cuda.jit(device=True, inline=True)
+def plan_level(front, ranges, search, totals, table, parent_slots, build_first, child_totals,
+               chunk_out, nxt, hist_blocks, hist_cap):
+    """Run by one whole block (a planned level's kernel, `_plan_level`, and a best-first step's
+    after its plan, `best_first._step`): the next level of a depth-wise tree from the frontier's
+    records, as the grower chooses it (a node splits when its best gain > MIN_SPLIT_GAIN on some
+    feature), without the host. The frontier: front float64 (R, REC_WIDTH), records of its
     front[-1, INFO_FRONT] nodes; ranges int64 (k, 3) their rows (start, end, buffer); search
-    int64 (k, 2) their histogram slots (column 0); totals float64 (k, 3) their (G, H, C).
-    Writes, for the p-th splitting node (frontier order): table[p] (its partition entry,
-    chunks as `partition_chunk_rows` cuts them), parent_slots[p], build_first[p] (its first
-    histogram block: ceil(half its rows / chunk) blocks each, chunk rows as
-    `hist_chunk_rows(sum of halves, hist_blocks, hist_cap)`, into chunk_out[0]) and the
-    children's (G, H) into child_totals[2p], [2p + 1] (left from the record, right = the
-    parent's minus left: the grower's float64 operations). Rows of `table` past the splitting
-    nodes are padding: no rows, first chunk and block at the totals, parent slot -1. nxt[-1]
-    gets the level's INFO_* (frontier size of the next level: twice the splitting nodes)."""
+    int64 (k, 2) their histogram slots (column 0); totals float64 (k, 3) their (G, H, C). Writes,
+    for the p-th splitting node (frontier order): table[p] (its partition entry, chunks as
+    `partition_chunk_rows` cuts them), parent_slots[p], build_first[p] (its first histogram block:
+    ceil(half its rows / chunk) blocks each, chunk rows as `hist_chunk_rows(sum of halves,
+    hist_blocks, hist_cap)`, into chunk_out[0]) and the children's (G, H) into child_totals[2p],
+    [2p + 1] (left from the record, right = the parent's minus left: the grower's float64
+    operations). Rows of `table` past the splitting nodes are padding: no rows, first chunk and
+    block at the totals, parent slot -1. nxt[-1] gets the level's INFO_* (frontier size of the next
+    level: twice the splitting nodes)."""
     t = cuda.threadIdx.x
     flags = cuda.shared.array(THREADS, np.int64)
     counts = cuda.shared.array(THREADS, np.int64)
