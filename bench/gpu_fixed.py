@@ -21,6 +21,9 @@ allocations (cudaMalloc, `num_device_alloc`) are read at every round's end. Prin
   (less the wrapped functions it calls: where a lossguide round's host time goes), and its
   calls a round; each wrapped call adds about a microsecond of its own;
 - the sum: outside the rounds + the rounds' excess = (train - ingest) - rounds x steady.
+- the garbage collector's passes during the run (gc.callbacks: count and time per
+  generation), a candidate for a round's one-off stall (one depth-wise round of 358 ms, session
+  14).
 
 `--policy lossguide` trains `bench/gpu.py`'s 255-leaf lossguide trees (`--leaves`) instead of
 depth-wise ones. `--cprofile-rounds` then runs one more training under cProfile (its per-call
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import importlib
 import sys
 import time
@@ -185,6 +189,33 @@ class Clock:
             self.stats_seconds += time.perf_counter() - t0
 
 
+class GCClock:
+    """The garbage collector's passes during a run (gc.callbacks): count and seconds per
+    generation."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[int, list[float]] = defaultdict(list)
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds[info["generation"]].append(time.perf_counter() - self._t0)
+
+    def __enter__(self):
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self)
+
+    def summary(self) -> str:
+        return ", ".join(f"generation {g}: {len(v)} passes, {1e3 * sum(v):.1f} ms (longest "
+                         f"{1e3 * max(v):.1f})" for g, v in sorted(self.seconds.items())) \
+            or "no passes"
+
+
 def _stamps(clock: Clock, rounds: int):
     from histboost.callback import TrainingCallback
 
@@ -229,10 +260,13 @@ def one_run(histboost, X, y, params: dict, rounds: int) -> dict:
         torch.cuda.synchronize()
     clock.install()
     try:
-        t0 = time.perf_counter()
-        d = histboost.Dataset(X, label=y, max_bin=params["max_bin"])
-        booster = histboost.train(params, d, rounds, verbose_eval=False, callbacks=[stamps])
-        t_end = time.perf_counter() - clock.stats_seconds
+        with GCClock() as gcc:
+            t0 = time.perf_counter()
+            d = histboost.Dataset(X, label=y, max_bin=params["max_bin"])
+            booster = histboost.train(params, d, rounds, verbose_eval=False,
+                                      callbacks=[stamps])
+            t_end = time.perf_counter() - clock.stats_seconds
+        print(f"\ngarbage collector during the run: {gcc.summary()}")
     finally:
         clock.uninstall()
     total = t_end - t0
