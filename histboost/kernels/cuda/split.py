@@ -120,6 +120,22 @@ def _make_best_split(threads: int):
     two, compiled in)."""
 
     @cuda.jit(device=True, inline=True)
+    def _block_argmax(gains, keys, where, t):
+        """gains[0], where[0] = the block's highest gain and its entry's position, ties to the
+        lowest key (keys may be `where` itself); every thread has written its entries, behind a
+        barrier, before the call. gains float64 (threads,), keys and where (threads,)."""
+        width = threads // 2
+        while width > 0:
+            if t < width:
+                c = gains[t + width]
+                if c > gains[t] or (c == gains[t] and keys[t + width] < keys[t]):
+                    gains[t] = c
+                    keys[t] = keys[t + width]
+                    where[t] = where[t + width]
+            cuda.syncthreads()
+            width //= 2
+
+    @cuda.jit(device=True, inline=True)
     def _feature_best(hists, g_scale, h_scale, k, slot, f, totals, offsets, feature_masks, reg,
                       constrained, monotone, lower, upper, rec):
         """rec = the best split of node k (histogram in pool slot `slot`) on feature f, by the
@@ -195,17 +211,7 @@ def _make_best_split(threads: int):
                 gains[t] = gain
                 where[t] = t
                 cuda.syncthreads()
-                # block argmax: the highest gain, ties to the lowest bin
-                width = threads // 2
-                while width > 0:
-                    if t < width:
-                        a = gains[t]
-                        c = gains[t + width]
-                        if c > a or (c == a and where[t + width] < where[t]):
-                            gains[t] = c
-                            where[t] = where[t + width]
-                    cuda.syncthreads()
-                    width //= 2
+                _block_argmax(gains, where, where, t)  # ties to the lowest bin
                 if t == 0 and gains[0] > best[0]:  # strictly better than earlier tiles / pass
                     w = where[0]
                     best[0] = gains[0]
@@ -298,17 +304,7 @@ def _make_best_split(threads: int):
         features[t] = out[k, pick, REC_FEATURE] if pick >= 0 else np.inf
         where[t] = pick
         cuda.syncthreads()
-        width = threads // 2
-        while width > 0:
-            if t < width:
-                a = gains[t]
-                c = gains[t + width]
-                if c > a or (c == a and features[t + width] < features[t]):
-                    gains[t] = c
-                    features[t] = features[t + width]
-                    where[t] = where[t + width]
-            cuda.syncthreads()
-            width //= 2
+        _block_argmax(gains, features, where, t)
         w = where[0]
         for i in range(t, best_out.shape[1], threads):
             if w >= 0:
